@@ -1,0 +1,37 @@
+# Both README commands create .venv and install everything they need.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint format docs bench clean
+
+$(STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,docs]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m example_project.demo
+
+test: $(STAMP) lint docs
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check scrapy_recrawl tests bench example_project
+	$(BIN)/ruff format --check scrapy_recrawl tests bench example_project
+
+format: $(STAMP)
+	$(BIN)/ruff format scrapy_recrawl tests bench example_project
+	$(BIN)/ruff check --fix scrapy_recrawl tests bench example_project
+
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
+
+bench: $(STAMP)
+	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

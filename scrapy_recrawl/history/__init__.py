@@ -1,0 +1,97 @@
+"""Per-URL history: the store interface, its backends, and the one store per crawler."""
+
+from __future__ import annotations
+
+import os
+import weakref
+from typing import Any
+
+from ..settings import RecrawlSettingError, get
+from .base import (
+    SCHEMA_VERSION,
+    HistoryArrays,
+    HistoryStore,
+    HistoryStoreError,
+    StoredBody,
+    UrlRecord,
+    Visit,
+)
+from .sqlite import SqliteHistoryStore
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "HistoryArrays",
+    "HistoryStore",
+    "HistoryStoreError",
+    "SqliteHistoryStore",
+    "StoredBody",
+    "UrlRecord",
+    "Visit",
+    "open_store",
+    "store_for_crawler",
+]
+
+
+def _default_sqlite_path() -> str:
+    # Scrapy's project data dir (.scrapy/ beside scrapy.cfg), as HttpCacheMiddleware uses.
+    from scrapy.utils.project import data_path
+
+    return os.path.join(data_path("recrawl", createdir=True), "history.sqlite3")
+
+
+def open_store(settings: Any) -> HistoryStore:
+    """Build (not yet open) the store ``RECRAWL_STORE`` names.
+
+    ``None``: ``.scrapy/recrawl/history.sqlite3`` in the project; a path,
+    ``sqlite:///relative.sqlite3`` or ``sqlite:////absolute.sqlite3``: that SQLite file.
+    """
+    spec = get(settings, "RECRAWL_STORE", (str, os.PathLike))
+    options = {
+        "store_bodies": get(settings, "RECRAWL_STORE_BODIES", bool),
+        "flush_every": get(
+            settings, "RECRAWL_FLUSH_EVERY", int, lambda v: v >= 1, "a positive number of visits"
+        ),
+        "flush_seconds": get(
+            settings,
+            "RECRAWL_FLUSH_SECONDS",
+            (int, float),
+            lambda v: v >= 0,
+            "a number of seconds >= 0",
+        ),
+    }
+    if spec is None:
+        return SqliteHistoryStore(_default_sqlite_path(), **options)
+    spec = os.fspath(spec)
+    if spec.startswith("sqlite:///"):
+        # as SQLAlchemy spells it: sqlite:///relative.db, sqlite:////absolute.db
+        return SqliteHistoryStore(spec[len("sqlite:///") :] or _default_sqlite_path(), **options)
+    if "://" in spec:
+        scheme = spec.split("://", 1)[0]
+        raise RecrawlSettingError(
+            f"RECRAWL_STORE={spec!r}: unknown store scheme {scheme!r}; "
+            "use a file path or sqlite:///path"
+        )
+    return SqliteHistoryStore(spec, **options)
+
+
+_STORES: weakref.WeakKeyDictionary[Any, HistoryStore] = weakref.WeakKeyDictionary()
+
+
+def store_for_crawler(crawler: Any) -> HistoryStore:
+    """The one open store shared by this crawler's scheduler and middleware.
+
+    Opened on first use, which starts a new cycle: each crawl process is at
+    least one cycle (one ``scrapy crawl`` = one cycle unless the scheduler runs
+    continuously, when it also rolls cycles over itself). Closed (flushed) when
+    the engine stops.
+    """
+    store = _STORES.get(crawler)
+    if store is None:
+        from scrapy import signals
+
+        store = open_store(crawler.settings)
+        store.open()
+        store.advance_cycle()
+        _STORES[crawler] = store
+        crawler.signals.connect(store.close, signal=signals.engine_stopped, weak=False)
+    return store

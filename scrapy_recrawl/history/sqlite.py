@@ -1,0 +1,469 @@
+"""The embedded default history store: one SQLite file, WAL mode, batched writes.
+
+One crawl process owns a store at a time (use the Redis backend for many).
+Visits are folded into an in-memory write-back cache and written in one
+transaction every ``flush_every`` visits or ``flush_seconds`` seconds, and on
+close; a URL's row and its visit-log rows always go in the same transaction,
+so the per-URL counters are never ahead of the log. A failed write keeps the
+buffer, so nothing is lost and the next flush retries it.
+
+The lean ``urls`` table holds only numbers and short strings, so loading a
+million URLs into numpy is one table scan; signatures, request dicts and
+bodies live in side tables keyed by the URL id.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pickle
+import sqlite3
+import time
+import zlib
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from .base import (
+    SCHEMA_VERSION,
+    HistoryArrays,
+    HistoryStoreError,
+    StoredBody,
+    UrlRecord,
+    Visit,
+)
+from .state import observe
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS urls (
+    id INTEGER PRIMARY KEY,
+    fingerprint BLOB NOT NULL UNIQUE,
+    url TEXT NOT NULL,
+    first_seen REAL NOT NULL,
+    first_cycle INTEGER NOT NULL,
+    visits INTEGER NOT NULL DEFAULT 0,
+    n INTEGER NOT NULL DEFAULT 0,
+    x INTEGER NOT NULL DEFAULT 0,
+    sad REAL NOT NULL DEFAULT 0,
+    aad_sum REAL NOT NULL DEFAULT 0,
+    gad REAL NOT NULL DEFAULT 0,
+    last_visit_cycle INTEGER NOT NULL DEFAULT -1,
+    last_visit_time REAL,
+    last_change_cycle INTEGER NOT NULL DEFAULT -1,
+    last_change_time REAL,
+    d REAL, a REAL, r REAL, m REAL,
+    status INTEGER NOT NULL DEFAULT 0,
+    gone INTEGER NOT NULL DEFAULT 0,
+    etag TEXT,
+    last_modified TEXT,
+    has_body INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS signatures (url_id INTEGER PRIMARY KEY, signature BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS requests (url_id INTEGER PRIMARY KEY, request BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS bodies (
+    url_id INTEGER PRIMARY KEY, status INTEGER NOT NULL, headers TEXT NOT NULL, body BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS visits (
+    id INTEGER PRIMARY KEY,
+    url_id INTEGER NOT NULL,
+    cycle INTEGER NOT NULL,
+    time REAL NOT NULL,
+    status INTEGER NOT NULL,
+    changed INTEGER,
+    distance INTEGER NOT NULL DEFAULT 0,
+    added INTEGER NOT NULL DEFAULT 0,
+    removed INTEGER NOT NULL DEFAULT 0,
+    modified INTEGER NOT NULL DEFAULT 0,
+    attributes INTEGER NOT NULL DEFAULT 0,
+    bytes INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS visits_by_url ON visits (url_id, cycle);
+"""
+
+# Column order of the urls table as UrlRecord fields (row <-> record).
+_URL_COLUMNS = (
+    "id fingerprint url first_seen first_cycle visits n x sad aad_sum gad "
+    "last_visit_cycle last_visit_time last_change_cycle last_change_time d a r m "
+    "status gone etag last_modified has_body"
+).split()
+_RECORD_FIELDS = [
+    {"x": "X", "d": "D", "a": "A", "r": "R", "m": "M"}.get(c, c) for c in _URL_COLUMNS
+]
+
+# Columns handed to the scorer (HistoryArrays.columns), with their dtypes.
+# NULLs come back as -1 and are turned into NaN ("not recorded").
+_ARRAY_COLUMNS: list[tuple[str, str, Any]] = [
+    ("n", "n", np.int64),
+    ("X", "x", np.int64),
+    ("sad", "sad", np.float64),
+    ("aad_sum", "aad_sum", np.float64),
+    ("gad", "gad", np.float64),
+    ("last_visit_cycle", "last_visit_cycle", np.int64),
+    ("last_visit_time", "IFNULL(last_visit_time, -1)", np.float64),
+    ("D", "IFNULL(d, -1)", np.float64),
+    ("A", "IFNULL(a, -1)", np.float64),
+    ("R", "IFNULL(r, -1)", np.float64),
+    ("M", "IFNULL(m, -1)", np.float64),
+    ("gone", "gone", np.bool_),
+]
+_NULLABLE = ("last_visit_time", "D", "A", "R", "M")
+
+# Migrations from schema version v to v + 1 (none yet: version 1 is the first).
+_MIGRATIONS: dict[int, str] = {}
+
+
+def _nan_to_none(x: float) -> float | None:
+    return None if x is None or math.isnan(x) else x
+
+
+class SqliteHistoryStore:
+    """The history store in one SQLite file (see the module docstring)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        store_bodies: bool = True,
+        flush_every: int = 500,
+        flush_seconds: float = 5.0,
+        clock: Any = time.time,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.location = f"sqlite:///{os.path.abspath(self.path)}"
+        self.store_bodies = store_bodies
+        self.flush_every = max(1, int(flush_every))
+        self.flush_seconds = float(flush_seconds)
+        self._clock = clock
+        self._db: sqlite3.Connection | None = None
+        self._cycle = 0
+        self._next_id = 1
+        self._count = 0
+        self._reset_buffers()
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def _reset_buffers(self) -> None:
+        self._dirty: dict[bytes, UrlRecord] = {}
+        self._visit_rows: list[tuple[Any, ...]] = []
+        self._signatures: dict[int, bytes] = {}
+        self._requests: dict[int, bytes] = {}
+        self._bodies: dict[int, tuple[int, str, bytes]] = {}
+        self._last_flush = time.monotonic()
+
+    def open(self) -> None:
+        if self._db is not None:
+            return
+        directory = os.path.dirname(os.path.abspath(self.path))
+        try:
+            os.makedirs(directory, exist_ok=True)
+            db = sqlite3.connect(self.path, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA busy_timeout=10000")
+            version = self._schema_version(db)
+            if version is None:
+                db.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
+                db.execute(
+                    "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?), ('cycle', '0')",
+                    (str(SCHEMA_VERSION),),
+                )
+            elif version > SCHEMA_VERSION:
+                raise HistoryStoreError(
+                    f"history store {self.location} has schema version {version}, newer than "
+                    f"this scrapy-recrawl understands ({SCHEMA_VERSION}): upgrade scrapy-recrawl "
+                    "or point RECRAWL_STORE elsewhere"
+                )
+            else:
+                for v in range(version, SCHEMA_VERSION):
+                    db.executescript("BEGIN;" + _MIGRATIONS[v] + "COMMIT;")
+                    db.execute(
+                        "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(v + 1),)
+                    )
+            self._cycle = int(db.execute("SELECT value FROM meta WHERE key='cycle'").fetchone()[0])
+            self._next_id = int(db.execute("SELECT IFNULL(MAX(id), 0) FROM urls").fetchone()[0]) + 1
+            self._count = int(db.execute("SELECT COUNT(*) FROM urls").fetchone()[0])
+        except sqlite3.Error as exc:
+            raise HistoryStoreError(
+                f"cannot open the history store {self.location} (RECRAWL_STORE): {exc}"
+            ) from exc
+        self._db = db
+
+    @staticmethod
+    def _schema_version(db: sqlite3.Connection) -> int | None:
+        has_meta = db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
+        ).fetchone()
+        if not has_meta:
+            if db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]:
+                raise sqlite3.DatabaseError("not a scrapy-recrawl history store (no meta table)")
+            return None
+        row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        return int(row[0]) if row else None
+
+    def close(self) -> None:
+        if self._db is None:
+            return
+        try:
+            self.flush()
+        finally:
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> SqliteHistoryStore:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise HistoryStoreError(f"history store {self.location} is not open")
+        return self._db
+
+    # -- cycles ------------------------------------------------------------
+
+    @property
+    def cycle(self) -> int:
+        return self._cycle
+
+    def advance_cycle(self) -> int:
+        self.flush()
+        self._write(
+            lambda db: db.execute(
+                "UPDATE meta SET value = ? WHERE key = 'cycle'", (str(self._cycle + 1),)
+            )
+        )
+        self._cycle += 1
+        return self._cycle
+
+    # -- reads -------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._count
+
+    def get(self, fingerprint: bytes) -> UrlRecord | None:
+        rec = self._dirty.get(fingerprint)
+        if rec is not None:
+            return rec
+        row = self._read(
+            lambda db: db.execute(
+                f"SELECT {', '.join('u.' + c for c in _URL_COLUMNS)}, s.signature "
+                "FROM urls u LEFT JOIN signatures s ON s.url_id = u.id WHERE u.fingerprint = ?",
+                (fingerprint,),
+            ).fetchone()
+        )
+        if row is None:
+            return None
+        values = dict(zip(_RECORD_FIELDS, row[:-1], strict=True))
+        for key in ("last_visit_time", "last_change_time", "D", "A", "R", "M"):
+            if values[key] is None:
+                values[key] = float("nan")
+        values["gone"] = bool(values["gone"])
+        values["has_body"] = bool(values["has_body"])
+        return UrlRecord(**values, signature=row[-1])
+
+    def body(self, fingerprint: bytes) -> StoredBody | None:
+        rec = self.get(fingerprint)
+        if rec is None or not rec.has_body:
+            return None
+        pending = self._bodies.get(rec.id)
+        row = pending or self._read(
+            lambda db: db.execute(
+                "SELECT status, headers, body FROM bodies WHERE url_id = ?", (rec.id,)
+            ).fetchone()
+        )
+        if row is None:
+            return None
+        status, headers, body = row
+        return StoredBody(status=status, headers=json.loads(headers), body=zlib.decompress(body))
+
+    def requests(self, ids: Iterable[int] | np.ndarray) -> list[dict[str, Any] | None]:
+        wanted = [int(i) for i in ids]
+        found: dict[int, bytes] = {}
+        # sqlite limits bound parameters per statement; 900 is safe on every build
+        for start in range(0, len(wanted), 900):
+            chunk = wanted[start : start + 900]
+            marks = ",".join("?" * len(chunk))
+            rows = self._read(
+                lambda db, chunk=chunk, marks=marks: db.execute(
+                    f"SELECT url_id, request FROM requests WHERE url_id IN ({marks})", chunk
+                ).fetchall()
+            )
+            found.update(rows)
+        found.update({i: b for i, b in self._requests.items() if i in set(wanted)})
+        return [pickle.loads(found[i]) if i in found else None for i in wanted]
+
+    def arrays(self) -> HistoryArrays:
+        self.flush()
+        dtype = np.dtype([("id", np.int64)] + [(name, t) for name, _, t in _ARRAY_COLUMNS])
+        sql = "SELECT id, " + ", ".join(expr for _, expr, _ in _ARRAY_COLUMNS) + " FROM urls"
+        table = self._read(lambda db: np.fromiter(db.execute(sql), dtype=dtype, count=self._count))
+        columns = {name: np.ascontiguousarray(table[name]) for name, _, _ in _ARRAY_COLUMNS}
+        for name in _NULLABLE:
+            col = columns[name]
+            col[col < 0] = np.nan
+        return HistoryArrays(
+            ids=np.ascontiguousarray(table["id"]), columns=columns, cycle=self._cycle
+        )
+
+    def visit_log(self, url_ids: Iterable[int] | None = None) -> dict[str, np.ndarray]:
+        """The visit log (oldest first) as numpy columns; ``changed`` is -1 for no observation."""
+        self.flush()
+        sql = (
+            "SELECT url_id, cycle, time, status, IFNULL(changed, -1), distance, added, removed,"
+            " modified, attributes, bytes FROM visits"
+        )
+        params: list[int] = []
+        if url_ids is not None:
+            params = [int(i) for i in url_ids]
+            sql += f" WHERE url_id IN ({','.join('?' * len(params))})"
+        names = "url_id cycle time status changed distance added removed modified attributes bytes"
+        dtype = np.dtype([(c, np.float64 if c == "time" else np.int64) for c in names.split()])
+        table = self._read(lambda db: np.fromiter(db.execute(sql + " ORDER BY id", params), dtype))
+        return {c: np.ascontiguousarray(table[c]) for c in dtype.names or ()}
+
+    # -- writes ------------------------------------------------------------
+
+    def record(self, visit: Visit) -> UrlRecord:
+        self.db  # noqa: B018 -- fail early, naming the store, when it is closed
+        rec = self.get(visit.fingerprint)
+        if rec is None:
+            rec = UrlRecord(
+                id=self._next_id,
+                url=visit.url,
+                fingerprint=visit.fingerprint,
+                first_seen=visit.time,
+                first_cycle=self._cycle,
+            )
+            self._next_id += 1
+            self._count += 1
+        rec.url = visit.url
+        rec.visits += 1
+        rec.status = visit.status
+        good = 200 <= visit.status < 300 or visit.status == 304
+        observed = visit.changed is not None and good and rec.last_visit_cycle >= 0
+        if observed:
+            rec.n, rec.X, rec.sad, rec.aad_sum, rec.gad = observe(
+                rec.n, rec.X, rec.sad, rec.aad_sum, rec.gad, int(bool(visit.changed))
+            )
+            rec.D, rec.A, rec.R, rec.M = (
+                float(visit.distance),
+                float(visit.added),
+                float(visit.removed),
+                float(visit.modified),
+            )
+            if visit.changed:
+                rec.last_change_cycle, rec.last_change_time = self._cycle, visit.time
+        if good:
+            rec.last_visit_cycle, rec.last_visit_time = self._cycle, visit.time
+            rec.gone = False
+            if visit.status == 304:
+                # a 304 may repeat only some validators: keep the ones it leaves out
+                rec.etag = visit.etag or rec.etag
+                rec.last_modified = visit.last_modified or rec.last_modified
+            else:
+                rec.etag, rec.last_modified = visit.etag, visit.last_modified
+        elif visit.gone:
+            rec.gone = True
+        if visit.signature is not None:
+            rec.signature = visit.signature
+            self._signatures[rec.id] = visit.signature
+        if visit.request is not None:
+            try:
+                self._requests[rec.id] = pickle.dumps(visit.request, protocol=4)
+            except Exception:  # noqa: BLE001 -- a callback or meta that cannot be pickled
+                pass  # keep the previously stored request; the middleware logs it
+        if self.store_bodies and visit.body is not None and good:
+            headers = json.dumps(visit.headers or {})
+            self._bodies[rec.id] = (visit.status, headers, zlib.compress(visit.body, 1))
+            rec.has_body = True
+        self._dirty[rec.fingerprint] = rec
+        self._visit_rows.append(
+            (
+                rec.id,
+                self._cycle,
+                visit.time,
+                visit.status,
+                None if not observed else int(bool(visit.changed)),
+                visit.distance,
+                visit.added,
+                visit.removed,
+                visit.modified,
+                visit.attributes,
+                visit.size,
+            )
+        )
+        if (
+            len(self._visit_rows) >= self.flush_every
+            or time.monotonic() - self._last_flush >= self.flush_seconds
+        ):
+            self.flush()
+        return rec
+
+    def flush(self) -> None:
+        if self._db is None or not (self._visit_rows or self._dirty):
+            self._last_flush = time.monotonic()
+            return
+        url_rows = [self._url_row(rec) for rec in self._dirty.values()]
+        marks = ",".join("?" * len(_URL_COLUMNS))
+
+        def write(db: sqlite3.Connection) -> None:
+            db.executemany(
+                f"INSERT OR REPLACE INTO urls ({', '.join(_URL_COLUMNS)}) VALUES ({marks})",
+                url_rows,
+            )
+            db.executemany(
+                "INSERT OR REPLACE INTO signatures VALUES (?, ?)", self._signatures.items()
+            )
+            db.executemany("INSERT OR REPLACE INTO requests VALUES (?, ?)", self._requests.items())
+            db.executemany(
+                "INSERT OR REPLACE INTO bodies VALUES (?, ?, ?, ?)",
+                [(i, *b) for i, b in self._bodies.items()],
+            )
+            db.executemany(
+                "INSERT INTO visits (url_id, cycle, time, status, changed, distance, added,"
+                " removed, modified, attributes, bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                self._visit_rows,
+            )
+
+        self._write(write)
+        self._reset_buffers()
+
+    @staticmethod
+    def _url_row(rec: UrlRecord) -> tuple[Any, ...]:
+        row = []
+        for field_name in _RECORD_FIELDS:
+            value = getattr(rec, field_name)
+            if isinstance(value, float):
+                value = _nan_to_none(value)
+            elif isinstance(value, bool):
+                value = int(value)
+            row.append(value)
+        return tuple(row)
+
+    def _write(self, fn: Any) -> None:
+        db = self.db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            fn(db)
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            # The buffers are untouched: the next flush (or close) retries them.
+            raise HistoryStoreError(
+                f"cannot write to the history store {self.location} (RECRAWL_STORE): {exc}"
+            ) from exc
+
+    def _read(self, fn: Any) -> Any:
+        try:
+            return fn(self.db)
+        except sqlite3.Error as exc:
+            raise HistoryStoreError(
+                f"cannot read the history store {self.location} (RECRAWL_STORE): {exc}"
+            ) from exc

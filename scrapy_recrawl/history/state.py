@@ -1,0 +1,64 @@
+"""The O(1) per-URL change-estimator state, and the one rule that updates it.
+
+Every visit after a URL's first is a *change observation* ``I_i`` (1 if the
+page changed since the previous visit, else 0), ``i = 1..n``.  The scorers
+need four estimators of the change rate over those observations (Tan &
+Mitra; DESIGN.md); each is kept as a running number so no history has to be
+re-read:
+
+* NAD ``X / n``                     -> ``n`` and ``X``
+* SAD the last indicator            -> ``sad``
+* AAD ``sum(i I_i) / sum(i)``       -> ``aad_sum`` = ``sum(i I_i)``
+* GAD ``sum(2^(i-1) I_i) / (2^n-1)`` -> ``gad`` itself, by the stable recursion
+  ``gad_n = w_n I_n + (1 - w_n) gad_(n-1)`` with ``w_n = 1 / (2 - 2^(1-n))``,
+  which never forms ``2^n`` (it would overflow a float at n = 1024).
+
+The live store (one URL at a time, plain Python numbers) and the offline
+simulator (numpy arrays over all pages) both call :func:`observe`, so the
+crawl and its replay can never disagree on an estimator.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import numpy as np
+
+#: Columns of per-URL estimator state, with the dtype the arrays use.
+ESTIMATOR_FIELDS: dict[str, type] = {
+    "n": np.int64,
+    "X": np.int64,
+    "sad": np.float64,
+    "aad_sum": np.float64,
+    "gad": np.float64,
+}
+
+T = TypeVar("T", int, float, np.ndarray)
+
+
+def gad_weight(n: T) -> T:
+    """Weight of the n-th observation in GAD's running mean (``n >= 1``)."""
+    return 1.0 / (2.0 - np.exp2(1.0 - np.asarray(n, dtype=np.float64)))  # type: ignore[return-value]
+
+
+def observe(n: T, X: T, sad: T, aad_sum: T, gad: T, changed: T) -> tuple[T, T, T, T, T]:
+    """Fold one change observation into the state; returns the new state.
+
+    Works element-wise on numpy arrays (the simulator) and on plain numbers
+    (the store). ``changed`` is 0/1 (or bool).
+    """
+    ind = np.asarray(changed, dtype=np.float64)
+    n1 = n + 1
+    w = gad_weight(n1)
+    new_gad = w * ind + (1.0 - w) * gad
+    new = (n1, X + (ind > 0), ind, aad_sum + n1 * ind, new_gad)
+    if np.ndim(n) == 0:
+        # plain numbers in, plain numbers out (sqlite can't bind numpy types)
+        return (int(new[0]), int(new[1]), float(new[2]), float(new[3]), float(new[4]))  # type: ignore[return-value]
+    return (
+        new[0],
+        np.asarray(new[1], dtype=np.int64) if np.ndim(X) else new[1],
+        new[2],
+        new[3],
+        new[4],
+    )  # type: ignore[return-value]

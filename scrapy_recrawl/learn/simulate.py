@@ -1,0 +1,231 @@
+"""Replay a recrawl policy over complete change histories (GP4C's simulation).
+
+Input is a matrix ``changes[page, cycle]`` (1 = the live page changed during
+that cycle), as in ``../shared/data/changes/*.npz``. The replay follows
+Santos et al. 2013 sec. 5.2 / 2015 sec. 5.2:
+
+* **Warm-up.** During the first ``warmup`` cycles (default 2) every page is
+  fetched every cycle. The first fetch of a page is not a change observation
+  (there is nothing to compare with); each later fetch is.
+* **Budget.** Afterwards, each cycle, every page is scored with
+  :func:`~scrapy_recrawl.scoring.terminals.compute_terminals` and the
+  :class:`~scrapy_recrawl.scoring.Scorer` (the same code the live scheduler
+  runs), and the top ``k`` (default 5% of the pages) are fetched.
+* **What a fetch sees.** A fetch in cycle ``c`` sees the page as it is at the
+  end of cycle ``c`` (a change during ``c`` is visible). A fetched page "had
+  changed" if it changed in any cycle since its previous fetch. Only fetched
+  pages update ``n``, ``X``, the last visit and the estimator state, through
+  :func:`scrapy_recrawl.history.state.observe` (the store's one update rule).
+
+Metrics for every cycle after the warm-up, and their means:
+
+* **ChangeRate** = changed fetched pages / ``k``.
+* **NDCG@k**: the fetched list in score order, relevant = had changed,
+  discount ``1/log2(i + 1)``; the ideal list puts ``min(k, S)`` relevant pages
+  first, ``S`` being the number of pages stale before the fetch (the oracle's
+  choice). NDCG is 1 in a cycle where no page is stale (nothing to miss).
+* **Freshness**: the share of *all* pages whose stored copy is current at the
+  end of the cycle.
+
+``oracle`` is the clairvoyant policy that knows which pages are stale now
+(not the future): stale pages first, the longest-unvisited first. It gives
+the upper bound the presets are reported against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scrapy_recrawl.history.state import observe
+from scrapy_recrawl.scoring import Scorer, compute_terminals, top_k_indices
+
+ORACLE = "oracle"
+
+
+@dataclass
+class ReplayResult:
+    """Per-cycle metrics of one replay (cycles after the warm-up)."""
+
+    policy: str
+    pages: int
+    k: int
+    warmup: int
+    change_rate: np.ndarray
+    ndcg: np.ndarray
+    freshness: np.ndarray
+    #: pages fetched that had changed, per cycle
+    changed_fetched: np.ndarray = field(repr=False)
+
+    @property
+    def mean_change_rate(self) -> float:
+        return float(self.change_rate.mean()) if self.change_rate.size else float("nan")
+
+    @property
+    def mean_ndcg(self) -> float:
+        return float(self.ndcg.mean()) if self.ndcg.size else float("nan")
+
+    @property
+    def mean_freshness(self) -> float:
+        return float(self.freshness.mean()) if self.freshness.size else float("nan")
+
+    def summary(self) -> dict[str, float]:
+        """Means of the three metrics."""
+        return {
+            "change_rate": self.mean_change_rate,
+            "ndcg": self.mean_ndcg,
+            "freshness": self.mean_freshness,
+        }
+
+
+def resolve_k(k: int | float, pages: int) -> int:
+    """Budget per cycle: an int is a page count, a float in (0, 1) a share of the pages."""
+    if isinstance(k, bool) or not isinstance(k, (int, float, np.integer, np.floating)):
+        raise ValueError(f"k={k!r}: expected a page count or a share in (0, 1)")
+    if isinstance(k, (float, np.floating)) and not float(k).is_integer():
+        if not 0.0 < k < 1.0:
+            raise ValueError(f"k={k!r}: a share of the pages must be in (0, 1)")
+        return max(1, min(pages, int(round(float(k) * pages))))
+    if k < 1:
+        raise ValueError(f"k={k!r}: expected at least 1 page")
+    return min(int(k), pages)
+
+
+def new_state(pages: int) -> dict[str, np.ndarray]:
+    """Empty per-URL state, the same columns the history store hands the scheduler."""
+    return {
+        "n": np.zeros(pages, dtype=np.int64),
+        "X": np.zeros(pages, dtype=np.int64),
+        "sad": np.zeros(pages),
+        "aad_sum": np.zeros(pages),
+        "gad": np.zeros(pages),
+        "last_visit_cycle": np.zeros(pages, dtype=np.int64),
+        "last_visit_time": np.zeros(pages),
+        "D": np.full(pages, np.nan),
+        "A": np.full(pages, np.nan),
+        "R": np.full(pages, np.nan),
+        "M": np.full(pages, np.nan),
+    }
+
+
+def _record_fetch(
+    state: dict[str, np.ndarray],
+    idx: np.ndarray | slice,
+    changed: np.ndarray,
+    cycle: int,
+    now: float,
+    first: bool = False,
+) -> None:
+    if not first:
+        new = observe(
+            state["n"][idx],
+            state["X"][idx],
+            state["sad"][idx],
+            state["aad_sum"][idx],
+            state["gad"][idx],
+            changed,
+        )
+        for col, values in zip(("n", "X", "sad", "aad_sum", "gad"), new, strict=True):
+            state[col][idx] = values
+    state["last_visit_cycle"][idx] = cycle
+    state["last_visit_time"][idx] = now
+
+
+def simulate(
+    changes: np.ndarray,
+    policy: Scorer | str = "gp4c",
+    *,
+    warmup: int = 2,
+    k: int | float = 0.05,
+    seed: int = 0,
+    prior: tuple[float, float] | None = None,
+    cycle_hours: float = 24.0,
+) -> ReplayResult:
+    """Replay ``policy`` over ``changes[page, cycle]``; returns per-cycle metrics.
+
+    ``policy`` is a :class:`Scorer`, anything :meth:`Scorer.from_spec`
+    accepts (preset, expression, JSON path), or ``"oracle"``. ``seed`` seeds
+    ``rand``; ``prior`` is RECRAWL_PRIOR for the ``...p`` terminals;
+    ``cycle_hours`` is the length of a cycle for the ``hours`` terminal.
+    """
+    c = np.asarray(changes)
+    if c.ndim != 2:
+        raise ValueError(f"changes must be a 2-d [page, cycle] matrix, got shape {c.shape}")
+    pages, cycles = c.shape
+    if pages == 0:
+        raise ValueError("changes has no pages")
+    if not 1 <= warmup <= cycles:
+        raise ValueError(f"warmup={warmup!r}: expected 1..{cycles} (the number of cycles)")
+    budget = resolve_k(k, pages)
+    oracle = isinstance(policy, str) and policy.strip().lower() == ORACLE
+    scorer: Scorer | None = None
+    if not oracle:
+        scorer = policy if isinstance(policy, Scorer) else Scorer.from_spec(policy, prior=prior, seed=seed)
+    name = ORACLE if oracle else (scorer.name if scorer.name != "expression" else str(scorer))  # type: ignore[union-attr]
+
+    by_cycle = np.ascontiguousarray(c.T != 0)  # [cycle, page], one row per cycle
+    seconds = float(cycle_hours) * 3600.0
+    state = new_state(pages)
+    stale = np.zeros(pages, dtype=bool)  # changed since our last fetch
+    everyone = slice(None)
+
+    for cyc in range(warmup):
+        stale |= by_cycle[cyc]
+        _record_fetch(state, everyone, stale.copy(), cyc, cyc * seconds, first=cyc == 0)
+        stale[:] = False
+
+    evaluated = cycles - warmup
+    change_rate = np.zeros(evaluated)
+    ndcg = np.zeros(evaluated)
+    freshness = np.zeros(evaluated)
+    changed_fetched = np.zeros(evaluated, dtype=np.int64)
+    discount = 1.0 / np.log2(np.arange(2, budget + 2, dtype=np.float64))
+    ideal = np.concatenate(([0.0], np.cumsum(discount)))  # ideal[m] = IDCG with m relevant
+
+    for j, cyc in enumerate(range(warmup, cycles)):
+        stale |= by_cycle[cyc]
+        now = cyc * seconds
+        if oracle:
+            t = cyc - state["last_visit_cycle"]
+            idx = top_k_indices(stale * float(cycles + 1) + t, budget)
+        else:
+            assert scorer is not None
+            terms = compute_terminals(state, cyc, now, prior=scorer.prior, needed=scorer.terminals_needed)
+            idx = scorer.top_k(terms, budget)
+        hit = stale[idx]
+        n_stale = int(np.count_nonzero(stale))
+        found = int(np.count_nonzero(hit))
+        changed_fetched[j] = found
+        change_rate[j] = found / budget
+        best = ideal[min(budget, n_stale)]
+        ndcg[j] = float(discount[: idx.size] @ hit) / best if best > 0 else 1.0
+        _record_fetch(state, idx, hit, cyc, now)
+        stale[idx] = False
+        freshness[j] = 1.0 - (n_stale - found) / pages
+
+    return ReplayResult(
+        policy=name,
+        pages=pages,
+        k=budget,
+        warmup=warmup,
+        change_rate=change_rate,
+        ndcg=ndcg,
+        freshness=freshness,
+        changed_fetched=changed_fetched,
+    )
+
+
+def load_changes(path: str) -> np.ndarray:
+    """The ``changes`` matrix (uint8 [pages, days]) of a shared-data ``.npz``."""
+    with np.load(path, allow_pickle=False) as data:
+        return np.asarray(data["changes"])
+
+
+def replay_many(
+    changes: np.ndarray, policies: Mapping[str, Scorer | str] | list[str], **kwargs: object
+) -> dict[str, ReplayResult]:
+    """:func:`simulate` for several policies on the same history (same kwargs)."""
+    items = policies.items() if isinstance(policies, Mapping) else ((p, p) for p in policies)
+    return {label: simulate(changes, pol, **kwargs) for label, pol in items}  # type: ignore[arg-type]

@@ -1,0 +1,305 @@
+"""The recording downloader middleware: validators out, change detection and history in.
+
+Sits at 585 in ``DOWNLOADER_MIDDLEWARES`` (the add-on puts it there): below
+``HttpCompressionMiddleware`` (590), so it sees decoded bodies, and below
+``RedirectMiddleware`` (600), so a redirect is recorded under the URL that
+finally answered. Per response it
+
+* answers a 304 to *our* conditional request with the stored copy of the
+  body, so callbacks and link extraction still run (as HttpCacheMiddleware's
+  RFC2616 policy does; Heritrix loses outlinks behind 304s), and counts it as
+  an unchanged visit without touching the stored signature (comparing a later
+  body against a signature refreshed from a 304 is apache/stormcrawler#418);
+* compares any other good body with the stored signature, records the visit,
+  and puts the :class:`~scrapy_recrawl.change.ChangeResult` in
+  ``response.meta["recrawl"]``;
+* marks 404/410 gone, and records 5xx, other 4xx and download errors without
+  counting them as change observations.
+
+Requests with ``meta["dont_recrawl"] = True`` and non-GET requests pass untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from scrapy import Request, Spider
+from scrapy.crawler import Crawler
+from scrapy.http import Headers, Response
+from scrapy.responsetypes import responsetypes
+
+from .change import ChangeDetector, ChangeResult, Signature
+from .history import HistoryStore, HistoryStoreError, UrlRecord, Visit, store_for_crawler
+from .settings import get
+
+logger = logging.getLogger(__name__)
+
+#: meta key holding the ChangeResult of the response, for the spider
+META_RESULT = "recrawl"
+#: meta key set when this middleware added the conditional headers
+_META_CONDITIONAL = "_recrawl_conditional"
+#: meta keys set while downloading: not part of the request to re-issue later
+_VOLATILE_META = {
+    META_RESULT,
+    _META_CONDITIONAL,
+    "download_slot",
+    "download_latency",
+    "retry_times",
+    "redirect_times",
+    "redirect_ttl",
+    "redirect_urls",
+    "redirect_reasons",
+    "_slot",
+}
+# Headers of a stored body that would lie about it when it is handed out again.
+_DROPPED_HEADERS = {"content-length", "content-encoding", "transfer-encoding", "set-cookie"}
+_NOT_OBSERVED = ChangeResult(False, 0, 0, 0, 0, 0)
+
+
+def _header(response: Response, name: str) -> str | None:
+    value = response.headers.get(name)
+    return value.decode("latin-1") if value else None
+
+
+def _headers_to_dict(headers: Headers) -> dict[str, list[str]]:
+    return {
+        k.decode("latin-1"): [v.decode("latin-1") for v in vs]
+        for k, vs in headers.items()
+        if k.decode("latin-1").lower() not in _DROPPED_HEADERS
+    }
+
+
+class RecrawlMiddleware:
+    """Record every visit's change observation in the history store (module docstring)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        settings = crawler.settings
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.conditional_get: bool = get(settings, "RECRAWL_CONDITIONAL_GET", bool)
+        self.max_body_bytes: int = get(settings, "RECRAWL_MAX_PARSE_BYTES", int)
+        self.detector = ChangeDetector.from_settings(settings)
+        # Opened now, so an unusable RECRAWL_STORE stops the crawl at start-up.
+        self.store: HistoryStore = store_for_crawler(crawler)
+        self._unpicklable_warned = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RecrawlMiddleware:
+        return cls(crawler)
+
+    def _fingerprint(self, request: Request) -> bytes:
+        return self.crawler.request_fingerprinter.fingerprint(request)  # type: ignore[union-attr]
+
+    @staticmethod
+    def _handled(request: Request) -> bool:
+        return request.method in ("GET", "HEAD") and not request.meta.get("dont_recrawl")
+
+    # -- outgoing ----------------------------------------------------------
+
+    def process_request(self, request: Request, spider: Spider | None = None) -> None:
+        if not self._handled(request):
+            return None
+        if request.meta.pop(_META_CONDITIONAL, False):
+            # a copy of our request (redirect, retry): its validators may be another URL's
+            del request.headers["If-None-Match"]
+            del request.headers["If-Modified-Since"]
+        if not self.conditional_get or b"If-None-Match" in request.headers:
+            return None
+        if b"If-Modified-Since" in request.headers:
+            return None  # the spider asked for its own conditional request: leave it be
+        rec = self.store.get(self._fingerprint(request))
+        if rec is None or not rec.has_body or rec.gone or not (rec.etag or rec.last_modified):
+            return None
+        if rec.etag:
+            request.headers["If-None-Match"] = rec.etag
+        if rec.last_modified:
+            request.headers["If-Modified-Since"] = rec.last_modified
+        request.meta[_META_CONDITIONAL] = True
+        return None
+
+    # -- incoming ----------------------------------------------------------
+
+    def process_response(
+        self, request: Request, response: Response, spider: Spider | None = None
+    ) -> Response:
+        if not self._handled(request):
+            return response
+        fp = self._fingerprint(request)
+        try:
+            rec = self.store.get(fp)
+            if response.status == 304:
+                return self._not_modified(request, response, fp, rec)
+            if 200 <= response.status < 300:
+                return self._good(request, response, fp, rec)
+            self._bad(request, response.url, response.status, fp, gone=response.status in (404, 410))
+        except HistoryStoreError as exc:
+            self._store_failed(exc, response.url)
+        return response
+
+    def process_exception(
+        self, request: Request, exception: BaseException, spider: Spider | None = None
+    ) -> None:
+        if self._handled(request):
+            try:
+                self._bad(request, request.url, 0, self._fingerprint(request), gone=False)
+            except HistoryStoreError as exc:
+                self._store_failed(exc, request.url)
+        return None
+
+    def _good(
+        self, request: Request, response: Response, fp: bytes, rec: UrlRecord | None
+    ) -> Response:
+        body = response.body
+        content_type = _header(response, "Content-Type")
+        new = self.detector.signature(body, response.url, content_type)
+        old = self._old_signature(rec, response.url)
+        result = self.detector.compare(old, new)
+        first = rec is None or rec.last_visit_cycle < 0
+        self._record(
+            request,
+            response,
+            fp,
+            changed=None if old is None else result.changed,
+            result=result,
+            signature=new.to_bytes(),
+            body=body if len(body) <= self.max_body_bytes else None,
+        )
+        self._inc("visits")
+        if first:
+            self._inc("new")
+        elif old is not None:
+            self._inc("changed" if result.changed else "unchanged")
+        request.meta[META_RESULT] = result
+        return response
+
+    def _not_modified(
+        self, request: Request, response: Response, fp: bytes, rec: UrlRecord | None
+    ) -> Response:
+        stored = self.store.body(fp) if rec is not None else None
+        # A 304 says "same as the copy you validated": an unchanged observation.
+        self._record(
+            request, response, fp, changed=False if rec is not None else None, result=_NOT_OBSERVED
+        )
+        self._inc("visits")
+        self._inc("not_modified")
+        request.meta[META_RESULT] = _NOT_OBSERVED
+        if stored is None:
+            logger.warning(
+                "recrawl: %s answered 304 but no stored copy of it is kept "
+                "(RECRAWL_STORE_BODIES off, or the conditional headers were not ours); "
+                "the spider gets the bare 304",
+                response.url,
+            )
+            return response
+        headers = Headers(stored.headers)
+        for name in (b"ETag", b"Last-Modified", b"Date", b"Expires", b"Cache-Control"):
+            if name in response.headers:  # RFC 9111 4.3.4: freshen the stored headers
+                headers[name] = response.headers[name]
+        cls = responsetypes.from_args(headers=headers, url=response.url, body=stored.body)
+        return cls(
+            url=response.url,
+            status=stored.status,
+            headers=headers,
+            body=stored.body,
+            flags=[*response.flags, "recrawl:not_modified"],
+            request=request,
+            certificate=response.certificate,
+            ip_address=response.ip_address,
+            protocol=response.protocol,
+        )
+
+    def _bad(self, request: Request, url: str, status: int, fp: bytes, *, gone: bool) -> None:
+        self.store.record(
+            Visit(
+                fingerprint=fp,
+                url=url,
+                time=self._now(),
+                status=status,
+                gone=gone,
+                request=self._request_dict(request),
+            )
+        )
+        self._inc("gone" if gone else "errors")
+
+    def _record(
+        self,
+        request: Request,
+        response: Response,
+        fp: bytes,
+        *,
+        changed: bool | None,
+        result: ChangeResult,
+        signature: bytes | None = None,
+        body: bytes | None = None,
+    ) -> None:
+        self.store.record(
+            Visit(
+                fingerprint=fp,
+                url=response.url,
+                time=self._now(),
+                status=response.status,
+                changed=changed,
+                signature=signature,
+                distance=result.distance,
+                added=result.added,
+                removed=result.removed,
+                modified=result.modified,
+                attributes=result.attributes,
+                size=len(response.body),
+                etag=_header(response, "ETag"),
+                last_modified=_header(response, "Last-Modified"),
+                request=self._request_dict(request),
+                body=body,
+                headers=_headers_to_dict(response.headers) if body is not None else None,
+            )
+        )
+
+    # -- helpers -----------------------------------------------------------
+
+    def _old_signature(self, rec: UrlRecord | None, url: str) -> Signature | None:
+        if rec is None or rec.signature is None:
+            return None
+        try:
+            return Signature.from_bytes(rec.signature)
+        except ValueError as exc:
+            logger.warning("recrawl: stored signature of %s unreadable (%s); starting afresh", url, exc)
+            return None
+
+    def _request_dict(self, request: Request) -> dict[str, Any] | None:
+        """The request as Request.to_dict() gives it, less what only this download set."""
+        try:
+            spider = getattr(self.crawler, "spider", None)
+            d = request.to_dict(spider=spider)
+        except ValueError as exc:
+            if not self._unpicklable_warned:
+                self._unpicklable_warned = True
+                logger.warning(
+                    "recrawl: cannot store %s for later recrawls (%s); recrawls of such URLs "
+                    "use the spider's default callback",
+                    request,
+                    exc,
+                )
+            return {"url": request.url, "method": request.method}
+        d["meta"] = {k: v for k, v in request.meta.items() if k not in _VOLATILE_META}
+        if request.meta.get(_META_CONDITIONAL):
+            d["headers"] = {
+                k: v
+                for k, v in d["headers"].items()
+                if k.lower() not in (b"if-none-match", b"if-modified-since")
+            }
+        return d
+
+    def _inc(self, key: str) -> None:
+        if self.stats is not None:
+            self.stats.inc_value(f"recrawl/{key}")
+
+    @staticmethod
+    def _now() -> float:
+        return time.time()
+
+    def _store_failed(self, exc: HistoryStoreError, url: str) -> None:
+        # The store keeps its unwritten buffer and retries at the next flush.
+        self._inc("store_errors")
+        logger.error("recrawl: could not record the visit of %s: %s", url, exc)

@@ -1,0 +1,76 @@
+"""Named scoring formulas: the GP4C papers' baselines, and their smoothed variants.
+
+Each preset is an ordinary expression over the terminals of
+:mod:`scrapy_recrawl.scoring.terminals`, compiled by the same code path as a
+user's ``RECRAWL_SCORER`` string, so a preset and the same formula typed by
+hand score identically. ``rand`` is the one exception: it is not a formula
+but a seeded random permutation (RECRAWL_SEED).
+
+The paper-exact presets (``cg``, ``nad``, ``sad``, ``aad``, ``gad``,
+``age``, ``rand``, ``gp4c``, ``cg_raw``) are kept for fidelity and for
+comparison. On sparse histories they never revisit a page whose first
+observation showed no change (its rate is 0, so its score is 0 for ever);
+the ``+`` variants use the prior terminals (``NADp`` …, RECRAWL_PRIOR) and
+do not have that failure. See docs/scorers.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One named formula: ``expression`` (None for ``rand``), and where it comes from."""
+
+    name: str
+    expression: str | None
+    reference: str
+    description: str
+
+
+_TAN_MITRA = "Tan & Mitra 2010, as used in GP4C (Santos et al. 2013 sec. 5.1; 2015 sec. 5.1)"
+
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset(
+            "cg",
+            "1 - exp(-CG*t)",
+            "Cho & Garcia-Molina 2003, eq. (1) of Santos et al. 2013 / (4) of 2015",
+            "probability of a change in t cycles under the CG rate estimate",
+        ),
+        Preset("nad", "1 - exp(-NAD*t)", _TAN_MITRA, "non-adaptive: every observation weighs 1/n"),
+        Preset("sad", "1 - exp(-SAD*t)", _TAN_MITRA, "shortsighted adaptive: only the last observation"),
+        Preset("aad", "1 - exp(-AAD*t)", _TAN_MITRA, "arithmetically adaptive: weight i"),
+        Preset("gad", "1 - exp(-GAD*t)", _TAN_MITRA, "geometrically adaptive: weight 2^(i-1)"),
+        Preset("age", "t", "Santos et al. 2013/2015 sec. 5.1 (Age)", "cycles since the last visit"),
+        Preset("rand", None, "Santos et al. 2013/2015 sec. 5.1 (Rand)", "seeded random order"),
+        Preset(
+            "gp4c",
+            "t*X",
+            "Santos et al. 2013 sec. 5.3; 2015 sec. 5.3 (a simple evolved function)",
+            "cycles since the last visit times changes seen",
+        ),
+        Preset("cg_raw", "CG", "Cho & Garcia-Molina 2003 (the rate alone)", "the CG rate, ignoring t"),
+        Preset(
+            "cg+",
+            "1 - exp(-CGp*t)",
+            "this package: CG with the prior",
+            "1 - (1 - (X + a)/(n + b))^t: chance of a change in t cycles",
+        ),
+        Preset("nad+", "1 - exp(-NADp*t)", "this package: NAD with the prior", "(X + a)/(n + b) as rate"),
+        Preset("sad+", "1 - exp(-SADp*t)", "this package: SAD with the prior", "SAD shrunk to a/b"),
+        Preset("aad+", "1 - exp(-AADp*t)", "this package: AAD with the prior", "AAD shrunk to a/b"),
+        Preset("gad+", "1 - exp(-GADp*t)", "this package: GAD with the prior", "GAD shrunk to a/b"),
+    )
+}
+
+#: The paper-exact presets, in the order the papers list them.
+PAPER_PRESETS: tuple[str, ...] = ("cg", "nad", "sad", "aad", "gad", "age", "rand", "gp4c", "cg_raw")
+#: The variants that use the prior.
+SMOOTHED_PRESETS: tuple[str, ...] = ("cg+", "nad+", "sad+", "aad+", "gad+")
+
+#: Recommended RECRAWL_SCORER: best mean ChangeRate/oracle on the shared data
+#: among the presets (bench/replay_presets.py; docs/scorers.md).
+RECOMMENDED_SCORER = "nad+"

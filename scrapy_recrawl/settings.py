@@ -1,0 +1,85 @@
+"""Every ``RECRAWL_*`` setting: its default, and the check that rejects bad values.
+
+Components read their settings through :func:`get` so a typo'd or out-of-range
+value fails at start-up with a message naming the setting, never half-way
+through a crawl.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+#: Default of every setting this package reads (documented in docs/settings.md).
+DEFAULTS: dict[str, Any] = {
+    # history store
+    "RECRAWL_STORE": None,  # None: <project data dir>/recrawl/history.sqlite3
+    "RECRAWL_STORE_BODIES": True,
+    "RECRAWL_FLUSH_EVERY": 500,  # visits buffered before one write transaction
+    "RECRAWL_FLUSH_SECONDS": 5.0,
+    # change detection
+    "RECRAWL_SHINGLE_SIZE": 4,
+    "RECRAWL_SIMHASH_DISTANCE": 3,
+    "RECRAWL_MIN_ELEMENT_CHANGES": 1,
+    "RECRAWL_IGNORE_XPATHS": [],
+    "RECRAWL_MAX_PARSE_BYTES": 5 * 1024 * 1024,
+    # recording middleware
+    "RECRAWL_CONDITIONAL_GET": True,
+    # scoring
+    "RECRAWL_SCORER": "gp4c",
+    "RECRAWL_PRIOR": None,
+    "RECRAWL_SEED": 0,
+}
+
+
+class RecrawlSettingError(ValueError):
+    """A RECRAWL_* setting has a value we cannot use; the message names it."""
+
+
+def _type_name(t: type | tuple[type, ...]) -> str:
+    if isinstance(t, tuple):
+        return " or ".join(x.__name__ for x in t)
+    return t.__name__
+
+
+def get(
+    settings: Mapping[str, Any] | Any,
+    name: str,
+    kind: type | tuple[type, ...] | None = None,
+    check: Callable[[Any], bool] | None = None,
+    expect: str = "",
+) -> Any:
+    """Read ``name`` from Scrapy ``settings`` (or a dict), defaulting to DEFAULTS.
+
+    ``kind`` is the accepted type(s), ``check`` a predicate on the value and
+    ``expect`` says in words what a good value is; a bad value raises
+    :class:`RecrawlSettingError` naming the setting, the value and ``expect``.
+    """
+    value = settings.get(name, DEFAULTS.get(name)) if settings is not None else DEFAULTS.get(name)
+    if value is None and DEFAULTS.get(name) is None:
+        return None
+    if kind is not None:
+        # Scrapy hands command-line (-s) values over as strings: coerce numbers.
+        if isinstance(value, str) and kind in (int, float, (int, float)):
+            try:
+                value = float(value) if kind is not int else int(value)
+            except ValueError:
+                raise RecrawlSettingError(
+                    f"{name}={value!r}: expected {expect or _type_name(kind)}"
+                ) from None
+        if kind is bool and isinstance(value, str):
+            low = value.strip().lower()
+            if low in ("1", "true", "yes", "on"):
+                value = True
+            elif low in ("0", "false", "no", "off", ""):
+                value = False
+        if isinstance(value, bool) and kind in (int, float, (int, float)):
+            raise RecrawlSettingError(f"{name}={value!r}: expected {expect or _type_name(kind)}")
+        if not isinstance(value, kind):
+            raise RecrawlSettingError(
+                f"{name}={value!r}: expected {expect or _type_name(kind)}, "
+                f"got {type(value).__name__}"
+            )
+    if check is not None and not check(value):
+        raise RecrawlSettingError(f"{name}={value!r}: expected {expect}")
+    return value
