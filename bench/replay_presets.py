@@ -35,15 +35,23 @@ from scrapy_recrawl.scoring import DEFAULT_PRIOR, PAPER_PRESETS, SMOOTHED_PRESET
 
 DATA = ROOT.parent / "shared" / "data" / "changes"
 POLICIES = (*PAPER_PRESETS, *SMOOTHED_PRESETS, "oracle")
-GRID_A = (0.02, 0.1, 0.25, 0.5, 1.0)
-GRID_B = (1.0, 2.0, 5.0, 20.0)
+GRID_A = (0.05, 0.1, 0.25, 0.5, 1.0)
+GRID_B = (1.0, 2.0, 5.0, 20.0, 100.0, 1000.0)
 
 
 def _run(args: tuple[str, str, tuple[float, float] | None, int, int | None]) -> tuple:
     path, policy, prior, start, stop = args
     changes = load_changes(path)[:, start:stop]
     r = simulate(changes, policy, warmup=2, k=0.05, seed=0, prior=prior)
-    return (Path(path).stem, policy, prior, start, r.mean_change_rate, r.mean_ndcg, r.mean_freshness)
+    return (
+        Path(path).stem,
+        policy,
+        prior,
+        start,
+        r.mean_change_rate,
+        r.mean_ndcg,
+        r.mean_freshness,
+    )
 
 
 def preset_table(files: list[Path], jobs: int) -> dict[tuple[str, str], tuple[float, float, float]]:
@@ -64,7 +72,9 @@ def preset_table(files: list[Path], jobs: int) -> dict[tuple[str, str], tuple[fl
     print()
     print("Mean over the datasets (each dataset weighs the same):")
     print()
-    print("| scorer | ChangeRate | NDCG | freshness | ChangeRate / oracle | beats age and rand on CR/oracle in |")
+    print(
+        "| scorer | ChangeRate | NDCG | freshness | ChangeRate / oracle | beats age and rand on CR/oracle in |"
+    )
     print("|---|---:|---:|---:|---:|---|")
     names = [f.stem for f in files]
     for p in POLICIES:
@@ -72,10 +82,10 @@ def preset_table(files: list[Path], jobs: int) -> dict[tuple[str, str], tuple[fl
         nd = np.mean([res[(d, p)][1] for d in names])
         fr = np.mean([res[(d, p)][2] for d in names])
         share = np.mean([res[(d, p)][0] / res[(d, "oracle")][0] for d in names])
-        wins = sum(
-            res[(d, p)][0] > max(res[(d, "age")][0], res[(d, "rand")][0]) for d in names
+        wins = sum(res[(d, p)][0] > max(res[(d, "age")][0], res[(d, "rand")][0]) for d in names)
+        print(
+            f"| {p} | {cr:.4f} | {nd:.4f} | {fr:.4f} | {share:.3f} | {wins}/{len(names)} datasets |"
         )
-        print(f"| {p} | {cr:.4f} | {nd:.4f} | {fr:.4f} | {share:.3f} | {wins}/{len(names)} datasets |")
     return res
 
 
@@ -115,13 +125,29 @@ def grid(files: list[Path], jobs: int) -> None:
         for prior in priors:
             fit = float(np.mean(share[(p, prior, fit_start)]))
             chk = float(
-                np.mean([v for (q, pr, s), vals in share.items() if q == p and pr == prior and s for v in vals])
+                np.mean(
+                    [
+                        v
+                        for (q, pr, s), vals in share.items()
+                        if q == p and pr == prior and s
+                        for v in vals
+                    ]
+                )
             )
             ffit = float(np.mean(fresh[(p, prior, fit_start)]))
             fchk = float(
-                np.mean([v for (q, pr, s), vals in fresh.items() if q == p and pr == prior and s for v in vals])
+                np.mean(
+                    [
+                        v
+                        for (q, pr, s), vals in fresh.items()
+                        if q == p and pr == prior and s
+                        for v in vals
+                    ]
+                )
             )
-            print(f"| {p} | {prior[0]:g} | {prior[1]:g} | {fit:.4f} | {chk:.4f} | {ffit:.4f} | {fchk:.4f} |")
+            print(
+                f"| {p} | {prior[0]:g} | {prior[1]:g} | {fit:.4f} | {chk:.4f} | {ffit:.4f} | {fchk:.4f} |"
+            )
             if p not in best or fit > best[p][0]:
                 best[p] = (fit, prior)
     print()
@@ -131,10 +157,14 @@ def grid(files: list[Path], jobs: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--grid", action="store_true", help="also run the prior grid")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
-    ap.add_argument("--data", type=Path, default=DATA, help=f"directory of .npz files (default {DATA})")
+    ap.add_argument(
+        "--data", type=Path, default=DATA, help=f"directory of .npz files (default {DATA})"
+    )
     args = ap.parse_args(argv)
     files = sorted(args.data.glob("*.npz")) if args.data.is_dir() else []
     if not files:

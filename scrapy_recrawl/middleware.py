@@ -38,11 +38,17 @@ logger = logging.getLogger(__name__)
 
 #: meta key holding the ChangeResult of the response, for the spider
 META_RESULT = "recrawl"
+#: meta key the scheduler sets: the cycle a request was scheduled in
+META_CYCLE = "recrawl_cycle"
 #: meta key set when this middleware added the conditional headers
 _META_CONDITIONAL = "_recrawl_conditional"
 #: meta keys set while downloading: not part of the request to re-issue later
 _VOLATILE_META = {
     META_RESULT,
+    META_CYCLE,
+    "recrawl_rank",
+    "recrawl_id",
+    "recrawl_score",
     _META_CONDITIONAL,
     "download_slot",
     "download_latency",
@@ -133,7 +139,9 @@ class RecrawlMiddleware:
                 return self._not_modified(request, response, fp, rec)
             if 200 <= response.status < 300:
                 return self._good(request, response, fp, rec)
-            self._bad(request, response.url, response.status, fp, gone=response.status in (404, 410))
+            self._bad(
+                request, response.url, response.status, fp, gone=response.status in (404, 410)
+            )
         except HistoryStoreError as exc:
             self._store_failed(exc, response.url)
         return response
@@ -219,6 +227,7 @@ class RecrawlMiddleware:
                 status=status,
                 gone=gone,
                 request=self._request_dict(request),
+                cycle=request.meta.get(META_CYCLE),
             )
         )
         self._inc("gone" if gone else "errors")
@@ -253,6 +262,7 @@ class RecrawlMiddleware:
                 request=self._request_dict(request),
                 body=body,
                 headers=_headers_to_dict(response.headers) if body is not None else None,
+                cycle=request.meta.get(META_CYCLE),
             )
         )
 
@@ -264,7 +274,9 @@ class RecrawlMiddleware:
         try:
             return Signature.from_bytes(rec.signature)
         except ValueError as exc:
-            logger.warning("recrawl: stored signature of %s unreadable (%s); starting afresh", url, exc)
+            logger.warning(
+                "recrawl: stored signature of %s unreadable (%s); starting afresh", url, exc
+            )
             return None
 
     def _request_dict(self, request: Request) -> dict[str, Any] | None:

@@ -25,8 +25,17 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_MAX_PARSE_BYTES": 5 * 1024 * 1024,
     # recording middleware
     "RECRAWL_CONDITIONAL_GET": True,
+    # scheduler
+    "RECRAWL_BUDGET": 0.05,  # pages per cycle (int) or share of known URLs (float < 1)
+    "RECRAWL_NEW_SHARE": 0.2,
+    "RECRAWL_WARMUP_CYCLES": 2,
+    "RECRAWL_CONTINUOUS": False,
+    "RECRAWL_CYCLE_SECONDS": 3600.0,
+    "RECRAWL_MAX_CYCLES": 0,
+    "RECRAWL_MONITOR_SHARE": 0.0,
+    "RECRAWL_MAX_PER_DOMAIN": None,
     # scoring
-    "RECRAWL_SCORER": "gp4c",
+    "RECRAWL_SCORER": "aad+",  # measured best on average on the shared histories (docs/benchmarks.md)
     "RECRAWL_PRIOR": None,
     "RECRAWL_SEED": 0,
 }

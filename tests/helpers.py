@@ -91,54 +91,20 @@ class LocalSite:
         return [r for r in self.log if r["path"] == path]
 
 
-_SPIDER = r"""
-import json, sys
-import scrapy
-from scrapy.crawler import CrawlerProcess
-
-args = json.loads(sys.argv[1])
-items = []
-
-class TestSpider(scrapy.Spider):
-    name = "test"
-    custom_settings = {"HTTPERROR_ALLOW_ALL": True}
-
-    async def start(self):
-        for url in args["urls"]:
-            yield scrapy.Request(url, callback=self.parse_page, meta={"tag": "kept"})
-
-    def parse_page(self, response):
-        result = response.meta.get("recrawl")
-        links = [a for a in response.xpath("//a/@href").getall()] if hasattr(response, "xpath") else []
-        items.append({
-            "url": response.url, "status": response.status, "flags": response.flags,
-            "tag": response.meta.get("tag"), "links": links, "size": len(response.body),
-            "recrawl": None if result is None else {
-                k: getattr(result, k) for k in ("changed", "distance", "added", "removed", "modified", "attributes")
-            },
-        })
-
-settings = {"LOG_LEVEL": "WARNING", "TELNETCONSOLE_ENABLED": False, "ROBOTSTXT_OBEY": False,
-            "RETRY_ENABLED": False, **args["settings"]}
-process = CrawlerProcess(settings)
-crawler = process.create_crawler(TestSpider)
-failures = []
-process.crawl(crawler).addErrback(lambda f: failures.append(f.getTraceback()))
-process.start()
-if failures:  # as `scrapy crawl` does: a crawler that failed to start exits non-zero
-    sys.stderr.write("\n".join(failures))
-    sys.exit(1)
-json.dump({"items": items, "stats": {k: v for k, v in crawler.stats.get_stats().items()
-                                       if isinstance(v, (int, float, str))}}, sys.stdout, default=str)
-"""
+SPIDER_SCRIPT = Path(__file__).with_name("crawl_spider.py")
 
 
-def run_crawl(urls: list[str], settings: dict, cwd: Path, timeout: float = 120) -> dict:
-    """Crawl ``urls`` once with ``settings`` in a fresh process; returns items and stats."""
-    args = json.dumps({"urls": urls, "settings": settings})
+def run_crawl(
+    urls: list[str], settings: dict, cwd: Path, timeout: float = 120, follow: bool = False
+) -> dict:
+    """Crawl ``urls`` once with ``settings`` in a fresh process; returns items and stats.
+
+    ``follow``: also follow every link of every page (same callback and meta).
+    """
+    args = json.dumps({"urls": urls, "settings": settings, "follow": follow})
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     out = subprocess.run(
-        [sys.executable, "-c", _SPIDER, args],
+        [sys.executable, str(SPIDER_SCRIPT), args],
         capture_output=True,
         text=True,
         cwd=cwd,

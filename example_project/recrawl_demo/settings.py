@@ -24,8 +24,13 @@ LOG_LEVEL = "INFO"
 FEED_EXPORT_ENCODING = "utf-8"
 
 # --- scrapy-recrawl ----------------------------------------------------------------
-# The recrawl add-on line goes here; it is enabled by the demo:
-# ADDONS = {"scrapy_recrawl.RecrawlAddon": 100}
+# One line sets the recrawl scheduler and the recording middleware.
+ADDONS = {"scrapy_recrawl.RecrawlAddon": 100}
+
+# Each `scrapy crawl site` is one cycle (one simulated day of the site); the first
+# two fetch everything, later ones 5% of the known pages, picked by the scorer.
+RECRAWL_SCORER = "gp4c"
+RECRAWL_BUDGET = 0.05
 
 # The site's ad slot carries random text on every request: not a content change.
 RECRAWL_IGNORE_XPATHS = ['//div[@class="ad"]']

@@ -80,9 +80,10 @@ _STORES: weakref.WeakKeyDictionary[Any, HistoryStore] = weakref.WeakKeyDictionar
 def store_for_crawler(crawler: Any) -> HistoryStore:
     """The one open store shared by this crawler's scheduler and middleware.
 
-    Opened on first use, which starts a new cycle: each crawl process is at
-    least one cycle (one ``scrapy crawl`` = one cycle unless the scheduler runs
-    continuously, when it also rolls cycles over itself). Closed (flushed) when
+    Opened on first use. Without the recrawl scheduler (middleware alone),
+    opening also starts a new cycle: one ``scrapy crawl`` = one cycle. The
+    recrawl scheduler (``manages_recrawl_cycles``) starts cycles itself, so a
+    JOBDIR resume can continue the cycle it interrupted. Closed (flushed) when
     the engine stops.
     """
     store = _STORES.get(crawler)
@@ -91,7 +92,11 @@ def store_for_crawler(crawler: Any) -> HistoryStore:
 
         store = open_store(crawler.settings)
         store.open()
-        store.advance_cycle()
+        from scrapy.utils.misc import load_object
+
+        scheduler = load_object(crawler.settings["SCHEDULER"])
+        if not getattr(scheduler, "manages_recrawl_cycles", False):
+            store.advance_cycle()
         _STORES[crawler] = store
         crawler.signals.connect(store.close, signal=signals.engine_stopped, weak=False)
     return store

@@ -50,6 +50,7 @@ class Visit:
     request: dict[str, Any] | None = None  # Request.to_dict(), to re-issue it later
     body: bytes | None = None  # to keep for answering 304s (None: keep what is stored)
     headers: dict[str, list[str]] | None = None
+    cycle: int | None = None  # the cycle that scheduled it (None: the store's current one)
 
 
 @dataclass
@@ -142,6 +143,21 @@ class HistoryStore(Protocol):
         ...
 
     def arrays(self) -> HistoryArrays: ...
+
+    def urls(self, ids: np.ndarray) -> list[str]:
+        """The URLs of these ids, in the same order."""
+        ...
+
+    def push_frontier(self, items: list[tuple[bytes, dict[str, Any], int]]) -> int:
+        """Keep discovered, not yet fetched requests ``(fingerprint, request dict,
+        priority)`` for a later cycle; returns how many were new to the frontier."""
+        ...
+
+    def pop_frontier(self, limit: int) -> list[dict[str, Any]]:
+        """Take up to ``limit`` frontier requests, highest priority first, oldest first."""
+        ...
+
+    def frontier_size(self) -> int: ...
 
     def flush(self) -> None: ...
 

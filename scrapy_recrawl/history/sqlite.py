@@ -81,6 +81,13 @@ CREATE TABLE IF NOT EXISTS visits (
     bytes INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS visits_by_url ON visits (url_id, cycle);
+CREATE TABLE IF NOT EXISTS frontier (
+    fingerprint BLOB PRIMARY KEY,
+    priority INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    request BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS frontier_order ON frontier (priority DESC, seq);
 """
 
 # Column order of the urls table as UrlRecord fields (row <-> record).
@@ -185,7 +192,7 @@ class SqliteHistoryStore:
             self._cycle = int(db.execute("SELECT value FROM meta WHERE key='cycle'").fetchone()[0])
             self._next_id = int(db.execute("SELECT IFNULL(MAX(id), 0) FROM urls").fetchone()[0]) + 1
             self._count = int(db.execute("SELECT COUNT(*) FROM urls").fetchone()[0])
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise HistoryStoreError(
                 f"cannot open the history store {self.location} (RECRAWL_STORE): {exc}"
             ) from exc
@@ -327,11 +334,68 @@ class SqliteHistoryStore:
         table = self._read(lambda db: np.fromiter(db.execute(sql + " ORDER BY id", params), dtype))
         return {c: np.ascontiguousarray(table[c]) for c in dtype.names or ()}
 
+    def urls(self, ids: Iterable[int] | np.ndarray) -> list[str]:
+        wanted = [int(i) for i in ids]
+        found: dict[int, str] = {rec.id: rec.url for rec in self._dirty.values()}
+        for start in range(0, len(wanted), 900):
+            chunk = wanted[start : start + 900]
+            marks = ",".join("?" * len(chunk))
+            rows = self._read(
+                lambda db, chunk=chunk, marks=marks: db.execute(
+                    f"SELECT id, url FROM urls WHERE id IN ({marks})", chunk
+                ).fetchall()
+            )
+            found.update(rows)
+        return [found[i] for i in wanted]
+
+    # -- the frontier: discovered requests waiting for a cycle with budget ----
+
+    def push_frontier(self, items: list[tuple[bytes, dict[str, Any], int]]) -> int:
+        rows = []
+        for fp, request, priority in items:
+            try:
+                rows.append((fp, int(priority), pickle.dumps(request, protocol=4)))
+            except Exception:  # noqa: BLE001 -- unpicklable meta: cannot be kept
+                continue
+        before = self.frontier_size()
+
+        def write(db: sqlite3.Connection) -> None:
+            seq = db.execute("SELECT IFNULL(MAX(seq), 0) FROM frontier").fetchone()[0]
+            db.executemany(
+                "INSERT OR IGNORE INTO frontier (fingerprint, priority, seq, request) "
+                "VALUES (?, ?, ?, ?)",
+                [(fp, prio, seq + i + 1, blob) for i, (fp, prio, blob) in enumerate(rows)],
+            )
+
+        self._write(write)
+        return self.frontier_size() - before
+
+    def pop_frontier(self, limit: int) -> list[dict[str, Any]]:
+        if limit <= 0:
+            return []
+        taken: list[tuple[bytes, bytes]] = []
+
+        def take(db: sqlite3.Connection) -> None:
+            taken.extend(
+                db.execute(
+                    "SELECT fingerprint, request FROM frontier ORDER BY priority DESC, seq LIMIT ?",
+                    (int(limit),),
+                ).fetchall()
+            )
+            db.executemany("DELETE FROM frontier WHERE fingerprint = ?", [(fp,) for fp, _ in taken])
+
+        self._write(take)
+        return [pickle.loads(blob) for _, blob in taken]
+
+    def frontier_size(self) -> int:
+        return int(self._read(lambda db: db.execute("SELECT COUNT(*) FROM frontier").fetchone()[0]))
+
     # -- writes ------------------------------------------------------------
 
     def record(self, visit: Visit) -> UrlRecord:
         self.db  # noqa: B018 -- fail early, naming the store, when it is closed
         rec = self.get(visit.fingerprint)
+        cycle = self._cycle if visit.cycle is None else visit.cycle
         if rec is None:
             rec = UrlRecord(
                 id=self._next_id,
@@ -358,9 +422,9 @@ class SqliteHistoryStore:
                 float(visit.modified),
             )
             if visit.changed:
-                rec.last_change_cycle, rec.last_change_time = self._cycle, visit.time
+                rec.last_change_cycle, rec.last_change_time = cycle, visit.time
         if good:
-            rec.last_visit_cycle, rec.last_visit_time = self._cycle, visit.time
+            rec.last_visit_cycle, rec.last_visit_time = cycle, visit.time
             rec.gone = False
             if visit.status == 304:
                 # a 304 may repeat only some validators: keep the ones it leaves out
@@ -386,7 +450,7 @@ class SqliteHistoryStore:
         self._visit_rows.append(
             (
                 rec.id,
-                self._cycle,
+                cycle,
                 visit.time,
                 visit.status,
                 None if not observed else int(bool(visit.changed)),

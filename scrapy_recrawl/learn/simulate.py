@@ -58,6 +58,8 @@ class ReplayResult:
     freshness: np.ndarray
     #: pages fetched that had changed, per cycle
     changed_fetched: np.ndarray = field(repr=False)
+    #: per-URL state at the end of the replay (the store's columns)
+    state: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
     def mean_change_rate(self) -> float:
@@ -162,7 +164,11 @@ def simulate(
     oracle = isinstance(policy, str) and policy.strip().lower() == ORACLE
     scorer: Scorer | None = None
     if not oracle:
-        scorer = policy if isinstance(policy, Scorer) else Scorer.from_spec(policy, prior=prior, seed=seed)
+        scorer = (
+            policy
+            if isinstance(policy, Scorer)
+            else Scorer.from_spec(policy, prior=prior, seed=seed)
+        )
     name = ORACLE if oracle else (scorer.name if scorer.name != "expression" else str(scorer))  # type: ignore[union-attr]
 
     by_cycle = np.ascontiguousarray(c.T != 0)  # [cycle, page], one row per cycle
@@ -192,7 +198,9 @@ def simulate(
             idx = top_k_indices(stale * float(cycles + 1) + t, budget)
         else:
             assert scorer is not None
-            terms = compute_terminals(state, cyc, now, prior=scorer.prior, needed=scorer.terminals_needed)
+            terms = compute_terminals(
+                state, cyc, now, prior=scorer.prior, needed=scorer.terminals_needed
+            )
             idx = scorer.top_k(terms, budget)
         hit = stale[idx]
         n_stale = int(np.count_nonzero(stale))
@@ -214,6 +222,7 @@ def simulate(
         ndcg=ndcg,
         freshness=freshness,
         changed_fetched=changed_fetched,
+        state=state,
     )
 
 

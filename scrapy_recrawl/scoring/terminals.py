@@ -56,7 +56,7 @@ import numpy as np
 #: Pseudo-counts ``(a, b)`` used when RECRAWL_PRIOR is None: ``a`` changes in
 #: ``b`` observations. Chosen from ``bench/replay_presets.py --grid`` on the
 #: shared change histories (docs/scorers.md, docs/benchmarks.md).
-DEFAULT_PRIOR: tuple[float, float] = (0.5, 1.0)
+DEFAULT_PRIOR: tuple[float, float] = (0.5, 100.0)
 
 #: Every terminal name, with what it means (docs and error messages use this).
 TERMINALS: dict[str, str] = {
@@ -125,10 +125,8 @@ def _float(x: np.ndarray) -> np.ndarray:
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     """num/den, 0 where den == 0 (no observation yet)."""
-    num = _float(num)
-    den = _float(den)
-    out = np.zeros(np.broadcast_shapes(num.shape, den.shape))
-    np.divide(num, den, out=out, where=den != 0)
+    out = np.zeros(np.broadcast_shapes(np.shape(num), np.shape(den)))
+    np.divide(num, den, out=out, where=np.asarray(den) != 0)
     return out
 
 
@@ -136,7 +134,7 @@ def effective_observations(estimator: str, n: np.ndarray) -> np.ndarray:
     """Kish effective sample size ``(sum w)^2 / sum w^2`` of an estimator's weights."""
     nf = _float(n)
     if estimator == "NAD":
-        return nf
+        return nf.copy()
     if estimator == "SAD":
         return np.minimum(nf, 1.0)
     if estimator == "AAD":
@@ -161,14 +159,16 @@ def compute_terminals(
     ``D``, ``A``, ``R``, ``M``. ``cycle`` is the current cycle, ``now`` the
     current unix time (needed for ``hours`` only). ``prior`` is ``(a, b)``
     for the ``...p`` terminals (None: :data:`DEFAULT_PRIOR`). Only the
-    terminals in ``needed`` are computed (None: all of them).
+    terminals in ``needed`` are computed (None: all of them, except ``hours``
+    when ``now`` is None).
     """
-    want = TERMINAL_NAMES if needed is None else frozenset(needed)
+    if needed is None:
+        want = TERMINAL_NAMES if now is not None else TERMINAL_NAMES - {"hours"}
+    else:
+        want = frozenset(needed)
     unknown = want - TERMINAL_NAMES
     if unknown:
-        raise ValueError(
-            f"unknown terminal(s) {sorted(unknown)}; known: {', '.join(TERMINALS)}"
-        )
+        raise ValueError(f"unknown terminal(s) {sorted(unknown)}; known: {', '.join(TERMINALS)}")
     a, b = DEFAULT_PRIOR if prior is None else check_prior(prior)
     cache: dict[str, np.ndarray] = {}
 
@@ -184,52 +184,72 @@ _Getter = Callable[[str], np.ndarray]
 
 
 def _t(state: Mapping[str, np.ndarray], cycle: int, *_: object) -> np.ndarray:
-    return _float(cycle - np.asarray(state["last_visit_cycle"]))
+    return np.subtract(float(cycle), state["last_visit_cycle"], dtype=np.float64)
 
 
-def _hours(state: Mapping[str, np.ndarray], cycle: int, now: float | None, *_: object) -> np.ndarray:
+def _hours(
+    state: Mapping[str, np.ndarray], cycle: int, now: float | None, *_: object
+) -> np.ndarray:
     if now is None:
         raise ValueError("the 'hours' terminal needs the current time (now=...)")
-    return (float(now) - _float(state["last_visit_time"])) / 3600.0
+    out = np.subtract(float(now), state["last_visit_time"], dtype=np.float64)
+    out /= 3600.0
+    return out
 
 
-def _cg(state: Mapping[str, np.ndarray], *_: object) -> np.ndarray:
-    n = _float(state["n"])
+def _cg(_s: object, _c: int, _now: object, _a: float, _b: float, get: _Getter) -> np.ndarray:
     # -log((n - X + 0.5)/(n + 0.5)) = -log1p(-X/(n + 0.5)); 0 when n = 0
-    return -np.log1p(-_float(state["X"]) / (n + 0.5))
+    out = get("n") + 0.5
+    np.divide(get("X"), out, out=out)
+    np.negative(out, out=out)
+    np.log1p(out, out=out)
+    return np.negative(out, out=out)
 
 
-def _nad(state: Mapping[str, np.ndarray], *_: object) -> np.ndarray:
-    return _ratio(state["X"], state["n"])
+def _nad(_s: object, _c: int, _now: object, _a: float, _b: float, get: _Getter) -> np.ndarray:
+    return _ratio(get("X"), get("n"))
 
 
 def _sad(state: Mapping[str, np.ndarray], *_: object) -> np.ndarray:
     return _float(state["sad"])
 
 
-def _aad(state: Mapping[str, np.ndarray], *_: object) -> np.ndarray:
-    n = _float(state["n"])
-    return _ratio(2.0 * _float(state["aad_sum"]), n * (n + 1.0))
+def _aad(
+    state: Mapping[str, np.ndarray], _c: int, _now: object, _a: float, _b: float, get: _Getter
+) -> np.ndarray:
+    n = get("n")
+    den = n + 1.0
+    den *= n
+    den *= 0.5  # sum(i) = n(n + 1)/2
+    return _ratio(state["aad_sum"], den)
 
 
 def _gad(state: Mapping[str, np.ndarray], *_: object) -> np.ndarray:
     return _float(state["gad"])
 
 
-def _nadp(state: Mapping[str, np.ndarray], _c: int, _now: object, a: float, b: float, _g: _Getter) -> np.ndarray:
+def _nadp(
+    state: Mapping[str, np.ndarray], _c: int, _now: object, a: float, b: float, _g: _Getter
+) -> np.ndarray:
     return (_float(state["X"]) + a) / (_float(state["n"]) + b)
 
 
 def _cgp(_s: object, _c: int, _now: object, _a: float, _b: float, get: _Getter) -> np.ndarray:
-    return -np.log1p(-get("NADp"))
+    out = np.negative(get("NADp"))
+    np.log1p(out, out=out)
+    return np.negative(out, out=out)
 
 
 def _shrunk(estimator: str) -> Callable[..., np.ndarray]:
     def make(
         state: Mapping[str, np.ndarray], _c: int, _now: object, a: float, b: float, get: _Getter
     ) -> np.ndarray:
-        m = effective_observations(estimator, state["n"])
-        return (m * get(estimator) + a) / (m + b)
+        m = effective_observations(estimator, get("n"))
+        out = m * get(estimator)
+        out += a
+        m += b
+        out /= m
+        return out
 
     return make
 

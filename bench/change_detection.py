@@ -1,0 +1,161 @@
+"""Benchmark and accuracy of the change detector on real HTML version pairs.
+
+Run from the repository root::
+
+    .venv/bin/python bench/change_detection.py [--repeat 7] [--data ../shared/data/html_pairs]
+
+Data: the 134 real page pairs of ``../shared/data/html_pairs`` (Open Terms
+Archive snapshots, see ``../shared/data/README.md``; read in place, never copied).
+
+Speed: for every page, each operation is timed ``--repeat`` times (interleaved,
+so machine noise hits all of them alike) and the page's median is kept; the
+table gives the median and 90th percentile over pages. ``signature+compare``
+charges each page its own signature plus the *whole* compare of its pair. The
+target is ``signature+compare <= 2.0 x parse only``, where "parse only" is
+``lxml.html.document_fromstring`` of the same bytes.
+
+Accuracy: how many pairs of each label the default detector flags as changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import lxml.html
+import numpy as np
+
+from scrapy_recrawl.change import ChangeDetector
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "html_pairs"
+TARGET = 2.0
+
+
+def load_pairs(data: Path) -> list[dict]:
+    manifest = data / "manifest.json"
+    if not manifest.is_file():
+        sys.exit(
+            f"No HTML pairs at {data} (expected {manifest}).\n"
+            "This benchmark reads the shared evaluation data beside the repository "
+            "(../shared/data/html_pairs); it is not shipped with the project."
+        )
+    pairs = json.loads(manifest.read_text())["pairs"]
+    for p in pairs:
+        d = data / p["id"]
+        p["old"] = (d / "old.html").read_bytes()
+        p["new"] = (d / "new.html").read_bytes()
+    return pairs
+
+
+def timed(fn, *args) -> tuple[float, object]:
+    t0 = time.perf_counter()
+    result = fn(*args)
+    return time.perf_counter() - t0, result
+
+
+def bench(pairs: list[dict], detector: ChangeDetector, repeat: int) -> dict[str, list[float]]:
+    rows: dict[str, list[float]] = {"parse": [], "signature": [], "compare": [], "both": []}
+    for p in pairs:
+        url, ctype = p["source_url"], "text/html; charset=utf-8"
+        times = {k: {"old": [], "new": []} for k in ("parse", "signature")}
+        cmp_times = []
+        for _ in range(repeat):
+            sigs = {}
+            for side in ("old", "new"):
+                body = p[side]
+                t, _ = timed(lxml.html.document_fromstring, body)
+                times["parse"][side].append(t)
+                t, sigs[side] = timed(detector.signature, body, url, ctype)
+                times["signature"][side].append(t)
+            t, _ = timed(detector.compare, sigs["old"], sigs["new"])
+            cmp_times.append(t)
+        cmp = statistics.median(cmp_times)
+        for side in ("old", "new"):
+            parse = statistics.median(times["parse"][side])
+            sig = statistics.median(times["signature"][side])
+            rows["parse"].append(parse)
+            rows["signature"].append(sig)
+            rows["compare"].append(cmp)
+            rows["both"].append(sig + cmp)
+    return rows
+
+
+def confusion(pairs: list[dict], detector: ChangeDetector) -> None:
+    counts: dict[tuple[str, bool], int] = {}
+    self_flagged = 0
+    for p in pairs:
+        url = p["source_url"]
+        old = detector.signature(p["old"], url, "text/html")
+        new = detector.signature(p["new"], url, "text/html")
+        flagged = detector.compare(old, new).changed
+        counts[p["label"], flagged] = counts.get((p["label"], flagged), 0) + 1
+        for sig, body in ((old, p["old"]), (new, p["new"])):
+            self_flagged += detector.compare(
+                sig, detector.signature(body, url, "text/html")
+            ).changed
+    print(f"\nAccuracy of {detector!r}")
+    print(f"{'label':<14}{'pairs':>7}{'flagged':>9}{'not flagged':>13}")
+    for label in ("text_changed", "markup_only"):
+        yes, no = counts.get((label, True), 0), counts.get((label, False), 0)
+        print(f"{label:<14}{yes + no:>7}{yes:>9}{no:>13}")
+    tc_yes, tc_no = counts.get(("text_changed", True), 0), counts.get(("text_changed", False), 0)
+    mo_yes, mo_no = counts.get(("markup_only", True), 0), counts.get(("markup_only", False), 0)
+    print(
+        f"recall on text_changed:         {tc_yes / max(tc_yes + tc_no, 1):.3f} (required >= 0.9)"
+    )
+    print(f"markup_only not flagged:        {mo_no / max(mo_yes + mo_no, 1):.3f} (required >= 0.6)")
+    print(f"pages flagged against themselves: {self_flagged} of {2 * len(pairs)} (required 0)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=7, help="timings per page and operation")
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="html_pairs directory")
+    args = ap.parse_args()
+    pairs = load_pairs(args.data)
+    detector = ChangeDetector()
+    n_bytes = sum(len(p["old"]) + len(p["new"]) for p in pairs)
+    print(
+        f"{len(pairs)} pairs, {2 * len(pairs)} pages, {n_bytes / 1e6:.1f} MB; "
+        f"{args.repeat} repetitions per page (median kept)"
+    )
+    # Warm-up: imports, parser creation, power tables.
+    for p in pairs[:5]:
+        detector.compare(
+            detector.signature(p["old"], "", "text/html"),
+            detector.signature(p["new"], "", "text/html"),
+        )
+        lxml.html.document_fromstring(p["old"])
+    gc.collect()
+    rows = bench(pairs, detector, args.repeat)
+
+    labels = {
+        "parse": "parse only (lxml.html)",
+        "signature": "signature",
+        "compare": "compare (per pair)",
+        "both": "signature+compare",
+    }
+    print(f"\n{'per page':<24}{'median ms':>11}{'p90 ms':>9}")
+    for key, label in labels.items():
+        v = np.array(rows[key]) * 1e3
+        print(f"{label:<24}{np.median(v):>11.3f}{np.percentile(v, 90):>9.3f}")
+    parse = np.array(rows["parse"])
+    both = np.array(rows["both"])
+    ratio = np.median(both) / np.median(parse)
+    per_page = np.median(both / parse)
+    verdict = "OK" if ratio <= TARGET else "ABOVE TARGET"
+    print(
+        f"\nratio signature+compare / parse: {ratio:.2f}x (median of per-page ratios "
+        f"{per_page:.2f}x); target <= {TARGET:.1f}x: {verdict}"
+    )
+    confusion(pairs, detector)
+
+
+if __name__ == "__main__":
+    main()

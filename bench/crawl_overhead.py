@@ -1,0 +1,130 @@
+"""What the add-on costs a crawl: pages/s with and without it, in one run.
+
+    .venv/bin/python bench/crawl_overhead.py [--pages 5000] [--repeat 3]
+
+Serves the example site (``--pages`` pages) from a separate process and crawls
+all of it with `scrapy crawl site`:
+
+* baseline: Scrapy's default scheduler, no recrawl middleware (the add-on off);
+* add-on, cycle 1: a fresh store (a warm-up cycle: every page fetched, signed,
+  stored with its body);
+* add-on, cycle 2: the same store again (warm-up: every page recrawled with
+  conditional requests and compared).
+
+Runs alternate between the variants; the median of ``--repeat`` runs is
+compared. Target: add-on pages/s at least 0.85 of the baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PROJECT = REPO / "example_project"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def crawl(base: str, settings: dict[str, str], workdir: str) -> tuple[int, float]:
+    stats_file = os.path.join(workdir, "stats.json")
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "site", "-a", f"start_url={base}/"]
+    for k, v in {
+        "LOG_LEVEL": "CRITICAL",
+        "STATS_DUMP_FILE": stats_file,
+        "EXTENSIONS": json.dumps({"example_project.stats_dump.StatsDump": 0}),
+        **settings,
+    }.items():
+        cmd += ["-s", f"{k}={v}"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(PROJECT)])}
+    subprocess.run(cmd, cwd=PROJECT, env=env, check=True)
+    with open(stats_file, encoding="utf-8") as fh:
+        stats = json.load(fh)
+    pages = int(stats.get("downloader/response_count", 0))
+    seconds = float(stats.get("elapsed_time_seconds", 0.0))
+    return pages, seconds
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pages", type=int, default=5000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    port = free_port()
+    site = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "example_project.site",
+            "--port",
+            str(port),
+            "--pages",
+            str(args.pages),
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(base + "/_admin/day", timeout=1).read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        results: dict[str, list[float]] = {
+            "baseline": [],
+            "add-on, cycle 1": [],
+            "add-on, cycle 2": [],
+        }
+        pages_seen: dict[str, int] = {}
+        with tempfile.TemporaryDirectory() as tmp:
+            for rep in range(args.repeat):
+                store = os.path.join(tmp, f"history-{rep}.sqlite3")
+                runs = [
+                    ("baseline", {"ADDONS": "{}"}),
+                    ("add-on, cycle 1", {"RECRAWL_STORE": store}),
+                    ("add-on, cycle 2", {"RECRAWL_STORE": store}),
+                ]
+                for name, settings in runs:
+                    pages, seconds = crawl(base, settings, tmp)
+                    results[name].append(pages / seconds)
+                    pages_seen[name] = pages
+                    print(
+                        f"  run {rep + 1} {name}: {pages} responses in {seconds:.1f}s", flush=True
+                    )
+    finally:
+        site.terminate()
+        site.wait()
+    base_rate = statistics.median(results["baseline"])
+    print()
+    print(
+        f"| crawl of the example site ({args.pages:,} pages) | responses | median pages/s | ratio |"
+    )
+    print("|---|---:|---:|---:|")
+    for name, rates in results.items():
+        med = statistics.median(rates)
+        print(f"| {name} | {pages_seen[name]:,} | {med:.0f} | {med / base_rate:.2f} |")
+    worst = min(statistics.median(r) for n, r in results.items() if n != "baseline")
+    print()
+    print(
+        f"lowest add-on ratio: {worst / base_rate:.2f} (target >= 0.85): "
+        f"{'PASS' if worst / base_rate >= 0.85 else 'FAIL'}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,495 @@
+"""Is this response a real change? Signatures of responses, and their comparison.
+
+A :class:`Signature` is what the history store keeps per visit (a few KB,
+versioned binary, see :meth:`Signature.to_bytes`); :meth:`ChangeDetector.compare`
+turns two of them into a :class:`ChangeResult`.
+
+The rule (``changed``), for two signatures ``old`` and ``new``:
+
+* no ``old`` (first visit): not changed, every count 0;
+* same ``content_hash`` (byte-identical bodies): never changed;
+* either side not HTML (``kind == "bytes"``: JSON, PDF, images, bodies over
+  ``RECRAWL_MAX_PARSE_BYTES``, binary junk) : changed = the content hashes
+  differ; distance and counts are 0;
+* both HTML: changed when
+  ``distance >= RECRAWL_SIMHASH_DISTANCE`` **or**
+  ``added + removed + modified + attributes >= RECRAWL_MIN_ELEMENT_CHANGES``,
+  where ``distance`` is the Hamming distance of the two 64-bit simhashes of
+  the visible text's word shingles and the four counts come from the element
+  diff (:mod:`scrapy_recrawl.change.elements`). A threshold of 0 makes that
+  criterion accept any byte-level change.
+
+Defaults: shingles of 4 words, 3 bits, 1 element change, no ignored XPaths,
+5 MB parse limit. With them every visible-text or link-target change is caught
+(the element diff) while nonces, asset hashes, tokens and other noise are not
+(see :mod:`~scrapy_recrawl.change.elements` for what counts as noise); the
+simhash distance is the coarser "how different" signal kept for the scheduler.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import struct
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import xxhash
+from lxml import etree
+from w3lib.encoding import (
+    html_body_declared_encoding,
+    http_content_type_encoding,
+    read_bom,
+    resolve_encoding,
+    to_unicode,
+)
+
+from ..settings import RecrawlSettingError, get
+from .elements import NOISE_TAGS, diff, extract
+from .shingles import shingle_hashes
+from .simhash import distance as simhash_distance
+from .simhash import fingerprint
+
+__all__ = ["ChangeDetector", "ChangeResult", "Signature"]
+
+logger = logging.getLogger(__name__)
+
+_U64 = np.uint64
+_LE_U64 = np.dtype("<u8")
+
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/vnd.wap.xhtml+xml"})
+_BINARY_MAGIC = (
+    b"%PDF-",
+    b"\x89PNG\r\n\x1a\n",
+    b"GIF87a",
+    b"GIF89a",
+    b"\xff\xd8\xff",
+    b"PK\x03\x04",
+    b"\x1f\x8b",
+    b"RIFF",
+    b"\x00\x00\x01\x00",
+    b"wOFF",
+    b"wOF2",
+    b"OggS",
+    b"fLaC",
+    b"ID3",
+)
+_HTML_START = re.compile(
+    rb"\s*(?:<!doctype\s+html|<html|<head|<body|<!--|<meta|<title|<div|<p\b)", re.I
+)
+_HTML_SUFFIX = re.compile(r"\.(?:s?html?|xhtml|php|aspx?|jsp)(?:$|[?#])", re.I)
+
+
+def _empty() -> np.ndarray:
+    return np.zeros(0, dtype=_U64)
+
+
+def _frozen_u64(a: Any) -> np.ndarray:
+    arr = np.array(a, dtype=_U64, copy=True).reshape(-1)
+    arr.flags.writeable = False
+    return arr
+
+
+@dataclass(frozen=True, eq=False)
+class Signature:
+    """What is remembered of one response, to compare with the next one.
+
+    ``keys``, ``texts`` and ``attrs`` are the element signature: one uint64
+    per element (tag-path hash, own-text hash, attributes hash), sorted by key
+    and in document order within a key; empty for ``kind == "bytes"``.
+    Arrays are read-only. Serialise with :meth:`to_bytes` (no pickle).
+    """
+
+    kind: str  #: "html" or "bytes"
+    content_hash: bytes  #: xxh3-128 of the raw body (always present)
+    simhash: int | None  #: unsigned 64-bit simhash of the visible text (html only)
+    keys: np.ndarray = field(default_factory=_empty)
+    texts: np.ndarray = field(default_factory=_empty)
+    attrs: np.ndarray = field(default_factory=_empty)
+
+    _MAGIC = b"RCSG"
+    _VERSION = 1
+    _KINDS = ("html", "bytes")
+
+    def __post_init__(self) -> None:
+        if self.kind not in self._KINDS:
+            raise ValueError(f"Signature.kind must be 'html' or 'bytes', not {self.kind!r}")
+        if not isinstance(self.content_hash, bytes) or not 0 < len(self.content_hash) < 256:
+            raise ValueError("Signature.content_hash must be 1..255 bytes")
+        if self.simhash is not None and not 0 <= self.simhash < 1 << 64:
+            raise ValueError("Signature.simhash must be an unsigned 64-bit integer or None")
+        for name in ("keys", "texts", "attrs"):
+            object.__setattr__(self, name, _frozen_u64(getattr(self, name)))
+        if not len(self.keys) == len(self.texts) == len(self.attrs):
+            raise ValueError("Signature.keys, texts and attrs must have the same length")
+
+    def __len__(self) -> int:
+        """Number of elements in the element signature."""
+        return len(self.keys)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Signature):
+            return NotImplemented
+        return (
+            self.kind == other.kind
+            and self.content_hash == other.content_hash
+            and self.simhash == other.simhash
+            and np.array_equal(self.keys, other.keys)
+            and np.array_equal(self.texts, other.texts)
+            and np.array_equal(self.attrs, other.attrs)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.content_hash, self.simhash, len(self.keys)))
+
+    def to_bytes(self) -> bytes:
+        """Versioned little-endian binary form.
+
+        Layout (version 1): ``b"RCSG"``, version u8, kind u8 (0 html, 1 bytes),
+        flags u8 (bit 0: simhash present), hash length u8, the content hash,
+        the simhash as u64 if present, element count u32, then keys, texts and
+        attrs as ``count`` u64 each. 24 bytes per element.
+        """
+        has_sim = self.simhash is not None
+        head = struct.pack(
+            "<4sBBBB",
+            self._MAGIC,
+            self._VERSION,
+            self._KINDS.index(self.kind),
+            1 if has_sim else 0,
+            len(self.content_hash),
+        )
+        parts = [head, self.content_hash]
+        if has_sim:
+            parts.append(struct.pack("<Q", self.simhash))
+        parts.append(struct.pack("<I", len(self.keys)))
+        parts.extend(
+            a.astype(_LE_U64, copy=False).tobytes() for a in (self.keys, self.texts, self.attrs)
+        )
+        return b"".join(parts)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Signature:
+        """Inverse of :meth:`to_bytes`; ``ValueError`` on anything else."""
+        data = bytes(data)
+        try:
+            magic, version, kind, flags, hlen = struct.unpack_from("<4sBBBB", data, 0)
+        except struct.error:
+            raise ValueError("not a Signature: too short") from None
+        if magic != cls._MAGIC:
+            raise ValueError("not a Signature: bad magic")
+        if version != cls._VERSION:
+            raise ValueError(f"unsupported Signature version {version}")
+        if kind >= len(cls._KINDS):
+            raise ValueError(f"bad Signature kind {kind}")
+        pos = 8
+        content_hash = data[pos : pos + hlen]
+        pos += hlen
+        try:
+            simhash = None
+            if flags & 1:
+                (simhash,) = struct.unpack_from("<Q", data, pos)
+                pos += 8
+            (count,) = struct.unpack_from("<I", data, pos)
+            pos += 4
+        except struct.error:
+            raise ValueError("truncated Signature") from None
+        if len(content_hash) != hlen or len(data) != pos + 24 * count:
+            raise ValueError("truncated or oversized Signature")
+        arrays = np.frombuffer(data, dtype=_LE_U64, count=3 * count, offset=pos).reshape(3, count)
+        return cls(cls._KINDS[kind], content_hash, simhash, arrays[0], arrays[1], arrays[2])
+
+
+@dataclass(frozen=True)
+class ChangeResult:
+    """Outcome of :meth:`ChangeDetector.compare` (see the module docstring for the rule)."""
+
+    changed: bool
+    distance: int  #: simhash Hamming distance (0 unless both sides are HTML)
+    added: int
+    removed: int
+    modified: int  #: elements whose own text changed
+    attributes: int  #: elements whose (non-noise) attributes changed
+
+    @property
+    def element_changes(self) -> int:
+        """``added + removed + modified + attributes``."""
+        return self.added + self.removed + self.modified + self.attributes
+
+
+_UNCHANGED = ChangeResult(False, 0, 0, 0, 0, 0)
+
+
+def _is_int(low: int, high: int | None = None) -> Any:
+    return lambda v: v >= low and (high is None or v <= high)
+
+
+class ChangeDetector:
+    """Compute :class:`Signature` objects and decide whether a page really changed.
+
+    Parameters mirror the settings: ``shingle_size`` (``RECRAWL_SHINGLE_SIZE``),
+    ``simhash_distance`` (``RECRAWL_SIMHASH_DISTANCE``), ``min_element_changes``
+    (``RECRAWL_MIN_ELEMENT_CHANGES``), ``ignore_xpaths`` (``RECRAWL_IGNORE_XPATHS``:
+    XPaths whose elements are removed before hashing, tail text kept; XPaths
+    that select attributes, e.g. ``//@data-ts``, remove those attributes, and
+    ones that select text nodes blank them) and ``max_parse_bytes``
+    (``RECRAWL_MAX_PARSE_BYTES``: larger bodies are compared by hash only).
+    Bad values raise :class:`~scrapy_recrawl.settings.RecrawlSettingError`.
+
+    An instance keeps one lxml parser per thread, so it can be shared.
+    """
+
+    def __init__(
+        self,
+        shingle_size: int = 4,
+        simhash_distance: int = 3,
+        min_element_changes: int = 1,
+        ignore_xpaths: Iterable[str] = (),
+        max_parse_bytes: int = 5 * 1024 * 1024,
+    ) -> None:
+        values = {
+            "RECRAWL_SHINGLE_SIZE": shingle_size,
+            "RECRAWL_SIMHASH_DISTANCE": simhash_distance,
+            "RECRAWL_MIN_ELEMENT_CHANGES": min_element_changes,
+            "RECRAWL_MAX_PARSE_BYTES": max_parse_bytes,
+        }
+        self.shingle_size: int = _read_int(values, "RECRAWL_SHINGLE_SIZE", 1, None, "an int >= 1")
+        self.simhash_distance: int = _read_int(
+            values, "RECRAWL_SIMHASH_DISTANCE", 0, 64, "an int from 0 to 64"
+        )
+        self.min_element_changes: int = _read_int(
+            values, "RECRAWL_MIN_ELEMENT_CHANGES", 0, None, "an int >= 0"
+        )
+        self.max_parse_bytes: int = _read_int(
+            values, "RECRAWL_MAX_PARSE_BYTES", 0, None, "an int >= 0 (bytes)"
+        )
+        self.ignore_xpaths: tuple[str, ...] = _xpath_list(ignore_xpaths)
+        self._xpaths = [_compile_xpath(x) for x in self.ignore_xpaths]
+        self._local = threading.local()
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any] | Any) -> ChangeDetector:
+        """Build from Scrapy ``Settings`` (or a plain dict) using the ``RECRAWL_*`` names."""
+        xpaths = get(
+            settings, "RECRAWL_IGNORE_XPATHS", (list, tuple, str), expect="a list of XPaths"
+        )
+        return cls(
+            shingle_size=_read_int(settings, "RECRAWL_SHINGLE_SIZE", 1, None, "an int >= 1"),
+            simhash_distance=_read_int(
+                settings, "RECRAWL_SIMHASH_DISTANCE", 0, 64, "an int from 0 to 64"
+            ),
+            min_element_changes=_read_int(
+                settings, "RECRAWL_MIN_ELEMENT_CHANGES", 0, None, "an int >= 0"
+            ),
+            ignore_xpaths=[xpaths] if isinstance(xpaths, str) else xpaths,
+            max_parse_bytes=_read_int(
+                settings, "RECRAWL_MAX_PARSE_BYTES", 0, None, "an int >= 0 (bytes)"
+            ),
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"ChangeDetector(shingle_size={self.shingle_size}, "
+            f"simhash_distance={self.simhash_distance}, "
+            f"min_element_changes={self.min_element_changes}, "
+            f"ignore_xpaths={list(self.ignore_xpaths)!r}, max_parse_bytes={self.max_parse_bytes})"
+        )
+
+    # -- signatures -------------------------------------------------------------------------
+
+    def signature(self, body: bytes, url: str, content_type: str | None) -> Signature:
+        """Signature of one response body. Never raises on bad input bodies.
+
+        ``content_type`` is the raw ``Content-Type`` header value (its charset
+        is used to decode); ``url`` only helps sniffing when it is missing.
+        """
+        body = bytes(body)
+        content_hash = xxhash.xxh3_128_digest(body)
+        if isinstance(content_type, bytes):
+            content_type = content_type.decode("latin-1")
+        if len(body) > self.max_parse_bytes or not _is_html(body, url, content_type):
+            return Signature("bytes", content_hash, None)
+        try:
+            return self._html_signature(body, content_type, content_hash)
+        except Exception as exc:  # a crawl must go on whatever a server sends
+            logger.warning("Cannot analyse %s (%s); comparing it by content hash only", url, exc)
+            return Signature("bytes", content_hash, None)
+
+    def _parser(self) -> etree.HTMLParser:
+        parser = getattr(self._local, "parser", None)
+        if parser is None:
+            parser = self._local.parser = etree.HTMLParser(
+                encoding="utf-8",
+                remove_comments=True,
+                remove_pis=True,
+                remove_blank_text=True,
+                collect_ids=False,
+                no_network=True,
+                default_doctype=False,
+            )
+        return parser
+
+    def _html_signature(
+        self, body: bytes, content_type: str | None, content_hash: bytes
+    ) -> Signature:
+        data = _as_utf8(body, content_type)
+        try:
+            root = etree.fromstring(data, self._parser()) if data.strip() else None
+        except etree.XMLSyntaxError:  # e.g. "Document is empty" for markup-free junk
+            root = None
+        if root is None:
+            return Signature("html", content_hash, 0)
+        etree.strip_elements(root, *NOISE_TAGS, with_tail=False)
+        for xpath in self._xpaths:
+            _remove_matches(xpath(root))
+        arrays = extract(root)
+        simhash = fingerprint(shingle_hashes(arrays.words, self.shingle_size))
+        return Signature("html", content_hash, simhash, arrays.keys, arrays.texts, arrays.attrs)
+
+    # -- comparison -------------------------------------------------------------------------
+
+    def compare(self, old: Signature | None, new: Signature) -> ChangeResult:
+        """Decide whether ``new`` is a real change from ``old`` (rule: module docstring)."""
+        if old is None or old.content_hash == new.content_hash:
+            return _UNCHANGED
+        if old.kind != "html" or new.kind != "html" or old.simhash is None or new.simhash is None:
+            return ChangeResult(True, 0, 0, 0, 0, 0)
+        dist = simhash_distance(old.simhash, new.simhash)
+        added, removed, modified, attributes = diff(
+            (old.keys, old.texts, old.attrs), (new.keys, new.texts, new.attrs)
+        )
+        changes = added + removed + modified + attributes
+        changed = dist >= self.simhash_distance or changes >= self.min_element_changes
+        return ChangeResult(changed, dist, added, removed, modified, attributes)
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def _read_int(settings: Any, name: str, low: int, high: int | None, expect: str) -> int:
+    return get(settings, name, int, _is_int(low, high), expect)
+
+
+def _xpath_list(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise RecrawlSettingError(
+            f"RECRAWL_IGNORE_XPATHS={value!r}: expected a list of XPath strings"
+        ) from None
+    for x in items:
+        if not isinstance(x, str) or not x.strip():
+            raise RecrawlSettingError(
+                f"RECRAWL_IGNORE_XPATHS: {x!r} is not an XPath (expected non-empty strings)"
+            )
+    return items
+
+
+_PROBE = etree.fromstring("<html><body><p>x</p></body></html>", etree.HTMLParser())
+
+
+def _compile_xpath(expr: str) -> etree.XPath:
+    try:
+        xpath = etree.XPath(expr, smart_strings=True)
+        xpath(_PROBE)  # unknown functions and variables only fail when evaluated
+    except etree.XPathError as exc:
+        raise RecrawlSettingError(f"RECRAWL_IGNORE_XPATHS: bad XPath {expr!r}: {exc}") from None
+    return xpath
+
+
+def _remove_matches(result: Any) -> None:
+    """Remove what an ignore-XPath selected: elements (keeping their tail), attributes, text."""
+    if not isinstance(result, list):
+        return
+    for item in result:
+        if isinstance(item, etree._Element):
+            parent = item.getparent()
+            if parent is None:
+                continue
+            tail = item.tail
+            if tail:
+                prev = item.getprevious()
+                if prev is not None:
+                    prev.tail = (prev.tail or "") + tail
+                else:
+                    parent.text = (parent.text or "") + tail
+            parent.remove(item)
+        elif isinstance(item, str) and hasattr(item, "getparent"):
+            owner = item.getparent()
+            if owner is None:
+                continue
+            if getattr(item, "is_attribute", False):
+                owner.attrib.pop(item.attrname, None)
+            elif getattr(item, "is_tail", False):
+                owner.tail = None
+            elif getattr(item, "is_text", False):
+                owner.text = None
+
+
+def _media_type(content_type: str | None) -> str:
+    if not content_type:
+        return ""
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def _looks_binary(body: bytes) -> bool:
+    head = body[:1024]
+    if head.startswith(_BINARY_MAGIC):
+        return True
+    if b"\x00" in head:
+        # UTF-16/32 text has NULs too; a BOM says which it is.
+        return read_bom(head)[0] is None
+    return False
+
+
+def _is_html(body: bytes, url: str, content_type: str | None) -> bool:
+    """Parse as HTML? Declared HTML that is not binary junk, or undeclared markup."""
+    if not body.strip():
+        return _media_type(content_type) in _HTML_TYPES
+    if _looks_binary(body):
+        return False
+    media = _media_type(content_type)
+    if media:
+        return media in _HTML_TYPES
+    head = body[:1024]
+    bom_enc, bom = read_bom(head)
+    if bom_enc is not None:
+        head = head[len(bom) :].decode(bom_enc, "replace").encode("utf-8")
+    if _HTML_START.match(head):
+        return True
+    return bool(url and _HTML_SUFFIX.search(url) and b"<" in head)
+
+
+def _as_utf8(body: bytes, content_type: str | None) -> bytes:
+    """The body as UTF-8 bytes, decoded like a browser (and w3lib) would.
+
+    Encoding: byte-order mark, else the header's charset, else a ``<meta>``
+    declaration, else UTF-8. Undecodable bytes become U+FFFD. Valid UTF-8 is
+    passed through without copying.
+    """
+    bom_enc, bom = read_bom(body)
+    if bom_enc is not None:
+        encoding, body = bom_enc, body[len(bom) :]
+    else:
+        encoding = (
+            http_content_type_encoding(content_type) or html_body_declared_encoding(body) or "utf-8"
+        )
+        if encoding in ("utf-16", "utf-32"):
+            encoding += "-be"
+    encoding = resolve_encoding(encoding) or "utf-8"
+    if encoding == "utf-8":
+        try:
+            body.decode("utf-8")
+            return body
+        except UnicodeDecodeError:
+            pass
+    try:
+        text = to_unicode(body, encoding)
+    except (LookupError, UnicodeError):
+        text = to_unicode(body, "utf-8")
+    return text.encode("utf-8", "replace")

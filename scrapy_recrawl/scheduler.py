@@ -1,0 +1,503 @@
+"""The recrawl scheduler: Scrapy's scheduler plus a scored recrawl queue and a budget.
+
+Three streams of requests, handed to the engine in this order:
+
+1. *Continuations* — start requests, redirects, retries and ``dont_filter``
+   requests — go through Scrapy's own queues (the inherited
+   :class:`scrapy.core.scheduler.Scheduler`: priorities, dupefilter, JOBDIR)
+   and are never held back by the budget.
+2. *Recrawls* — known URLs picked by the scorer when the cycle starts, rebuilt
+   from their stored request dicts (callbacks and meta survive), best score
+   first, through the download slots like ``DownloaderAwarePriorityQueue``.
+3. *New URLs* — never fetched, discovered by the spider — go through the
+   dupefilter into a second Scrapy priority queue, ordered by the spider's own
+   priority; those the cycle has no budget for wait in the store's frontier.
+
+A spider request for a URL the store already knows is not fetched again on
+the spider's say-so: its recrawl is the scorer's decision.
+
+Cycles: one ``scrapy crawl`` is one cycle (cron-style), or, with
+``RECRAWL_CONTINUOUS``, the spider stays open and a cycle ends when its budget
+is handed out or ``RECRAWL_CYCLE_SECONDS`` have passed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scrapy import Request, Spider, signals
+from scrapy.core.scheduler import Scheduler
+from scrapy.crawler import Crawler
+from scrapy.exceptions import DontCloseSpider
+from scrapy.pqueues import DownloaderInterface
+from scrapy.utils.misc import build_from_crawler
+from scrapy.utils.request import request_from_dict
+from twisted.internet.defer import Deferred
+
+from .history import HistoryStore, store_for_crawler
+from .middleware import META_CYCLE
+from .scoring import Scorer
+from .selection import Budget, cycle_budget, select_recrawls
+from .settings import RecrawlSettingError, get
+
+logger = logging.getLogger(__name__)
+
+_CONTINUATION_META = ("redirect_urls", "retry_times", "is_start_request")
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """The scheduler's RECRAWL_* settings, checked (docs/settings.md has them all)."""
+
+    budget: int | float
+    new_share: float
+    warmup_cycles: int
+    continuous: bool
+    cycle_seconds: float
+    max_cycles: int
+    monitor_share: float
+    max_per_domain: int | None
+    seed: int
+    scorer: Scorer
+
+    @classmethod
+    def from_settings(cls, s: Any) -> SchedulerConfig:
+        """Read and check every setting; a bad one raises RecrawlSettingError naming it."""
+        budget = get(
+            s,
+            "RECRAWL_BUDGET",
+            (int, float),
+            lambda v: v > 0 and (isinstance(v, int) or v < 1 or float(v).is_integer()),
+            "a positive number of pages (int) or a share of known URLs (0 < float < 1)",
+        )
+        return cls(
+            budget=int(budget) if isinstance(budget, float) and budget >= 1 else budget,
+            new_share=get(
+                s, "RECRAWL_NEW_SHARE", (int, float), lambda v: 0 <= v <= 1, "a share from 0 to 1"
+            ),
+            warmup_cycles=get(
+                s, "RECRAWL_WARMUP_CYCLES", int, lambda v: v >= 0, "a number of cycles >= 0"
+            ),
+            continuous=get(s, "RECRAWL_CONTINUOUS", bool),
+            cycle_seconds=get(
+                s,
+                "RECRAWL_CYCLE_SECONDS",
+                (int, float),
+                lambda v: v > 0,
+                "a number of seconds > 0",
+            ),
+            max_cycles=get(
+                s, "RECRAWL_MAX_CYCLES", int, lambda v: v >= 0, "a number of cycles (0: no limit)"
+            ),
+            monitor_share=get(
+                s,
+                "RECRAWL_MONITOR_SHARE",
+                (int, float),
+                lambda v: 0 <= v <= 1,
+                "a share from 0 to 1",
+            ),
+            max_per_domain=get(
+                s,
+                "RECRAWL_MAX_PER_DOMAIN",
+                int,
+                lambda v: v >= 1,
+                "a number of pages >= 1, or None",
+            ),
+            seed=get(s, "RECRAWL_SEED", int, expect="an integer"),
+            # Parsed now: a bad RECRAWL_SCORER stops the crawl before it starts.
+            scorer=Scorer.from_settings(s),
+        )
+
+
+class _RecrawlQueue:
+    """Recrawl requests in score order, one deque per download slot.
+
+    Pops from the slot with the fewest active downloads (as Scrapy's
+    DownloaderAwarePriorityQueue does), breaking ties by best rank, so one
+    busy host does not hold back every other host's recrawls.
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        self._downloader = DownloaderInterface(crawler)
+        self._slots: dict[str, deque[tuple[int, Request]]] = {}
+        self._len = 0
+
+    def push(self, rank: int, request: Request) -> None:
+        slot = self._downloader.get_slot_key(request)
+        self._slots.setdefault(slot, deque()).append((rank, request))
+        self._len += 1
+
+    def pop(self) -> Request | None:
+        if not self._slots:
+            return None
+        if len(self._slots) == 1:
+            slot = next(iter(self._slots))
+        else:
+            active = dict((s, a) for a, s in self._downloader.stats(self._slots))
+            slot = min(self._slots, key=lambda s: (active.get(s, 0), self._slots[s][0][0]))
+        queue = self._slots[slot]
+        _, request = queue.popleft()
+        if not queue:
+            del self._slots[slot]
+        self._len -= 1
+        return request
+
+    def drain(self) -> list[Request]:
+        out = [r for q in self._slots.values() for _, r in q]
+        self._slots.clear()
+        self._len = 0
+        return out
+
+    def __len__(self) -> int:
+        return self._len
+
+
+class RecrawlScheduler(Scheduler):
+    """Drop-in for Scrapy's scheduler that spends each cycle's budget on the
+    recrawls most likely to find a change (see the module docstring)."""
+
+    #: tells the history store that this scheduler starts the cycles
+    manages_recrawl_cycles = True
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RecrawlScheduler:
+        scheduler = super().from_crawler(crawler)
+        scheduler._configure(crawler)
+        return scheduler
+
+    # -- set-up ------------------------------------------------------------
+
+    def _configure(self, crawler: Crawler) -> None:
+        try:
+            self.config = SchedulerConfig.from_settings(crawler.settings)
+        except RecrawlSettingError as exc:
+            # Scrapy builds the scheduler while opening the spider, where a failure
+            # is reported as "Engine slot not assigned": say what really failed.
+            logger.error("recrawl: %s", exc)
+            raise
+        self.scorer = self.config.scorer
+        self.fingerprinter = crawler.request_fingerprinter
+        self._recrawls: _RecrawlQueue = _RecrawlQueue(crawler)
+        self._store: HistoryStore | None = None
+        self._cycles_run = 0
+        self._selected: np.ndarray = np.zeros(0, dtype=np.int64)  # this cycle's ids, by rank
+        self._in_flight: set[int] = set()  # recrawl ids handed out, not yet downloaded
+
+    # -- Scrapy's scheduler contract ----------------------------------------
+
+    def open(self, spider: Spider) -> Deferred[None] | None:
+        result = super().open(spider)
+        assert self.crawler is not None
+        self.newqs = self._new_queue()
+        self._store = store_for_crawler(self.crawler)
+        if self.config.continuous:
+            self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
+            self.crawler.signals.connect(
+                self._left_downloader, signal=signals.request_left_downloader
+            )
+        if not self._resume_cycle():
+            self._start_cycle()
+        return result
+
+    def close(self, reason: str) -> Deferred[None] | None:
+        self._save_cycle_state(reason)
+        self._spill_new_to_frontier()
+        self.store.flush()
+        return super().close(reason)
+
+    def has_pending_requests(self) -> bool:
+        return (
+            len(self.mqs) > 0
+            or (self.dqs is not None and len(self.dqs) > 0)
+            or (self._budget_left() and (len(self._recrawls) > 0 or len(self.newqs) > 0))
+        )
+
+    def __len__(self) -> int:
+        return super().__len__() + len(self._recrawls) + len(self.newqs)
+
+    def enqueue_request(self, request: Request) -> bool:
+        if request.dont_filter or any(k in request.meta for k in _CONTINUATION_META):
+            return super().enqueue_request(request)
+        if self.df.request_seen(request):
+            self.df.log(request, self.spider)
+            return False
+        if self.store.get(self.fingerprinter.fingerprint(request)) is not None:
+            # known URL: the scorer decides when it is fetched again
+            self._inc("recrawl/known_skipped")
+            return False
+        self.newqs.push(request)
+        self._inc("scheduler/enqueued")
+        self._inc("recrawl/enqueued_new")
+        return True
+
+    def next_request(self) -> Request | None:
+        request = super().next_request()  # continuations first, never budgeted
+        if request is not None:
+            return request
+        if self.config.continuous:
+            self._maybe_roll_over()
+        if not self._budget_left():
+            return None
+        request = self._next_budgeted()
+        if request is not None:
+            self._inc("scheduler/dequeued")
+        return request
+
+    # -- the budgeted streams ------------------------------------------------
+
+    def _next_budgeted(self) -> Request | None:
+        b = self.budget
+        has_rec, has_new = len(self._recrawls) > 0, len(self.newqs) > 0
+        rec_quota = b.recrawl is None or self.taken_recrawl < b.recrawl
+        new_quota = b.new is None or self.taken_new < b.new
+        if has_rec and has_new and rec_quota and new_quota:
+            # interleave in proportion to the two quotas, so neither waits for the other
+            take_new = self.taken_new / max(1, b.new or 1) < self.taken_recrawl / max(
+                1, b.recrawl or 1
+            )
+        elif has_new and new_quota:
+            take_new = True
+        elif has_rec and rec_quota:
+            take_new = False
+        elif (has_rec or has_new) and self._quiet():
+            # One side's quota is spent and nothing in flight can discover more
+            # new URLs: the other side's unused share flows to what is left.
+            take_new = has_new
+        else:
+            return None  # wait: responses in flight may still bring new URLs
+        if not take_new:
+            self.taken_recrawl += 1
+            request = self._recrawls.pop()
+            if self.config.continuous and request is not None:
+                self._in_flight.add(request.meta["recrawl_id"])
+            return request
+        request = self.newqs.pop()
+        if request is not None:
+            self.taken_new += 1
+            request.meta[META_CYCLE] = self.store.cycle
+            self._inc("recrawl/fetched_new")
+        return request
+
+    def _quiet(self) -> bool:
+        """Nothing downloading, scraping or left in start(): no new URL can turn up."""
+        engine = getattr(self.crawler, "engine", None)
+        if engine is None:
+            return True
+        return (
+            not engine.downloader.active
+            and engine.scraper.slot.is_idle()
+            and getattr(engine, "_start", None) is None
+        )
+
+    def _budget_left(self) -> bool:
+        total = self.budget.total
+        return total is None or self.taken_new + self.taken_recrawl < total
+
+    # -- cycles ----------------------------------------------------------------
+
+    @property
+    def store(self) -> HistoryStore:
+        assert self._store is not None, "the scheduler is not open"
+        return self._store
+
+    def _start_cycle(self) -> None:
+        store = self.store
+        cycle = store.advance_cycle()
+        self._cycles_run += 1
+        self.cycle_started = time.monotonic()
+        t0 = time.perf_counter()
+        arrays = store.arrays()
+        warmup = cycle <= self.config.warmup_cycles
+        self.budget = cycle_budget(
+            self.config.budget,
+            self.config.new_share,
+            int((~arrays.columns["gone"]).sum()),
+            warmup=warmup,
+        )
+        # New URLs waiting from earlier cycles get first call on the new share;
+        # whatever the recrawls leave of it flows to them (and back).
+        pending = store.frontier_size()
+        new_quota = pending if self.budget.new is None else min(pending, self.budget.total or 0)
+        k = None
+        if self.budget.total is not None:
+            k = self.budget.total - min(self.budget.new or 0, pending)
+        selection = select_recrawls(
+            arrays,
+            self.scorer,
+            k,
+            now=time.time(),
+            # still downloading from the last cycle: their visit is not recorded yet
+            exclude=np.fromiter(self._in_flight, dtype=np.int64, count=len(self._in_flight)),
+            monitor_share=self.config.monitor_share,
+            seed=self.config.seed,
+            max_per_domain=self.config.max_per_domain,
+            urls_of=store.urls,
+        )
+        if selection.monitored and self.budget.total is not None:
+            # the monitoring sample is fetched on top of the budget
+            self.budget = Budget(self.budget.total + selection.monitored, self.budget.new)
+        score_seconds = time.perf_counter() - t0
+        self._selected = selection.ids
+        self._queue_recrawls(selection.ids, selection.scores, cycle)
+        self.taken_new = 0
+        self.taken_recrawl = 0
+        for d in store.pop_frontier(new_quota):
+            self._push_new(d)
+        stats = self.crawler.stats if self.crawler else None
+        if stats is not None:
+            stats.set_value("recrawl/cycle", cycle)
+            stats.inc_value("recrawl/scheduled", len(selection.ids))
+            stats.set_value("recrawl/scored_urls", selection.scored)
+            stats.inc_value("recrawl/score_seconds", score_seconds)
+            stats.inc_value("recrawl/monitored", selection.monitored)
+        logger.info(
+            "recrawl cycle %d: %s; scored %d known URLs with %s in %.2fs, %d recrawls queued "
+            "(%d monitored), %d new URLs from the frontier",
+            cycle,
+            "warm-up, no budget" if warmup else f"budget {self.budget.total} pages",
+            selection.scored,
+            self.scorer,
+            score_seconds,
+            len(selection.ids),
+            selection.monitored,
+            len(self.newqs),
+        )
+
+    def _queue_recrawls(self, ids: np.ndarray, scores: np.ndarray, cycle: int) -> None:
+        urls_needed = []
+        dicts = self.store.requests(ids)
+        for rank, (url_id, d) in enumerate(zip(ids.tolist(), dicts, strict=True)):
+            if d is None:
+                urls_needed.append((rank, url_id))
+                continue
+            try:
+                request = request_from_dict(d, spider=self.spider)
+            except (ValueError, TypeError, AttributeError) as exc:
+                logger.warning(
+                    "recrawl: cannot rebuild the stored request %r: %s", d.get("url"), exc
+                )
+                urls_needed.append((rank, url_id))
+                continue
+            self._push_recrawl(rank, request, float(scores[rank]), cycle)
+        if urls_needed:  # no usable stored request: re-issue a plain GET to the spider's parse
+            urls = self.store.urls(np.asarray([i for _, i in urls_needed]))
+            for (rank, _), url in zip(urls_needed, urls, strict=True):
+                self._push_recrawl(rank, Request(url), float(scores[rank]), cycle)
+
+    def _push_recrawl(self, rank: int, request: Request, score: float, cycle: int) -> None:
+        request.meta[META_CYCLE] = cycle
+        request.meta["recrawl_id"] = int(self._selected[rank])
+        request.meta["recrawl_rank"] = rank
+        request.meta["recrawl_score"] = score
+        self.df.request_seen(request)  # the spider's own link to it is then a duplicate
+        self._recrawls.push(rank, request)
+
+    def _push_new(self, d: dict[str, Any]) -> None:
+        try:
+            request = request_from_dict(d, spider=self.spider)
+        except (ValueError, TypeError, AttributeError) as exc:
+            logger.warning("recrawl: dropping frontier request %r: %s", d.get("url"), exc)
+            return
+        if not self.df.request_seen(request):
+            self.newqs.push(request)
+
+    def _maybe_roll_over(self) -> None:
+        spent = not self._budget_left()
+        timed_out = time.monotonic() - self.cycle_started >= self.config.cycle_seconds
+        if not (spent or timed_out):
+            return
+        if self.config.max_cycles and self._cycles_run >= self.config.max_cycles:
+            return
+        self._recrawls.drain()  # unfetched recrawls are rescored with the rest
+        self._start_cycle()
+
+    def _left_downloader(self, request: Request, spider: Spider) -> None:
+        self._in_flight.discard(request.meta.get("recrawl_id", -1))
+
+    def _on_idle(self, spider: Spider) -> None:
+        if (
+            self.config.max_cycles
+            and self._cycles_run >= self.config.max_cycles
+            and not self.has_pending_requests()
+        ):
+            return  # let the spider close
+        self._maybe_roll_over()
+        raise DontCloseSpider
+
+    # -- persistence -----------------------------------------------------------
+
+    def _new_queue(self) -> Any:
+        assert self.crawler is not None
+        # memory only: over-budget and leftover new requests persist in the store's frontier
+        return build_from_crawler(
+            self.pqclass,
+            self.crawler,
+            downstream_queue_cls=self.mqclass,
+            key="",
+            start_queue_cls=None,
+        )
+
+    def _spill_new_to_frontier(self) -> None:
+        items = []
+        while (request := self.newqs.pop()) is not None:
+            try:
+                d = request.to_dict(spider=self.spider)
+            except ValueError:
+                self._inc("recrawl/frontier_unserializable")
+                continue
+            items.append((self.fingerprinter.fingerprint(request), d, request.priority))
+        if items:
+            added = self.store.push_frontier(items)
+            self._inc("recrawl/frontier_saved", added)
+
+    def _state_path(self) -> str | None:
+        return os.path.join(self.dqdir, "recrawl_cycle.json") if self.dqdir else None
+
+    def _save_cycle_state(self, reason: str) -> None:
+        """With JOBDIR, remember an interrupted cycle so a resume finishes it."""
+        path = self._state_path()
+        if path is None:
+            return
+        left = [r.meta.get("recrawl_rank") for r in self._recrawls.drain()]
+        state = {
+            "cycle": self.store.cycle,
+            "finished": reason == "finished",
+            "taken_new": self.taken_new,
+            "taken_recrawl": self.taken_recrawl,
+            "budget": [self.budget.total, self.budget.new],
+            "left_ids": [int(self._selected[i]) for i in left if i is not None],
+        }
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(state, fh)
+
+    def _resume_cycle(self) -> bool:
+        path = self._state_path()
+        if path is None or not os.path.exists(path):
+            return False
+        with open(path, encoding="utf-8") as fh:
+            state = json.load(fh)
+        os.remove(path)
+        if state.get("finished") or state.get("cycle") != self.store.cycle:
+            return False
+        self.budget = Budget(*state["budget"])
+        self.taken_new, self.taken_recrawl = state["taken_new"], state["taken_recrawl"]
+        self.cycle_started = time.monotonic()
+        self._cycles_run += 1
+        ids = np.asarray(state["left_ids"], dtype=np.int64)
+        self._selected = ids
+        self._queue_recrawls(ids, np.zeros(len(ids)), self.store.cycle)
+        logger.info(
+            "recrawl cycle %d resumed from JOBDIR: %d recrawls left", self.store.cycle, len(ids)
+        )
+        return True
+
+    def _inc(self, key: str, count: int = 1) -> None:
+        if self.stats is not None:
+            self.stats.inc_value(key, count)

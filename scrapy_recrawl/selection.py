@@ -1,0 +1,149 @@
+"""What a cycle fetches: the budget split, the monitoring sample, the scored top-k.
+
+Pure functions over the store's numpy columns, so the scheduler stays a thin
+adapter to Scrapy's contract and this part is testable without a crawl.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from .history import HistoryArrays
+from .scoring import Scorer
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Pages one cycle may fetch, split between recrawls and never-fetched URLs.
+
+    ``None`` means unlimited (a warm-up cycle fetches everything).
+    """
+
+    total: int | None
+    new: int | None
+
+    @property
+    def recrawl(self) -> int | None:
+        if self.total is None or self.new is None:
+            return None
+        return self.total - self.new
+
+
+def cycle_budget(budget: int | float, new_share: float, known: int, *, warmup: bool) -> Budget:
+    """RECRAWL_BUDGET (int pages, or float share of known URLs) and RECRAWL_NEW_SHARE."""
+    if warmup:
+        return Budget(None, None)
+    if isinstance(budget, float) and budget < 1:
+        total = math.ceil(budget * known)
+    else:
+        total = int(budget)
+    # At least one page for discovery while nothing is known yet, else a fresh
+    # store with a share budget would fetch nothing for ever.
+    total = max(total, 1)
+    return Budget(total, int(round(total * new_share)))
+
+
+def monitor_mask(ids: np.ndarray, share: float, seed: int) -> np.ndarray:
+    """A fixed pseudo-random sample of URL ids (the same ids every cycle).
+
+    splitmix64 of (id, seed): membership depends on the id alone, so the
+    sample stays put as the store grows and histories stay complete.
+    """
+    if share <= 0:
+        return np.zeros(ids.shape, dtype=bool)
+    with np.errstate(over="ignore"):
+        z = ids.astype(np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) / float(1 << 53) < share
+
+
+@dataclass
+class Selection:
+    """URL ids to recrawl this cycle, best first, with their scores."""
+
+    ids: np.ndarray
+    scores: np.ndarray
+    monitored: int
+    scored: int
+
+
+def host_of(url: str) -> str:
+    return urlsplit(url).hostname or ""
+
+
+def select_recrawls(
+    arrays: HistoryArrays,
+    scorer: Scorer,
+    k: int | None,
+    *,
+    now: float,
+    exclude: np.ndarray | None = None,
+    monitor_share: float = 0.0,
+    seed: int = 0,
+    max_per_domain: int | None = None,
+    urls_of: Callable[[np.ndarray], list[str]] | None = None,
+) -> Selection:
+    """Score every live known URL and pick this cycle's recrawls.
+
+    Candidates: URLs not gone and not in ``exclude`` (ids still in flight).
+    The monitoring sample comes first and outside ``k``; then the top ``k``
+    by score (all candidates when ``k`` is None), at most ``max_per_domain``
+    per host (``urls_of`` maps ids to URLs for that).
+    """
+    cols = arrays.columns
+    live = ~cols["gone"]
+    if exclude is not None and len(exclude):
+        live &= ~np.isin(arrays.ids, exclude)
+    monitored = live & monitor_mask(arrays.ids, monitor_share, seed)
+    candidates = np.flatnonzero(live & ~monitored)
+    state = {name: col[candidates] for name, col in cols.items()}
+    scores = (
+        scorer.score(scorer.terminals(state, arrays.cycle, now)) if len(candidates) else np.zeros(0)
+    )
+    want = len(candidates) if k is None else min(k, len(candidates))
+    if max_per_domain is None or urls_of is None:
+        order = scorer_order(scores, want)
+    else:
+        order = _capped_order(scores, want, max_per_domain, arrays.ids[candidates], urls_of)
+    mon = np.flatnonzero(monitored)
+    ids = np.concatenate([arrays.ids[mon], arrays.ids[candidates[order]]])
+    sel_scores = np.concatenate([np.full(len(mon), np.inf), scores[order]])
+    return Selection(ids=ids, scores=sel_scores, monitored=len(mon), scored=len(candidates))
+
+
+def scorer_order(scores: np.ndarray, k: int) -> np.ndarray:
+    from .scoring import top_k_indices
+
+    return top_k_indices(scores, k)
+
+
+def _capped_order(
+    scores: np.ndarray,
+    k: int,
+    cap: int,
+    ids: np.ndarray,
+    urls_of: Callable[[np.ndarray], list[str]],
+) -> np.ndarray:
+    """Best-first indices, skipping a host once it has ``cap`` picks."""
+    full = scorer_order(scores, len(scores))
+    per_host: Counter[str] = Counter()
+    picked: list[int] = []
+    chunk = max(1024, 2 * k)
+    for start in range(0, len(full), chunk):
+        part = full[start : start + chunk]
+        for i, url in zip(part, urls_of(ids[part]), strict=True):
+            host = host_of(url)
+            if per_host[host] < cap:
+                per_host[host] += 1
+                picked.append(int(i))
+                if len(picked) == k:
+                    return np.asarray(picked, dtype=np.int64)
+    return np.asarray(picked, dtype=np.int64)

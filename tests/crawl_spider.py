@@ -1,0 +1,77 @@
+"""The spider the tests crawl with, run as a script (one process per crawl):
+``python tests/crawl_spider.py JSON`` with urls, settings, follow."""
+
+import json
+import sys
+
+import scrapy
+from scrapy.crawler import CrawlerProcess
+from scrapy.http import HtmlResponse
+
+args = json.loads(sys.argv[1])
+items = []
+
+
+class TestSpider(scrapy.Spider):
+    name = "test"
+    custom_settings = {"HTTPERROR_ALLOW_ALL": True}
+
+    async def start(self):
+        for url in args["urls"]:
+            yield scrapy.Request(url, callback=self.parse_page, meta={"tag": "kept"})
+
+    def parse_page(self, response):
+        if args.get("follow") and isinstance(response, HtmlResponse):
+            for href in response.xpath("//a/@href").getall():
+                yield response.follow(href, callback=self.parse_page, meta={"tag": "kept"})
+        result = response.meta.get("recrawl")
+        links = (
+            [a for a in response.xpath("//a/@href").getall()]
+            if isinstance(response, HtmlResponse)
+            else []
+        )
+        items.append(
+            {
+                "url": response.url,
+                "status": response.status,
+                "flags": response.flags,
+                "tag": response.meta.get("tag"),
+                "links": links,
+                "size": len(response.body),
+                "rank": response.meta.get("recrawl_rank"),
+                "cycle": response.meta.get("recrawl_cycle"),
+                "recrawl": None
+                if result is None
+                else {
+                    k: getattr(result, k)
+                    for k in ("changed", "distance", "added", "removed", "modified", "attributes")
+                },
+            }
+        )
+
+
+settings = {
+    "LOG_LEVEL": "WARNING",
+    "TELNETCONSOLE_ENABLED": False,
+    "ROBOTSTXT_OBEY": False,
+    "RETRY_ENABLED": False,
+    **args["settings"],
+}
+process = CrawlerProcess(settings)
+crawler = process.create_crawler(TestSpider)
+failures = []
+process.crawl(crawler).addErrback(lambda f: failures.append(f.getTraceback()))
+process.start()
+if failures:  # as `scrapy crawl` does: a crawler that failed to start exits non-zero
+    sys.stderr.write("\n".join(failures))
+    sys.exit(1)
+json.dump(
+    {
+        "items": items,
+        "stats": {
+            k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, (int, float, str))
+        },
+    },
+    sys.stdout,
+    default=str,
+)

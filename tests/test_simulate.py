@@ -1,0 +1,169 @@
+"""The replay simulator against hand-worked histories; the oracle as upper bound."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import pytest
+
+from scrapy_recrawl.learn.simulate import resolve_k, simulate
+from scrapy_recrawl.scoring import PAPER_PRESETS, SMOOTHED_PRESETS, Scorer
+
+# page x cycle; cycle 0 is the first fetch (its change is not an observation)
+TINY = np.array(
+    [
+        [0, 1, 0, 0, 1, 0],
+        [0, 0, 1, 1, 0, 0],
+        [0, 1, 1, 0, 0, 1],
+        [1, 0, 0, 0, 1, 1],
+    ],
+    dtype=np.uint8,
+)
+
+
+class TXLowIndexFirst(Scorer):
+    """t*X, ties broken towards the lower page index (so the hand-working is unique)."""
+
+    name = "tx"
+    expression = "t*X - 0.001*index"
+    terminals_needed = frozenset({"t", "X"})
+    prior = None
+    metadata: dict = {}
+
+    def score(self, terminals: Mapping[str, np.ndarray]) -> np.ndarray:
+        return terminals["t"] * terminals["X"] - 0.001 * np.arange(terminals["t"].size)
+
+
+L3 = 1.0 / math.log2(3.0)
+
+
+def test_tiny_history_by_hand():
+    """W=2, k=2; worked cycle by cycle in the comments."""
+    r = simulate(TINY, TXLowIndexFirst(), warmup=2, k=2)
+    # after warm-up: n=1, X=[1,0,1,0], t=1
+    # c2: stale [0,1,1,0]; fetch p0,p2 -> hit [0,1]; CR .5; NDCG L3/(1+L3); fresh 3/4
+    # c3: stale [0,1,0,0]; X=[1,0,2,0], t=[1,2,1,2] -> p2,p0 -> hit [0,0]; CR 0; NDCG 0; fresh 3/4
+    # c4: stale [1,1,0,1]; scores [1,-,2,-] -> p2,p0 -> hit [0,1]; CR .5; NDCG L3/(1+L3); fresh 1/2
+    # c5: stale [0,1,1,1]; X=[2,0,2,0] -> p0,p2 -> hit [0,1]; CR .5; NDCG L3/(1+L3); fresh 1/2
+    nd = L3 / (1.0 + L3)
+    np.testing.assert_allclose(r.change_rate, [0.5, 0.0, 0.5, 0.5])
+    np.testing.assert_allclose(r.ndcg, [nd, 0.0, nd, nd])
+    np.testing.assert_allclose(r.freshness, [0.75, 0.75, 0.5, 0.5])
+    np.testing.assert_array_equal(r.changed_fetched, [1, 0, 1, 1])
+    assert r.mean_change_rate == pytest.approx(0.375)
+    assert r.mean_ndcg == pytest.approx(3 * nd / 4)
+    assert r.mean_freshness == pytest.approx(0.625)
+    assert (r.k, r.pages, r.warmup) == (2, 4, 2)
+    # final state: p0 observed I = 1,0,0,1,0 (c1..c5), p2 I = 1,1,0,0,1, p1/p3 only c1
+    st = r.state
+    np.testing.assert_array_equal(st["n"], [5, 1, 5, 1])
+    np.testing.assert_array_equal(st["X"], [2, 0, 3, 0])
+    np.testing.assert_array_equal(st["last_visit_cycle"], [5, 1, 5, 1])
+    np.testing.assert_array_equal(st["sad"], [0, 0, 1, 0])
+    np.testing.assert_array_equal(st["aad_sum"], [1 + 4, 0, 1 + 2 + 5, 0])
+    np.testing.assert_allclose(st["gad"], [(1 + 8) / 31, 0, (1 + 2 + 16) / 31, 0])
+
+
+def test_tiny_history_oracle_by_hand():
+    r = simulate(TINY, "oracle", warmup=2, k=2)
+    # c2 stale {1,2}: both; c3 stale {1}: one of two; c4 stale {0,3}; c5 stale {2,3}
+    np.testing.assert_allclose(r.change_rate, [1.0, 0.5, 1.0, 1.0])
+    np.testing.assert_allclose(r.ndcg, [1.0, 1.0, 1.0, 1.0])
+    np.testing.assert_allclose(r.freshness, [1.0, 1.0, 1.0, 1.0])
+
+
+def test_string_expression_and_preset_replay_identically():
+    rng = np.random.default_rng(5)
+    c = (rng.random((300, 40)) < 0.1).astype(np.uint8)
+    a = simulate(c, "t*X")
+    b = simulate(c, "gp4c")
+    np.testing.assert_array_equal(a.change_rate, b.change_rate)
+    np.testing.assert_array_equal(a.ndcg, b.ndcg)
+    np.testing.assert_array_equal(a.freshness, b.freshness)
+
+
+def test_rand_is_deterministic_given_the_seed():
+    rng = np.random.default_rng(6)
+    c = (rng.random((500, 30)) < 0.2).astype(np.uint8)
+    a, b = simulate(c, "rand", seed=1), simulate(c, "rand", seed=1)
+    np.testing.assert_array_equal(a.change_rate, b.change_rate)
+    assert not np.array_equal(a.change_rate, simulate(c, "rand", seed=2).change_rate)
+
+
+def _best_total_by_brute_force(c: np.ndarray, warmup: int, k: int) -> int:
+    """Max changed pages fetched over every possible sequence of k-subsets."""
+    pages, cycles = c.shape
+    stale0 = np.zeros(pages, dtype=bool)  # everything fetched during warm-up
+    subsets = [np.array(s) for s in itertools.combinations(range(pages), k)]
+
+    def go(cyc: int, stale: np.ndarray) -> int:
+        if cyc == cycles:
+            return 0
+        stale = stale | (c[:, cyc] != 0)
+        best = 0
+        for s in subsets:
+            found = int(stale[s].sum())
+            nxt = stale.copy()
+            nxt[s] = False
+            best = max(best, found + go(cyc + 1, nxt))
+        return best
+
+    return go(warmup, stale0)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_oracle_is_an_upper_bound_by_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    pages, cycles, k = 5, 7, 2
+    c = (rng.random((pages, cycles)) < rng.uniform(0.2, 0.7)).astype(np.uint8)
+    oracle = simulate(c, "oracle", warmup=2, k=k)
+    assert int(oracle.changed_fetched.sum()) == _best_total_by_brute_force(c, 2, k)
+
+
+@pytest.mark.parametrize("density", [0.01, 0.1, 0.5])
+def test_oracle_bounds_every_preset(density):
+    rng = np.random.default_rng(11)
+    rates = rng.random(400) * density * 2
+    c = (rng.random((400, 60)) < rates[:, None]).astype(np.uint8)
+    oracle = simulate(c, "oracle")
+    assert oracle.mean_ndcg == 1.0
+    for p in (*PAPER_PRESETS, *SMOOTHED_PRESETS):
+        r = simulate(c, p)
+        assert r.mean_change_rate <= oracle.mean_change_rate + 1e-12, p
+        assert r.mean_freshness <= oracle.mean_freshness + 1e-12, p
+        assert np.all(r.ndcg <= 1.0 + 1e-12), p
+        assert np.all((0 <= r.change_rate) & (r.change_rate <= 1)), p
+
+
+def test_no_stale_page_means_ndcg_one_and_changerate_zero():
+    c = np.zeros((10, 5), dtype=np.uint8)
+    r = simulate(c, "age", k=3)
+    np.testing.assert_array_equal(r.ndcg, [1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(r.change_rate, [0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(r.freshness, [1.0, 1.0, 1.0])
+
+
+def test_warmup_fetches_everything_and_age_round_robins():
+    c = np.ones((20, 12), dtype=np.uint8)
+    r = simulate(c, "age", warmup=2, k=0.25)  # 5 pages a cycle, every page always changes
+    assert r.k == 5
+    np.testing.assert_array_equal(r.change_rate, np.ones(10))
+    assert (
+        r.state["n"].sum() == 20 * 1 + 10 * 5
+    )  # one observation each in warm-up, then k per cycle
+
+
+def test_resolve_k_and_bad_arguments():
+    assert resolve_k(0.05, 11203) == 560
+    assert resolve_k(0.05, 10) == 1
+    assert resolve_k(7, 5) == 5
+    for bad in (0, -1, 1.5, "5", True):
+        with pytest.raises(ValueError):
+            resolve_k(bad, 100)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        simulate(np.zeros(5), "age")
+    with pytest.raises(ValueError):
+        simulate(np.zeros((5, 3)), "age", warmup=4)
