@@ -115,7 +115,7 @@ class RecrawlMiddleware:
             return None
         if b"If-Modified-Since" in request.headers:
             return None  # the spider asked for its own conditional request: leave it be
-        rec = self.store.get(self._fingerprint(request))
+        rec = self.store.get(self._fingerprint(request), signature=False)
         if rec is None or not rec.has_body or rec.gone or not (rec.etag or rec.last_modified):
             return None
         if rec.etag:
@@ -281,9 +281,9 @@ class RecrawlMiddleware:
 
     def _request_dict(self, request: Request) -> dict[str, Any] | None:
         """The request as Request.to_dict() gives it, less what only this download set."""
+        spider = getattr(self.crawler, "spider", None)
         try:
-            spider = getattr(self.crawler, "spider", None)
-            d = request.to_dict(spider=spider)
+            d = self._to_dict(request, spider)
         except ValueError as exc:
             if not self._unpicklable_warned:
                 self._unpicklable_warned = True
@@ -302,6 +302,37 @@ class RecrawlMiddleware:
                 if k.lower() not in (b"if-none-match", b"if-modified-since")
             }
         return d
+
+    @classmethod
+    def _to_dict(cls, request: Request, spider: Spider | None) -> dict[str, Any]:
+        """``request.to_dict(spider=spider)``, without its per-call scan of the spider.
+
+        Scrapy finds a callback's name with inspect.getmembers(spider) on every
+        call, which costs more than the rest of recording a visit; a bound method
+        of the spider is named by its own ``__name__`` (checked against the spider).
+        """
+        names = [cls._method_name(spider, f) for f in (request.callback, request.errback)]
+        if None in names[:1] or (request.errback is not None and names[1] is None):
+            return request.to_dict(spider=spider)  # not a plain spider method: Scrapy decides
+        return request.replace(callback=None, errback=None).to_dict() | {
+            "callback": names[0],
+            "errback": names[1],
+        }
+
+    @staticmethod
+    def _method_name(spider: Spider | None, func: Any) -> str | None:
+        if func is None or isinstance(func, str):
+            return func
+        name = getattr(func, "__name__", None)
+        if (
+            spider is not None
+            and name is not None
+            and getattr(func, "__self__", None) is spider
+            and getattr(getattr(spider, name, None), "__func__", None)
+            is getattr(func, "__func__", 0)
+        ):
+            return name
+        return None
 
     def _inc(self, key: str) -> None:
         if self.stats is not None:

@@ -37,7 +37,7 @@ from scrapy.core.scheduler import Scheduler
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
 from scrapy.pqueues import DownloaderInterface
-from scrapy.utils.misc import build_from_crawler
+from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.request import request_from_dict
 from twisted.internet.defer import Deferred
 
@@ -125,9 +125,19 @@ class _RecrawlQueue:
     """
 
     def __init__(self, crawler: Crawler) -> None:
-        self._downloader = DownloaderInterface(crawler)
+        self._crawler = crawler
+        self._downloader_interface: DownloaderInterface | None = None
         self._slots: dict[str, deque[tuple[int, Request]]] = {}
         self._len = 0
+
+    @property
+    def _downloader(self) -> DownloaderInterface:
+        # Looked up on first use, not when the scheduler is built: Scrapy's contract
+        # lets a scheduler be built (from_crawler) and opened before crawler.engine
+        # exists (Scrapy's tests/test_scheduler.py::TestIncompatibility does).
+        if self._downloader_interface is None:
+            self._downloader_interface = DownloaderInterface(self._crawler)
+        return self._downloader_interface
 
     def push(self, rank: int, request: Request) -> None:
         slot = self._downloader.get_slot_key(request)
@@ -183,12 +193,29 @@ class RecrawlScheduler(Scheduler):
             logger.error("recrawl: %s", exc)
             raise
         self.scorer = self.config.scorer
-        self.fingerprinter = crawler.request_fingerprinter
+        self._fingerprinter: Any = None
         self._recrawls: _RecrawlQueue = _RecrawlQueue(crawler)
         self._store: HistoryStore | None = None
         self._cycles_run = 0
         self._selected: np.ndarray = np.zeros(0, dtype=np.int64)  # this cycle's ids, by rank
         self._in_flight: set[int] = set()  # recrawl ids handed out, not yet downloaded
+
+    @property
+    def fingerprinter(self) -> Any:
+        # Not read in from_crawler: crawler.request_fingerprinter is only set once the
+        # crawl starts, and Scrapy's scheduler can be built, opened and used from a
+        # crawler that never starts one (Scrapy's own scheduler tests do): then build
+        # the REQUEST_FINGERPRINTER_CLASS the crawl would use.
+        if self._fingerprinter is None:
+            assert self.crawler is not None
+            try:
+                self._fingerprinter = self.crawler.request_fingerprinter
+            except RuntimeError:
+                self._fingerprinter = build_from_crawler(
+                    load_object(self.crawler.settings["REQUEST_FINGERPRINTER_CLASS"]),
+                    self.crawler,
+                )
+        return self._fingerprinter
 
     # -- Scrapy's scheduler contract ----------------------------------------
 
@@ -228,7 +255,7 @@ class RecrawlScheduler(Scheduler):
         if self.df.request_seen(request):
             self.df.log(request, self.spider)
             return False
-        if self.store.get(self.fingerprinter.fingerprint(request)) is not None:
+        if self.store.knows(self.fingerprinter.fingerprint(request)):
             # known URL: the scorer decides when it is fetched again
             self._inc("recrawl/known_skipped")
             return False
@@ -405,8 +432,14 @@ class RecrawlScheduler(Scheduler):
         except (ValueError, TypeError, AttributeError) as exc:
             logger.warning("recrawl: dropping frontier request %r: %s", d.get("url"), exc)
             return
-        if not self.df.request_seen(request):
-            self.newqs.push(request)
+        if self.store.knows(self.fingerprinter.fingerprint(request)):
+            return  # fetched since it was kept: its recrawl is the scorer's decision
+        # Marked seen, so the spider's own link to it is a duplicate, but never dropped
+        # for having been seen: a JOBDIR dupefilter (requests.seen) already holds every
+        # request this job enqueued, frontier ones included, and Scrapy's scheduler
+        # does not filter its persisted pending requests a second time on resume.
+        self.df.request_seen(request)
+        self.newqs.push(request)
 
     def _maybe_roll_over(self) -> None:
         spent = not self._budget_left()
@@ -493,8 +526,19 @@ class RecrawlScheduler(Scheduler):
         ids = np.asarray(state["left_ids"], dtype=np.int64)
         self._selected = ids
         self._queue_recrawls(ids, np.zeros(len(ids)), self.store.cycle)
+        # The new requests pending when the job stopped were kept in the frontier
+        # (close() spills them there): take them back, as Scrapy's scheduler takes its
+        # pending requests back from JOBDIR, up to what is left of the budget.
+        pending = self.store.frontier_size()
+        if self.budget.total is not None:
+            pending = min(pending, max(0, self.budget.total - self.taken_new - self.taken_recrawl))
+        for d in self.store.pop_frontier(pending):
+            self._push_new(d)
         logger.info(
-            "recrawl cycle %d resumed from JOBDIR: %d recrawls left", self.store.cycle, len(ids)
+            "recrawl cycle %d resumed from JOBDIR: %d recrawls and %d new URLs left",
+            self.store.cycle,
+            len(ids),
+            len(self.newqs),
         )
         return True
 

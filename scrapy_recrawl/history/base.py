@@ -130,7 +130,13 @@ class HistoryStore(Protocol):
         """Start the next cycle and return its number."""
         ...
 
-    def get(self, fingerprint: bytes) -> UrlRecord | None: ...
+    def get(self, fingerprint: bytes, *, signature: bool = True) -> UrlRecord | None:
+        """The URL's record; ``signature=False`` skips loading the (large) signature."""
+        ...
+
+    def knows(self, fingerprint: bytes) -> bool:
+        """Whether the URL has a record (cheaper than :meth:`get`)."""
+        ...
 
     def record(self, visit: Visit) -> UrlRecord:
         """Fold one visit into the URL's state and append it to the visit log."""

@@ -253,29 +253,47 @@ class SqliteHistoryStore:
     def __len__(self) -> int:
         return self._count
 
-    def get(self, fingerprint: bytes) -> UrlRecord | None:
+    def knows(self, fingerprint: bytes) -> bool:
+        if fingerprint in self._dirty:
+            return True
+        return (
+            self._read(
+                lambda db: db.execute(
+                    "SELECT 1 FROM urls WHERE fingerprint = ?", (fingerprint,)
+                ).fetchone()
+            )
+            is not None
+        )
+
+    def get(self, fingerprint: bytes, *, signature: bool = True) -> UrlRecord | None:
         rec = self._dirty.get(fingerprint)
         if rec is not None:
             return rec
+        # signatures can be tens of KB: join them only when the caller compares
+        sig_col, join = (
+            (", s.signature", " LEFT JOIN signatures s ON s.url_id = u.id")
+            if signature
+            else ("", "")
+        )
         row = self._read(
             lambda db: db.execute(
-                f"SELECT {', '.join('u.' + c for c in _URL_COLUMNS)}, s.signature "
-                "FROM urls u LEFT JOIN signatures s ON s.url_id = u.id WHERE u.fingerprint = ?",
+                f"SELECT {', '.join('u.' + c for c in _URL_COLUMNS)}{sig_col} "
+                f"FROM urls u{join} WHERE u.fingerprint = ?",
                 (fingerprint,),
             ).fetchone()
         )
         if row is None:
             return None
-        values = dict(zip(_RECORD_FIELDS, row[:-1], strict=True))
+        values = dict(zip(_RECORD_FIELDS, row[: len(_URL_COLUMNS)], strict=True))
         for key in ("last_visit_time", "last_change_time", "D", "A", "R", "M"):
             if values[key] is None:
                 values[key] = float("nan")
         values["gone"] = bool(values["gone"])
         values["has_body"] = bool(values["has_body"])
-        return UrlRecord(**values, signature=row[-1])
+        return UrlRecord(**values, signature=row[-1] if signature else None)
 
     def body(self, fingerprint: bytes) -> StoredBody | None:
-        rec = self.get(fingerprint)
+        rec = self.get(fingerprint, signature=False)
         if rec is None or not rec.has_body:
             return None
         pending = self._bodies.get(rec.id)
