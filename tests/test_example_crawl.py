@@ -1,0 +1,72 @@
+"""Real crawls of the example site with the add-on: several cycles, both modes."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from example_project import demo, truth
+from example_project.site import RunningSite
+from scrapy_recrawl.history import SqliteHistoryStore
+
+pytestmark = pytest.mark.slow
+
+
+def test_per_run_cycles_follow_the_budget_and_beat_random(tmp_path):
+    results = {}
+    with RunningSite(pages=400, seed=3) as site:
+        for scorer in ("gp4c", "rand"):
+            demo.post(site.base_url + "/_admin/reset")
+            store = str(tmp_path / f"{scorer}.sqlite3")
+            for cycle in range(1, 7):
+                stats = demo.crawl_cycle(site.base_url, store, scorer, 0.05, seed=1)
+                assert stats["recrawl/cycle"] == cycle
+                if cycle > 2:
+                    known = stats["recrawl/scored_urls"]
+                    budget = math.ceil(0.05 * (known + 5))
+                    # budgeted pages plus the start request (and retries of the site's 500s)
+                    assert stats["recrawl/scheduled"] <= budget
+                    assert stats["downloader/response_count"] <= budget + 1 + 3 * 2
+                demo.post(site.base_url + "/_admin/advance")
+            changes_doc, served_doc = truth.fetch_truth(site.base_url)
+            results[scorer] = truth.score(changes_doc, served_doc, first_day=2, last_day=5)
+            with SqliteHistoryStore(store) as s:
+                assert s.cycle == 6
+    # t*X finds more changed pages than random on this site
+    assert results["gp4c"].mean_change_rate > 1.5 * results["rand"].mean_change_rate
+
+
+def test_continuous_crawl_of_the_site(tmp_path):
+    store = tmp_path / "history.sqlite3"
+    with RunningSite(pages=150, seed=2, day_seconds=3.0) as site:
+        cmd = [
+            sys.executable, "-m", "scrapy", "crawl", "site", "-a", f"start_url={site.base_url}/",
+            "-s", f"RECRAWL_STORE={store}", "-s", "RECRAWL_CONTINUOUS=True",
+            "-s", "RECRAWL_CYCLE_SECONDS=3", "-s", "RECRAWL_MAX_CYCLES=5",
+            "-s", "RECRAWL_BUDGET=20", "-s", "LOG_LEVEL=WARNING",
+        ]  # fmt: skip
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(demo.PROJECT_DIR.parent), str(demo.PROJECT_DIR)]),
+        }
+        out = subprocess.run(
+            cmd, cwd=demo.PROJECT_DIR, env=env, capture_output=True, text=True, timeout=240
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        served = json.load(
+            __import__("urllib.request").request.urlopen(site.base_url + "/_truth/served")
+        )
+    with SqliteHistoryStore(store) as s:
+        assert s.cycle == 5
+        log = s.visit_log()
+    per_cycle = {c: int((log["cycle"] == c).sum()) for c in range(1, 6)}
+    # warm-up cycles (no budget, but still 3 s each): every page fetched at least once
+    warm = set(log["url_id"][(log["cycle"] <= 2) & (log["status"] == 200)].tolist())
+    assert len(warm) >= 148  # 150 pages, less the site's error pages, plus index pages
+    assert all(1 <= per_cycle[c] <= 20 for c in (3, 4, 5)), per_cycle  # the budget
+    assert len(served["served"]) >= 150
