@@ -309,19 +309,21 @@ class SqliteHistoryStore:
 
     def requests(self, ids: Iterable[int] | np.ndarray) -> list[dict[str, Any] | None]:
         wanted = [int(i) for i in ids]
-        found: dict[int, bytes] = {}
-        # sqlite limits bound parameters per statement; 900 is safe on every build
-        for start in range(0, len(wanted), 900):
-            chunk = wanted[start : start + 900]
-            marks = ",".join("?" * len(chunk))
-            rows = self._read(
-                lambda db, chunk=chunk, marks=marks: db.execute(
-                    f"SELECT url_id, request FROM requests WHERE url_id IN ({marks})", chunk
-                ).fetchall()
-            )
-            found.update(rows)
+        found = self._select_by_id("SELECT url_id, request FROM requests WHERE url_id IN", wanted)
         found.update({i: b for i, b in self._requests.items() if i in set(wanted)})
         return [pickle.loads(found[i]) if i in found else None for i in wanted]
+
+    def _select_by_id(self, select: str, ids: list[int]) -> dict[int, Any]:
+        """``{id: value}`` for ``select`` + ``(?, ?, ...)``, in chunks of bound parameters."""
+        found: dict[int, Any] = {}
+        # sqlite limits bound parameters per statement; 900 is safe on every build
+        for start in range(0, len(ids), 900):
+            chunk = ids[start : start + 900]
+            sql = f"{select} ({','.join('?' * len(chunk))})"
+            found.update(
+                self._read(lambda db, sql=sql, chunk=chunk: db.execute(sql, chunk).fetchall())
+            )
+        return found
 
     def arrays(self) -> HistoryArrays:
         self.flush()
@@ -354,16 +356,8 @@ class SqliteHistoryStore:
 
     def urls(self, ids: Iterable[int] | np.ndarray) -> list[str]:
         wanted = [int(i) for i in ids]
-        found: dict[int, str] = {rec.id: rec.url for rec in self._dirty.values()}
-        for start in range(0, len(wanted), 900):
-            chunk = wanted[start : start + 900]
-            marks = ",".join("?" * len(chunk))
-            rows = self._read(
-                lambda db, chunk=chunk, marks=marks: db.execute(
-                    f"SELECT id, url FROM urls WHERE id IN ({marks})", chunk
-                ).fetchall()
-            )
-            found.update(rows)
+        found = self._select_by_id("SELECT id, url FROM urls WHERE id IN", wanted)
+        found.update({rec.id: rec.url for rec in self._dirty.values()})
         return [found[i] for i in wanted]
 
     # -- the frontier: discovered requests waiting for a cycle with budget ----
