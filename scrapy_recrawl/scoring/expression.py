@@ -15,6 +15,11 @@ them (Santos et al. 2015 sec. 4.2.1: 0 outside the domain), and compiled once
 with :func:`sympy.lambdify` to numpy. :func:`pdiv` and :func:`plog` are the
 definitions the GP engine uses too, so an evolved expression scores
 identically in the crawl. Scores that are NaN or infinite rank last.
+
+On float64 terminals (what :func:`compute_terminals` gives) scoring runs the
+block kernel that :mod:`scrapy_recrawl.scoring.kernel` derives from that
+generated code: the same operations in the same order, bit for bit, without
+a full-size temporary per operation.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import numpy as np
 import sympy
 from sympy.parsing.sympy_parser import auto_number, parse_expr
 
+from scrapy_recrawl.scoring.kernel import compile_kernel
 from scrapy_recrawl.scoring.presets import PRESETS
 from scrapy_recrawl.scoring.terminals import (
     PRIOR_TERMINALS,
@@ -252,7 +258,9 @@ def _is_negative_number(e: sympy.Basic) -> bool:
 
 
 def _power(base: sympy.Expr, exp: sympy.Expr) -> sympy.Expr:
-    return base if exp == 1 else sympy.Pow(base, exp, evaluate=False)
+    # the float power of _PPow: 10^-1000000000 is pdiv(1, inf) = 0, not a
+    # Python integer power that never ends (same values as ** for float64 arrays)
+    return base if exp == 1 else _PPow(base, exp)
 
 
 def _protect(e: sympy.Basic) -> sympy.Basic:
@@ -357,13 +365,16 @@ def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
     k = int(k)
     if k <= 0:
         return np.empty(0, dtype=np.intp)
-    bad = ~np.isfinite(s)
-    if bad.any():
-        s = s.copy()
-        s[bad] = -np.inf
-    if k >= size:
-        return np.argsort(-s)
-    idx = _select_top(s, k)
+    # the common case first: no non-finite score near the top, no copy
+    idx = _sampled_top(s, k, sanitized=False) if k < size else None
+    if idx is None:
+        bad = ~np.isfinite(s)
+        if bad.any():
+            s = s.copy()
+            s[bad] = -np.inf
+        if k >= size:
+            return np.argsort(-s)
+        idx = _select_top(s, k)
     return idx[np.argsort(-s[idx])]
 
 
@@ -371,7 +382,16 @@ _SAMPLE = 1 << 14
 
 
 def _select_top(s: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k largest values of ``s`` (any order).
+    """Indices of the k largest values of ``s`` (finite or -inf; any order)."""
+    idx = _sampled_top(s, k, sanitized=True)
+    if idx is not None:
+        return idx
+    size = s.shape[0]
+    return np.argpartition(s, size - k)[size - k :]
+
+
+def _sampled_top(s: np.ndarray, k: int, sanitized: bool) -> np.ndarray | None:
+    """Indices of the k largest values of ``s`` through a sampled pivot, or None.
 
     Scores of real crawls are full of ties (integer terminals; most pages at
     exactly 0), on which numpy's introselect is several times slower, up to
@@ -379,25 +399,52 @@ def _select_top(s: np.ndarray, k: int) -> np.ndarray:
     strided sample, a little below the k-th value; the URLs above it are a
     small candidate set for ``argpartition``; when the pivot *is* the k-th
     value (a big tie block), take everything above it plus the first tied
-    URLs by index. Falls back to a full ``argpartition`` if the sample misled.
+    URLs by index (scanning only as far as needed). None if the sample misled
+    (the caller does a full ``argpartition``), or, when ``s`` is not
+    ``sanitized`` (NaN/inf not yet replaced by -inf), if a non-finite value
+    could matter: in the sample or among the candidates. So this returns the
+    same indices, in the same order, with or without sanitizing first.
     """
     size = s.shape[0]
-    if size >= 8 * _SAMPLE:
-        sample = s[:: size // _SAMPLE]
-        m = sample.shape[0]
-        above_in_sample = min(m - 1, int(1.25 * k * m / size) + 16)
-        j = m - 1 - above_in_sample
-        pivot = np.partition(sample, j)[j]
-        above = np.flatnonzero(s > pivot)
-        n_above = above.shape[0]
-        if k <= n_above <= max(4 * k, size // 4):
-            part = np.argpartition(s[above], n_above - k)[n_above - k :]
-            return above[part]
-        if n_above < k:
-            tied = np.flatnonzero(s == pivot)
-            if n_above + tied.shape[0] >= k:
-                return np.concatenate((above, tied[: k - n_above]))
-    return np.argpartition(s, size - k)[size - k :]
+    if size < 8 * _SAMPLE:
+        return None
+    sample = s[:: size // _SAMPLE]
+    if not sanitized and not np.isfinite(sample).all():
+        return None
+    m = sample.shape[0]
+    above_in_sample = min(m - 1, int(1.25 * k * m / size) + 16)
+    j = m - 1 - above_in_sample
+    sample = np.partition(sample, j)
+    pivot = sample[j]
+    above = np.flatnonzero(s > pivot)  # NaN never; +inf checked below
+    n_above = above.shape[0]
+    if k <= n_above <= max(4 * k, size // 4):
+        values = s[above]
+        if not sanitized and not np.isfinite(values).all():
+            return None
+        part = np.argpartition(values, n_above - k)[n_above - k :]
+        return above[part]
+    if n_above < k:
+        if not sanitized and not np.isfinite(s[above]).all():
+            return None
+        # the sample's share of ties tells how far to scan for the first ones
+        share = np.count_nonzero(sample == pivot) / m
+        tied = _first_equal(s, pivot, k - n_above, share)
+        if tied is not None:
+            return np.concatenate((above, tied))
+    return None
+
+
+def _first_equal(s: np.ndarray, value: float, count: int, share: float) -> np.ndarray | None:
+    """The ``count`` smallest indices where ``s == value`` (None if fewer)."""
+    size = s.shape[0]
+    span = size if share <= 0 else min(size, int(count / share * 1.1) + 4096)
+    tied = np.flatnonzero(s[:span] == value)
+    if tied.shape[0] < count and span < size:
+        tied = np.concatenate((tied, np.flatnonzero(s[span:] == value) + span))
+    if tied.shape[0] < count:
+        return None
+    return tied[:count]
 
 
 class Scorer:
@@ -545,6 +592,10 @@ class ExpressionScorer(Scorer):
         self.metadata = {}
         self.sympy_expr = parse_expression(self.expression, setting)
         self._fn, self._args, self.protected_expr = compile_expression(self.sympy_expr)
+        #: the block kernel (None: the expression is a constant or a bare terminal,
+        #: or uses something the kernel translator does not know)
+        self.kernel = compile_kernel(self._fn, self._args)
+        self._symbol = str(self.protected_expr) if self.protected_expr.is_Symbol else None
         self.terminals_needed = frozenset(self._args)
         self.uses_prior = bool(self.terminals_needed & PRIOR_TERMINALS)
 
@@ -554,6 +605,34 @@ class ExpressionScorer(Scorer):
             raise KeyError(f"scorer {self.expression!r} needs terminal(s) {missing}")
         size = _length(terminals)
         arrays = [np.asarray(terminals[a]) for a in self._args]
+        if all(a.dtype == np.float64 and a.shape == (size,) for a in arrays):
+            # float64 columns (what compute_terminals gives): the fast paths
+            if self.kernel is not None:
+                return self.kernel(arrays, size)
+            if self._symbol is not None:
+                return arrays[0].copy()
+        return self._score_reference(arrays, size)
+
+    def top_k(self, terminals: Mapping[str, np.ndarray], k: int) -> np.ndarray:
+        if self._symbol is not None and self._symbol in terminals:
+            column = np.asarray(terminals[self._symbol])
+            if column.dtype == np.float64 and column.shape == (_length(terminals),):
+                # a bare terminal is its own score: select on it, no copy
+                # (top_k_indices never writes to its input)
+                return top_k_indices(column, k)
+        return top_k_indices(self.score(terminals), k)
+
+    def top_k_state(
+        self, state: Mapping[str, np.ndarray], cycle: int, k: int, now: float | None = None
+    ) -> np.ndarray:
+        return self.top_k(self.terminals(state, cycle, now), k)
+
+    def score_reference(self, terminals: Mapping[str, np.ndarray]) -> np.ndarray:
+        """:meth:`score` through the lambdify function only (what the kernel must equal)."""
+        size = _length(terminals)
+        return self._score_reference([np.asarray(terminals[a]) for a in self._args], size)
+
+    def _score_reference(self, arrays: list[np.ndarray], size: int) -> np.ndarray:
         if size <= CHUNK:
             return self._eval(arrays, size)
         out = np.empty(size)
