@@ -15,6 +15,9 @@ target is ``signature+compare <= 2.0 x parse only``, where "parse only" is
 ``lxml.html.document_fromstring`` of the same bytes.
 
 Accuracy: how many pairs of each label the default detector flags as changed.
+
+``--breakdown`` adds where a signature's time goes (median page, same timing
+method), stage by stage: what is spent beyond "parse only" and why.
 """
 
 from __future__ import annotations
@@ -113,10 +116,52 @@ def confusion(pairs: list[dict], detector: ChangeDetector) -> None:
     print(f"pages flagged against themselves: {self_flagged} of {2 * len(pairs)} (required 0)")
 
 
+def breakdown(pairs: list[dict], detector: ChangeDetector, repeat: int) -> None:
+    """Median per page of each stage of :meth:`ChangeDetector.signature` (internals)."""
+    from lxml import etree
+
+    from scrapy_recrawl.change.detector import _as_utf8
+    from scrapy_recrawl.change.elements import NOISE_TAGS, _extract_markup
+    from scrapy_recrawl.change.shingles import shingle_hashes
+    from scrapy_recrawl.change.simhash import fingerprint
+
+    parser = detector._parser()
+    names = ("decode", "parse", "strip noise", "serialise", "read back", "simhash", "free tree")
+    rows: dict[str, list[float]] = {k: [] for k in names}
+    for p in pairs:
+        for side in ("old", "new"):
+            times: dict[str, list[float]] = {k: [] for k in names}
+            for _ in range(repeat):
+                t = [time.perf_counter()]
+                data = _as_utf8(p[side], "text/html; charset=utf-8")
+                t.append(time.perf_counter())
+                root = etree.fromstring(data, parser)
+                t.append(time.perf_counter())
+                etree.strip_elements(root, *NOISE_TAGS, with_tail=False)
+                t.append(time.perf_counter())
+                markup = etree.tostring(root, encoding="utf-8", with_tail=False)
+                t.append(time.perf_counter())
+                arrays = _extract_markup(markup)
+                t.append(time.perf_counter())
+                fingerprint(shingle_hashes(arrays.words, detector.shingle_size))
+                t.append(time.perf_counter())
+                del root
+                t.append(time.perf_counter())
+                for k, a, b in zip(names, t, t[1:], strict=False):
+                    times[k].append(b - a)
+            for k in names:
+                rows[k].append(statistics.median(times[k]))
+    print(f"\n{'signature stages':<24}{'median ms':>11}{'p90 ms':>9}")
+    for k in names:
+        v = np.array(rows[k]) * 1e3
+        print(f"{k:<24}{np.median(v):>11.3f}{np.percentile(v, 90):>9.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--repeat", type=int, default=7, help="timings per page and operation")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="html_pairs directory")
+    ap.add_argument("--breakdown", action="store_true", help="also time each signature stage")
     args = ap.parse_args()
     pairs = load_pairs(args.data)
     detector = ChangeDetector()
@@ -154,6 +199,8 @@ def main() -> None:
         f"\nratio signature+compare / parse: {ratio:.2f}x (median of per-page ratios "
         f"{per_page:.2f}x); target <= {TARGET:.1f}x: {verdict}"
     )
+    if args.breakdown:
+        breakdown(pairs, detector, args.repeat)
     confusion(pairs, detector)
 
 

@@ -161,8 +161,8 @@ class RecrawlMiddleware:
     ) -> Response:
         body = response.body
         content_type = _header(response, "Content-Type")
-        new = self.detector.signature(body, response.url, content_type)
         old = self._old_signature(rec, response.url)
+        new = self.detector.signature(body, response.url, content_type, previous=old)
         result = self.detector.compare(old, new)
         first = rec is None or rec.last_visit_cycle < 0
         self._record(

@@ -450,3 +450,13 @@ def test_real_pages_round_trip_and_kind(real):
     for p, _, _, a, b in real:
         assert a.kind == b.kind == "html", p["id"]
         assert Signature.from_bytes(b.to_bytes()) == b
+
+
+def test_identical_body_reuses_the_previous_signature_without_parsing():
+    det = ChangeDetector()
+    body = b"<html><body><p>one two three four five six</p></body></html>"
+    first = det.signature(body, "https://example.com/", "text/html")
+    again = det.signature(body, "https://example.com/", "text/html", previous=first)
+    assert again is first
+    other = det.signature(body + b"<p>x</p>", "https://example.com/", "text/html", previous=first)
+    assert other is not first and other.content_hash != first.content_hash

@@ -435,6 +435,9 @@ def test_scrapy_crawl_fetches_every_page(tmp_path):
                 str(out),
                 "-s",
                 "LOG_LEVEL=WARNING",
+                "-s",
+                # a store of its own: the project's default one may know these URLs
+                f"RECRAWL_STORE={tmp_path / 'history.sqlite3'}",
             ],
             cwd=ROOT / "example_project",
             env=env,

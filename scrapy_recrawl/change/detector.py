@@ -81,6 +81,9 @@ _HTML_START = re.compile(
     rb"\s*(?:<!doctype\s+html|<html|<head|<body|<!--|<meta|<title|<div|<p\b)", re.I
 )
 _HTML_SUFFIX = re.compile(r"\.(?:s?html?|xhtml|php|aspx?|jsp)(?:$|[?#])", re.I)
+# libxml2 >= 2.14 reads invalid UTF-8 as U+FFFD (one per bad byte, like Python's
+# "replace"): UTF-8 bodies then need no validation pass before parsing.
+_PARSER_REPLACES_BAD_UTF8 = etree.LIBXML_VERSION >= (2, 14)
 
 
 def _empty() -> np.ndarray:
@@ -111,7 +114,9 @@ class Signature:
     attrs: np.ndarray = field(default_factory=_empty)
 
     _MAGIC = b"RCSG"
-    _VERSION = 1
+    #: 2: element hashes computed from the page's XML serialisation (new key,
+    #: word and attribute hashing); version 1 signatures are refused (ValueError).
+    _VERSION = 2
     _KINDS = ("html", "bytes")
 
     def __post_init__(self) -> None:
@@ -148,10 +153,11 @@ class Signature:
     def to_bytes(self) -> bytes:
         """Versioned little-endian binary form.
 
-        Layout (version 1): ``b"RCSG"``, version u8, kind u8 (0 html, 1 bytes),
-        flags u8 (bit 0: simhash present), hash length u8, the content hash,
-        the simhash as u64 if present, element count u32, then keys, texts and
-        attrs as ``count`` u64 each. 24 bytes per element.
+        Layout (version 2; the same as version 1, whose hashes differ):
+        ``b"RCSG"``, version u8, kind u8 (0 html, 1 bytes), flags u8 (bit 0:
+        simhash present), hash length u8, the content hash, the simhash as u64
+        if present, element count u32, then keys, texts and attrs as ``count``
+        u64 each. 24 bytes per element.
         """
         has_sim = self.simhash is not None
         head = struct.pack(
@@ -300,14 +306,25 @@ class ChangeDetector:
 
     # -- signatures -------------------------------------------------------------------------
 
-    def signature(self, body: bytes, url: str, content_type: str | None) -> Signature:
+    def signature(
+        self,
+        body: bytes,
+        url: str,
+        content_type: str | None,
+        previous: Signature | None = None,
+    ) -> Signature:
         """Signature of one response body. Never raises on bad input bodies.
 
         ``content_type`` is the raw ``Content-Type`` header value (its charset
         is used to decode); ``url`` only helps sniffing when it is missing.
+        ``previous``: the URL's last signature; when the body is byte-identical
+        to the one it was made from, it is returned as is (no parse), which is
+        most recrawls of unchanged pages from servers without validators.
         """
         body = bytes(body)
         content_hash = xxhash.xxh3_128_digest(body)
+        if previous is not None and previous.content_hash == content_hash:
+            return previous
         if isinstance(content_type, bytes):
             content_type = content_type.decode("latin-1")
         if len(body) > self.max_parse_bytes or not _is_html(body, url, content_type):
@@ -325,7 +342,8 @@ class ChangeDetector:
                 encoding="utf-8",
                 remove_comments=True,
                 remove_pis=True,
-                remove_blank_text=True,
+                # Blank text is kept: it has no words, so it changes no hash,
+                # and leaving it in place is cheaper than removing it.
                 collect_ids=False,
                 no_network=True,
                 default_doctype=False,
@@ -337,7 +355,7 @@ class ChangeDetector:
     ) -> Signature:
         data = _as_utf8(body, content_type)
         try:
-            root = etree.fromstring(data, self._parser()) if data.strip() else None
+            root = None if data.isspace() else etree.fromstring(data, self._parser())
         except etree.XMLSyntaxError:  # e.g. "Document is empty" for markup-free junk
             root = None
         if root is None:
@@ -449,7 +467,7 @@ def _looks_binary(body: bytes) -> bool:
 
 def _is_html(body: bytes, url: str, content_type: str | None) -> bool:
     """Parse as HTML? Declared HTML that is not binary junk, or undeclared markup."""
-    if not body.strip():
+    if not body or body.isspace():  # (no .strip(): it would copy the body)
         return _media_type(content_type) in _HTML_TYPES
     if _looks_binary(body):
         return False
@@ -469,8 +487,9 @@ def _as_utf8(body: bytes, content_type: str | None) -> bytes:
     """The body as UTF-8 bytes, decoded like a browser (and w3lib) would.
 
     Encoding: byte-order mark, else the header's charset, else a ``<meta>``
-    declaration, else UTF-8. Undecodable bytes become U+FFFD. Valid UTF-8 is
-    passed through without copying.
+    declaration, else UTF-8. Undecodable bytes become U+FFFD. UTF-8 is passed
+    through without copying (and, with libxml2 >= 2.14, which replaces bad
+    bytes itself, without a validation pass).
     """
     bom_enc, bom = read_bom(body)
     if bom_enc is not None:
@@ -483,6 +502,8 @@ def _as_utf8(body: bytes, content_type: str | None) -> bytes:
             encoding += "-be"
     encoding = resolve_encoding(encoding) or "utf-8"
     if encoding == "utf-8":
+        if _PARSER_REPLACES_BAD_UTF8 or body.isascii():
+            return body
         try:
             body.decode("utf-8")
             return body

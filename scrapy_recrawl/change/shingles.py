@@ -1,13 +1,16 @@
 """Words, word shingles and the vectorised 64-bit hashing they rest on.
 
 A page's visible text is hashed word by word in a handful of numpy passes over
-its UTF-8 bytes, never one Python call per word: a polynomial prefix hash over
-the bytes gives every word's hash at once (``(P[end] - P[start]) * B**-start``,
-all arithmetic mod 2**64), and a murmur3 finaliser spreads the bits. Shingles
-and whole text pieces are hashed the same way one level up, over word hashes.
-That keeps the cost of a page at a few numpy operations on arrays the size of
-its text, which is what lets :class:`~scrapy_recrawl.change.ChangeDetector`
-stay within a small multiple of the parse time (see ``bench/change_detection.py``).
+its UTF-8 bytes, never one Python call per word. :func:`span_hashes` hashes
+many byte spans of one buffer at once: it reads each span as little-endian
+64-bit chunks straight from the buffer (an unaligned, 1-byte-strided uint64
+view, see :func:`u64_view`), so a span of up to 8 bytes (most words, tag names
+and attribute names) costs one gather, and longer spans one gather per 8 bytes;
+a murmur3 finaliser spreads the bits. Shingles and whole text pieces are hashed
+the same way one level up, over word hashes. That keeps the cost of a page at a
+few numpy operations on arrays the size of its word and element counts, which
+is what lets :class:`~scrapy_recrawl.change.ChangeDetector` stay within a small
+multiple of the parse time (see ``bench/change_detection.py``).
 
 The hashes are stable across processes and platforms (no ``hash()``; explicit
 little-endian layout), so signatures can be stored and compared later. They are
@@ -20,25 +23,31 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
+    "escape_text",
     "fmix64",
-    "hash_spans",
-    "prefix_hashes",
     "run_edges",
     "sequence_hashes",
     "shingle_hashes",
+    "span_hashes",
     "text_shingles",
+    "u64_view",
     "word_hashes",
 ]
 
 _U64 = np.uint64
+_LE_U64 = np.dtype("<u8")
 # Odd multipliers (odd, so invertible mod 2**64): the golden-ratio constant for
-# bytes, splitmix64's increment rotated for the second level (sequences of hashes).
-_BYTE_BASE = 0x9E3779B97F4A7C15
+# chunks of bytes, splitmix64's increment rotated for sequences of hashes.
+_CHUNK_MUL = _U64(0x9E3779B97F4A7C15)
+_CHUNK_MUL_8 = _U64((8 * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF)
 _SEQ_BASE = 0xBF58476D1CE4E5B9
 _LEN_MIX = _U64(0x94D049BB133111EB)
 _FMIX1 = _U64(0xFF51AFD7ED558CCD)
 _FMIX2 = _U64(0xC4CEB9FE1A85EC53)
 _S33 = _U64(33)
+_PAD = bytes(8)
+#: _LOW_BYTES[k] keeps the k low bytes of a little-endian uint64 (k = 0..8).
+_LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=_U64)
 
 
 class _Powers:
@@ -62,7 +71,6 @@ class _Powers:
         return self.pow[:n], self.inv[:n]
 
 
-_BYTE_POWERS = _Powers(_BYTE_BASE)
 _SEQ_POWERS = _Powers(_SEQ_BASE)
 
 
@@ -78,42 +86,68 @@ def fmix64(x: np.ndarray) -> np.ndarray:
 
 def run_edges(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start and end offsets of the runs of True in a bool array that starts and ends False."""
-    edges = np.flatnonzero(np.diff(mask.view(np.int8))) + 1
+    edges = (mask[1:] != mask[:-1]).nonzero()[0]
+    edges += 1
     return edges[0::2], edges[1::2]
 
 
-def prefix_hashes(buf: np.ndarray) -> np.ndarray:
-    """Polynomial prefix sums of a uint8 buffer: ``P[i] = sum(buf[j] * B**j for j <= i)``."""
-    pw, _ = _BYTE_POWERS.get(len(buf))
-    prefix = np.multiply(buf, pw, dtype=_U64)
-    np.cumsum(prefix, out=prefix)
-    return prefix
+def u64_view(data: bytes) -> np.ndarray:
+    """``view[i]`` = the 8 bytes ``data[i:i+8]`` as a little-endian uint64 (zero-padded).
 
-
-def hash_spans(prefix: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """64-bit hash of each span ``[starts[i], ends[i])`` (``starts >= 1``) of a prefix-hashed buffer.
-
-    Equal byte strings hash alike wherever they are: the span sum is shifted
-    back by ``B**-start`` and the length is mixed in before the finaliser.
+    A read-only, 1-byte-strided (unaligned) view over a padded copy of ``data``:
+    ``view[starts]`` reads one 64-bit chunk per start in a single gather.
     """
-    _, iv = _BYTE_POWERS.get(len(prefix))
-    h = (prefix[ends - 1] - prefix[starts - 1]) * iv[starts]
-    h ^= (ends - starts).astype(_U64) * _LEN_MIX
-    return fmix64(h)
+    return np.ndarray((len(data),), dtype=_LE_U64, buffer=data + _PAD, strides=(1,))
 
 
-def word_hashes(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Hash every word of a UTF-8 buffer that starts and ends with a NUL byte.
+def span_hashes(
+    view: np.ndarray, starts: np.ndarray, lengths: np.ndarray, mix: bool = True
+) -> np.ndarray:
+    """64-bit hash of each byte span ``[starts[i], starts[i] + lengths[i])`` of a :func:`u64_view`.
 
-    Returns ``(hashes, start offsets)`` in text order. A word is a maximal run
-    of bytes above 0x20, i.e. ASCII whitespace, control characters and NUL
-    (which separates text pieces) split words; UTF-8 multi-byte sequences are
-    all >= 0x80 and never split. Callers map U+00A0 (no-break space) to a space.
+    Equal byte strings hash alike wherever they are. A span is read as 8-byte
+    little-endian chunks (the last one zero-filled); chunk ``k > 0`` is mixed
+    with its offset ``8 * k`` and the mixed chunks are summed. Spans of up to 8 bytes
+    (most words and names) cost one read. The spans must not contain NUL
+    bytes (markup never does), so the zero fill needs no length to tell
+    ``"a"`` from ``"a\\0"``. Empty spans hash to 0.
+
+    With ``mix=False`` the final murmur3 finaliser is skipped, so a span of up
+    to 8 bytes "hashes" to its own bytes: cheaper, and fine for values that are
+    only combined by :func:`sequence_hashes` or :func:`shingle_hashes`, which mix.
     """
-    starts, ends = run_edges(buf > 32)
-    if len(starts) == 0:
-        return np.zeros(0, dtype=_U64), starts
-    return hash_spans(prefix_hashes(buf), starts, ends), starts
+    h = view[starts]
+    h &= _LOW_BYTES.take(np.minimum(lengths, 8))
+    long = (lengths > 8).nonzero()[0]
+    if len(long):
+        ls, ll = starts[long], lengths[long]
+        extra = (ll - 1) >> 3  # chunks after the first
+        ends = extra.cumsum()
+        first = ends - extra
+        if ends[-1] == len(long):  # no span over 16 bytes: one more chunk each
+            chunks = view[ls + 8]
+            chunks &= _LOW_BYTES.take(ll - 8)
+            chunks += _CHUNK_MUL_8  # (rel = 8, as below)
+        else:
+            rel = np.arange(8, 8 * int(ends[-1]) + 8, 8) - (8 * first).repeat(extra)  # 8 * k
+            chunks = view[ls.repeat(extra) + rel]
+            chunks[ends - 1] &= _LOW_BYTES.take(ll - 8 * extra)
+            chunks += rel.astype(_U64) * _CHUNK_MUL  # chunk k is mixed with 8 * k
+        h[long] = fmix64(h[long]) + np.add.reduceat(fmix64(chunks), first)
+    return fmix64(h) if mix else h
+
+
+def word_hashes(data: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Hash every word of a UTF-8 byte string.
+
+    Returns ``(hashes, start offsets)`` in text order (hashes as
+    :func:`span_hashes` with ``mix=False`` gives them). A word is a maximal run
+    of bytes above 0x20, i.e. ASCII whitespace and control characters split
+    words; UTF-8 multi-byte sequences are all >= 0x80 and never split.
+    """
+    data = b" " + data + b" "
+    starts, ends = run_edges(np.frombuffer(data, dtype=np.uint8) > 32)
+    return span_hashes(u64_view(data), starts, ends - starts, mix=False), starts - 1
 
 
 def sequence_hashes(values: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
@@ -126,7 +160,7 @@ def sequence_hashes(values: np.ndarray, first: np.ndarray, last: np.ndarray) -> 
     prefix = np.empty(n + 1, dtype=_U64)
     prefix[0] = 0
     if n:
-        np.cumsum(values * pw[:n], out=prefix[1:])
+        (values * pw[:n]).cumsum(out=prefix[1:])
     safe_first = np.minimum(first, n)
     h = (prefix[last] - prefix[safe_first]) * iv[safe_first]
     count = (last - first).astype(_U64)
@@ -155,12 +189,21 @@ def shingle_hashes(words: np.ndarray, size: int) -> np.ndarray:
     return fmix64(acc ^ _U64((k * int(_LEN_MIX)) & 0xFFFFFFFFFFFFFFFF))
 
 
+def escape_text(text: str) -> str:
+    """Text as it appears in a serialised page: ``&``, ``<``, ``>`` escaped, U+00A0 a space.
+
+    :func:`scrapy_recrawl.change.elements.extract` hashes the words of the
+    page's XML serialisation, where these three characters are entity references.
+    """
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\xa0", " ")
+
+
 def text_shingles(text: str, size: int) -> np.ndarray:
     """Shingle hashes of a plain string (whitespace-separated words, case kept).
 
     Same hashing as :func:`scrapy_recrawl.change.elements.extract` applies to a
-    page, so a page whose visible text equals ``text`` gets the same shingles.
+    page, so a page whose visible text (in reading order) equals ``text`` gets
+    the same shingles.
     """
-    data = b"\x00" + text.replace("\xa0", " ").encode("utf-8", "replace") + b"\x00"
-    words, _ = word_hashes(np.frombuffer(data, dtype=np.uint8))
+    words, _ = word_hashes(escape_text(text).encode("utf-8", "replace"))
     return shingle_hashes(words, size)
