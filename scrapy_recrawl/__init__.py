@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["RecrawlAddon", "RecrawlMiddleware", "RecrawlScheduler"]
+__all__ = ["RecrawlAddon", "RecrawlMiddleware", "RecrawlScheduler", "RedisRecrawlScheduler"]
 
 if TYPE_CHECKING:
     from .addon import RecrawlAddon
     from .middleware import RecrawlMiddleware
+    from .redis_scheduler import RedisRecrawlScheduler
     from .scheduler import RecrawlScheduler
 
 
@@ -31,4 +32,8 @@ def __getattr__(name: str) -> Any:
         from .scheduler import RecrawlScheduler
 
         return RecrawlScheduler
+    if name == "RedisRecrawlScheduler":
+        from .redis_scheduler import RedisRecrawlScheduler
+
+        return RedisRecrawlScheduler
     raise AttributeError(f"module 'scrapy_recrawl' has no attribute {name!r}")

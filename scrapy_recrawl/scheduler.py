@@ -16,6 +16,11 @@ Three streams of requests, handed to the engine in this order:
 A spider request for a URL the store already knows is not fetched again on
 the spider's say-so: its recrawl is the scorer's decision.
 
+In a per-run cycle with no budget (the warm-up cycles) there is nothing to
+count, so new URLs share Scrapy's own queues: request order, priorities and
+JOBDIR persistence are then exactly Scrapy's scheduler's (docs/scheduler.md:
+Scrapy's own scheduler, engine and crawl tests pass against this class).
+
 Cycles: one ``scrapy crawl`` is one cycle (cron-style), or, with
 ``RECRAWL_CONTINUOUS``, the spider stays open and a cycle ends when its budget
 is handed out or ``RECRAWL_CYCLE_SECONDS`` have passed.
@@ -44,12 +49,29 @@ from twisted.internet.defer import Deferred
 from .history import HistoryStore, store_for_crawler
 from .middleware import META_CYCLE
 from .scoring import Scorer
-from .selection import Budget, cycle_budget, select_recrawls
+from .selection import Budget, Selection, cycle_budget, select_recrawls
 from .settings import RecrawlSettingError, get
 
 logger = logging.getLogger(__name__)
 
 _CONTINUATION_META = ("redirect_urls", "retry_times", "is_start_request")
+
+
+def _is_new(request: Request) -> bool:
+    """Not a continuation (start request, redirect, retry, ``dont_filter``)."""
+    return not request.dont_filter and not any(k in request.meta for k in _CONTINUATION_META)
+
+
+@dataclass(frozen=True)
+class CyclePlan:
+    """What a new cycle fetches: decided once when the cycle starts."""
+
+    cycle: int
+    warmup: bool
+    budget: Budget
+    selection: Selection
+    new_quota: int  # frontier URLs to take for this cycle's new share
+    score_seconds: float
 
 
 @dataclass(frozen=True)
@@ -250,7 +272,7 @@ class RecrawlScheduler(Scheduler):
         return super().__len__() + len(self._recrawls) + len(self.newqs)
 
     def enqueue_request(self, request: Request) -> bool:
-        if request.dont_filter or any(k in request.meta for k in _CONTINUATION_META):
+        if not _is_new(request):
             return super().enqueue_request(request)
         if self.df.request_seen(request):
             self.df.log(request, self.spider)
@@ -259,14 +281,30 @@ class RecrawlScheduler(Scheduler):
             # known URL: the scorer decides when it is fetched again
             self._inc("recrawl/known_skipped")
             return False
+        self._inc("recrawl/enqueued_new")
+        if self._unbudgeted_run():
+            # Nothing to count: share Scrapy's own queues, so priorities, start-request
+            # order and JOBDIR disk queues are exactly Scrapy's (its engine tests check
+            # that a priority-1 callback request goes before priority-0 start requests,
+            # which a separate new-URL queue behind the continuations would break).
+            # What super().enqueue_request() does past the dupefilter, already asked above:
+            if self._dqpush(request):
+                self._inc("scheduler/enqueued/disk")
+            else:
+                self._mqpush(request)
+                self._inc("scheduler/enqueued/memory")
+            self._inc("scheduler/enqueued")
+            return True
         self.newqs.push(request)
         self._inc("scheduler/enqueued")
-        self._inc("recrawl/enqueued_new")
         return True
 
     def next_request(self) -> Request | None:
         request = super().next_request()  # continuations first, never budgeted
         if request is not None:
+            if self._unbudgeted_run() and _is_new(request):
+                request.meta[META_CYCLE] = self.store.cycle
+                self._inc("recrawl/fetched_new")
             return request
         if self.config.continuous:
             self._maybe_roll_over()
@@ -314,14 +352,25 @@ class RecrawlScheduler(Scheduler):
 
     def _quiet(self) -> bool:
         """Nothing downloading, scraping or left in start(): no new URL can turn up."""
-        engine = getattr(self.crawler, "engine", None)
-        if engine is None:
+        try:
+            engine = self.crawler.engine  # type: ignore[union-attr]
+        except (AttributeError, RuntimeError):  # Scrapy 2.19 raises before the crawl starts
             return True
+        downloader = getattr(engine, "downloader", None)
+        scraper = getattr(engine, "scraper", None)
         return (
-            not engine.downloader.active
-            and engine.scraper.slot.is_idle()
+            not getattr(downloader, "active", None)
+            and (scraper is None or scraper.slot is None or scraper.slot.is_idle())
             and getattr(engine, "_start", None) is None
         )
+
+    def _unbudgeted_run(self) -> bool:
+        """A per-run cycle with no budget (warm-up): new URLs need no queue of their own.
+
+        Not in continuous mode, where a later cycle of the same run has a budget and
+        requests already in Scrapy's queues would escape it.
+        """
+        return self.budget.total is None and not self.config.continuous
 
     def _budget_left(self) -> bool:
         total = self.budget.total
@@ -334,15 +383,17 @@ class RecrawlScheduler(Scheduler):
         assert self._store is not None, "the scheduler is not open"
         return self._store
 
-    def _start_cycle(self) -> None:
+    def _plan_cycle(self, exclude: np.ndarray | None = None) -> CyclePlan:
+        """Start the next cycle in the store, then score and select its recrawls.
+
+        Shared by every scheduler (the Redis one runs it once, under its lock).
+        """
         store = self.store
         cycle = store.advance_cycle()
-        self._cycles_run += 1
-        self.cycle_started = time.monotonic()
         t0 = time.perf_counter()
         arrays = store.arrays()
         warmup = cycle <= self.config.warmup_cycles
-        self.budget = cycle_budget(
+        budget = cycle_budget(
             self.config.budget,
             self.config.new_share,
             int((~arrays.columns["gone"]).sum()),
@@ -351,51 +402,59 @@ class RecrawlScheduler(Scheduler):
         # New URLs waiting from earlier cycles get first call on the new share;
         # whatever the recrawls leave of it flows to them (and back).
         pending = store.frontier_size()
-        new_quota = pending if self.budget.new is None else min(pending, self.budget.total or 0)
-        k = None
-        if self.budget.total is not None:
-            k = self.budget.total - min(self.budget.new or 0, pending)
+        new_quota = pending if budget.new is None else min(pending, budget.total or 0)
+        k = None if budget.total is None else budget.total - min(budget.new or 0, pending)
         selection = select_recrawls(
             arrays,
             self.scorer,
             k,
             now=time.time(),
-            # still downloading from the last cycle: their visit is not recorded yet
-            exclude=np.fromiter(self._in_flight, dtype=np.int64, count=len(self._in_flight)),
+            exclude=exclude,
             monitor_share=self.config.monitor_share,
             seed=self.config.seed,
             max_per_domain=self.config.max_per_domain,
             urls_of=store.urls,
         )
-        if selection.monitored and self.budget.total is not None:
+        if selection.monitored and budget.total is not None:
             # the monitoring sample is fetched on top of the budget
-            self.budget = Budget(self.budget.total + selection.monitored, self.budget.new)
-        score_seconds = time.perf_counter() - t0
-        self._selected = selection.ids
-        self._queue_recrawls(selection.ids, selection.scores, cycle)
-        self.taken_new = 0
-        self.taken_recrawl = 0
-        for d in store.pop_frontier(new_quota):
-            self._push_new(d)
+            budget = Budget(budget.total + selection.monitored, budget.new)
+        return CyclePlan(cycle, warmup, budget, selection, new_quota, time.perf_counter() - t0)
+
+    def _cycle_stats(self, plan: CyclePlan, scheduled: int) -> None:
         stats = self.crawler.stats if self.crawler else None
         if stats is not None:
-            stats.set_value("recrawl/cycle", cycle)
-            stats.inc_value("recrawl/scheduled", len(selection.ids))
-            stats.set_value("recrawl/scored_urls", selection.scored)
-            stats.inc_value("recrawl/score_seconds", score_seconds)
-            stats.inc_value("recrawl/monitored", selection.monitored)
+            stats.set_value("recrawl/cycle", plan.cycle)
+            stats.inc_value("recrawl/scheduled", scheduled)
+            stats.set_value("recrawl/scored_urls", plan.selection.scored)
+            stats.inc_value("recrawl/score_seconds", plan.score_seconds)
+            stats.inc_value("recrawl/monitored", plan.selection.monitored)
         logger.info(
             "recrawl cycle %d: %s; scored %d known URLs with %s in %.2fs, %d recrawls queued "
             "(%d monitored), %d new URLs from the frontier",
-            cycle,
-            "warm-up, no budget" if warmup else f"budget {self.budget.total} pages",
-            selection.scored,
+            plan.cycle,
+            "warm-up, no budget" if plan.warmup else f"budget {plan.budget.total} pages",
+            plan.selection.scored,
             self.scorer,
-            score_seconds,
-            len(selection.ids),
-            selection.monitored,
-            len(self.newqs),
+            plan.score_seconds,
+            scheduled,
+            plan.selection.monitored,
+            plan.new_quota,
         )
+
+    def _start_cycle(self) -> None:
+        # still downloading from the last cycle: their visit is not recorded yet
+        in_flight = np.fromiter(self._in_flight, dtype=np.int64, count=len(self._in_flight))
+        plan = self._plan_cycle(exclude=in_flight)
+        self._cycles_run += 1
+        self.cycle_started = time.monotonic()
+        self.budget = plan.budget
+        self._selected = plan.selection.ids
+        self._queue_recrawls(plan.selection.ids, plan.selection.scores, plan.cycle)
+        self.taken_new = 0
+        self.taken_recrawl = 0
+        for d in self.store.pop_frontier(plan.new_quota):
+            self._push_new(d)
+        self._cycle_stats(plan, len(plan.selection.ids))
 
     def _queue_recrawls(self, ids: np.ndarray, scores: np.ndarray, cycle: int) -> None:
         urls_needed = []
@@ -479,7 +538,13 @@ class RecrawlScheduler(Scheduler):
 
     def _spill_new_to_frontier(self) -> None:
         items = []
-        while (request := self.newqs.pop()) is not None:
+        pending = [self.newqs]
+        if self._unbudgeted_run():
+            # New URLs shared Scrapy's memory queue (JOBDIR's disk queue keeps its own).
+            pending.append(self.mqs)
+        for request in (r for q in pending for r in iter(q.pop, None)):
+            if not _is_new(request):
+                continue  # a continuation: dropped with the memory queue, as in Scrapy
             try:
                 d = request.to_dict(spider=self.spider)
             except ValueError:

@@ -34,6 +34,13 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_MAX_CYCLES": 0,
     "RECRAWL_MONITOR_SHARE": 0.0,
     "RECRAWL_MAX_PER_DOMAIN": None,
+    # Redis (docs/distributed.md)
+    "RECRAWL_REDIS_KEY": "recrawl",
+    "RECRAWL_REDIS_LOG_MAXLEN": 10_000_000,
+    "RECRAWL_REDIS_SCHEDULER_KEY": "%(spider)s:recrawl",
+    "RECRAWL_REDIS_LOCK_SECONDS": 300.0,
+    "RECRAWL_REDIS_WORKER_TIMEOUT": 30.0,
+    "RECRAWL_REDIS_OUTAGE_SECONDS": 60.0,
     # scoring
     "RECRAWL_SCORER": "aad+",  # measured best on average on the shared histories (docs/benchmarks.md)
     "RECRAWL_PRIOR": None,

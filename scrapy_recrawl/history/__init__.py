@@ -42,8 +42,11 @@ def _default_sqlite_path() -> str:
 def open_store(settings: Any) -> HistoryStore:
     """Build (not yet open) the store ``RECRAWL_STORE`` names.
 
-    ``None``: ``.scrapy/recrawl/history.sqlite3`` in the project; a path,
-    ``sqlite:///relative.sqlite3`` or ``sqlite:////absolute.sqlite3``: that SQLite file.
+    ``None``: ``.scrapy/recrawl/history.sqlite3`` in the project (with
+    RedisRecrawlScheduler: Redis, as ``"redis"``); a path,
+    ``sqlite:///relative.sqlite3`` or ``sqlite:////absolute.sqlite3``: that SQLite file;
+    ``redis://host:port/db`` (``rediss://``, ``unix://``): that Redis, with
+    ``REDIS_PARAMS``; ``"redis"``: the Redis scrapy-redis's ``REDIS_URL`` names.
     """
     spec = get(settings, "RECRAWL_STORE", (str, os.PathLike))
     options = {
@@ -59,9 +62,16 @@ def open_store(settings: Any) -> HistoryStore:
             "a number of seconds >= 0",
         ),
     }
+    if spec is None and _scheduler_uses_redis(settings):
+        spec = "redis"  # RedisRecrawlScheduler: the store lives beside its frontier
     if spec is None:
         return SqliteHistoryStore(_default_sqlite_path(), **options)
     spec = os.fspath(spec)
+    if spec == "redis" or spec.split("://", 1)[0] in ("redis", "rediss", "unix"):
+        # "redis": where scrapy-redis's REDIS_URL / REDIS_HOST ... point; or a URL
+        from .redis import store_from_spec
+
+        return store_from_spec(spec, settings, store_bodies=options["store_bodies"])
     if spec.startswith("sqlite:///"):
         # as SQLAlchemy spells it: sqlite:///relative.db, sqlite:////absolute.db
         return SqliteHistoryStore(spec[len("sqlite:///") :] or _default_sqlite_path(), **options)
@@ -69,9 +79,22 @@ def open_store(settings: Any) -> HistoryStore:
         scheme = spec.split("://", 1)[0]
         raise RecrawlSettingError(
             f"RECRAWL_STORE={spec!r}: unknown store scheme {scheme!r}; "
-            "use a file path or sqlite:///path"
+            "use a file path, sqlite:///path or redis://host:port/db"
         )
     return SqliteHistoryStore(spec, **options)
+
+
+def _scheduler_uses_redis(settings: Any) -> bool:
+    name = settings.get("SCHEDULER") if settings is not None else None
+    if not name:
+        return False
+    try:
+        from scrapy.utils.misc import load_object
+
+        cls = load_object(name) if isinstance(name, str) else name
+    except (ImportError, ValueError, NameError, AttributeError):
+        return False
+    return getattr(cls, "recrawl_store_backend", None) == "redis"
 
 
 _STORES: weakref.WeakKeyDictionary[Any, HistoryStore] = weakref.WeakKeyDictionary()

@@ -1,0 +1,252 @@
+"""The Redis history store on a real redis-server: same semantics as the SQLite
+store, the Lua estimator update equal to state.observe, atomic updates under
+concurrent processes, clear errors."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import random
+
+import numpy as np
+import pytest
+
+from scrapy_recrawl.history import (
+    HistoryStoreError,
+    SqliteHistoryStore,
+    Visit,
+    open_store,
+)
+from scrapy_recrawl.history.redis import RedisHistoryStore
+from scrapy_recrawl.history.state import observe
+
+from . import redis_server as servers
+from .redis_server import free_port
+
+# the fixtures, under the names the tests ask for
+redis_server = servers.redis_server
+redis_db = servers.redis_db
+
+FP = b"\x01" * 20
+
+
+def visit(status=200, changed=None, t=1000.0, fp=FP, **kw):
+    return Visit(
+        fingerprint=fp, url="https://example.com/a", time=t, status=status, changed=changed, **kw
+    )
+
+
+@pytest.fixture
+def store(redis_db):
+    s = RedisHistoryStore(redis_db.url)
+    s.open()
+    yield s
+    s.close()
+
+
+def test_lua_estimators_equal_observe_bit_for_bit(store):
+    rng = np.random.default_rng(7)
+    for u in range(20):
+        fp = u.to_bytes(20, "big")
+        seq = rng.integers(0, 2, int(rng.integers(1, 120))).tolist()
+        store.record(visit(fp=fp))  # the first fetch is no observation
+        state = (0, 0, 0.0, 0.0, 0.0)
+        for c in seq:
+            rec = store.record(visit(fp=fp, changed=bool(c)))
+            state = observe(*state, c)
+            # exactly the same doubles, not approximately: one rule, written twice
+            assert (rec.n, rec.X, rec.sad, rec.aad_sum, rec.gad) == state
+        n = len(seq)
+        w = 2.0 ** np.arange(n)
+        assert rec.gad == pytest.approx(float((w * np.asarray(seq)).sum() / w.sum()), rel=1e-12)
+
+
+def test_gad_stays_finite_for_long_histories(store):
+    for _ in range(1200):  # 2^1200 would overflow a double
+        rec = store.record(visit(changed=True))
+    assert rec.gad == 1.0 and math.isfinite(rec.aad_sum)
+
+
+def _random_visits(seed: int, urls: int = 12, count: int = 300) -> list[tuple[int, Visit]]:
+    """(cycle advances before it, visit) pairs covering every branch of record()."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        u = rng.randrange(urls)
+        status = rng.choice([200, 200, 200, 304, 304, 404, 410, 503, 0, 301])
+        changed = rng.choice([None, True, False])
+        out.append(
+            (
+                int(rng.random() < 0.15),
+                Visit(
+                    fingerprint=u.to_bytes(20, "big"),
+                    url=f"https://example.com/{u}?v={i % 3}",
+                    time=1000.0 + i * 0.5,
+                    status=status,
+                    changed=changed,
+                    signature=rng.choice([None, f"sig{i}".encode()]),
+                    distance=rng.randrange(10),
+                    added=rng.randrange(3),
+                    removed=rng.randrange(3),
+                    modified=rng.randrange(3),
+                    attributes=rng.randrange(3),
+                    size=rng.randrange(5000),
+                    etag=rng.choice([None, "", f'"e{i}"']),
+                    last_modified=rng.choice(
+                        [None, f"Mon, {i % 28 + 1:02d} Jan 2024 00:00:00 GMT"]
+                    ),
+                    gone=status in (404, 410),
+                    request=rng.choice(
+                        [None, {"url": f"https://example.com/{u}", "meta": {"i": i}}]
+                    ),
+                    body=rng.choice([None, f"<p>{i}</p>".encode()]),
+                    headers={"Content-Type": ["text/html"]},
+                    cycle=rng.choice([None, None, max(0, i // 40)]),
+                ),
+            )
+        )
+    return out
+
+
+def _same(a, b):
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_same_records_arrays_and_log_as_sqlite(store, tmp_path, seed):
+    sqlite = SqliteHistoryStore(tmp_path / "h.sqlite3", flush_every=7)
+    sqlite.open()
+    for advance, v in _random_visits(seed):
+        if advance:
+            assert store.advance_cycle() == sqlite.advance_cycle()
+        got, want = store.record(v), sqlite.record(v)
+        for field in want.__dataclass_fields__:
+            assert _same(getattr(got, field), getattr(want, field)), (field, got, want)
+    sqlite.flush()
+    assert store.cycle == sqlite.cycle and len(store) == len(sqlite)
+    for u in range(12):
+        fp = u.to_bytes(20, "big")
+        got, want = store.get(fp), sqlite.get(fp)
+        for field in want.__dataclass_fields__:
+            assert _same(getattr(got, field), getattr(want, field)), field
+        assert store.body(fp) == sqlite.body(fp)
+        assert store.get(fp, signature=False).signature is None
+    ids = np.arange(1, len(sqlite) + 1)
+    assert store.requests(ids) == sqlite.requests(ids)
+    assert store.urls(ids) == sqlite.urls(ids)
+    a, b = store.arrays(), sqlite.arrays()
+    assert a.cycle == b.cycle and a.ids.tolist() == b.ids.tolist()
+    for name, col in b.columns.items():
+        np.testing.assert_array_equal(a.columns[name], col, err_msg=name)
+        assert a.columns[name].dtype == col.dtype, name
+    la, lb = store.visit_log(), sqlite.visit_log()
+    for name, col in lb.items():
+        np.testing.assert_array_equal(la[name], col, err_msg=name)
+    np.testing.assert_array_equal(
+        store.visit_log([2, 3])["url_id"], sqlite.visit_log([2, 3])["url_id"]
+    )
+    sqlite.close()
+
+
+def test_frontier_keeps_first_copy_orders_by_priority_then_age(store, tmp_path):
+    sqlite = SqliteHistoryStore(tmp_path / "f.sqlite3")
+    sqlite.open()
+    items = [(bytes([i % 7]) * 20, {"url": f"u{i}"}, (i * 5) % 3 - 1) for i in range(20)]
+    for s in (store, sqlite):
+        assert s.push_frontier(items[:10]) == 7
+        assert s.push_frontier(items[10:]) == 0
+        assert s.frontier_size() == 7
+    assert store.pop_frontier(3) == sqlite.pop_frontier(3)
+    assert store.pop_frontier(100) == sqlite.pop_frontier(100)
+    assert store.frontier_size() == 0 and store.pop_frontier(0) == []
+    store.push_frontier([(b"x" * 20, {"url": "again"}, 0)])
+    assert store.pop_frontier(1) == [{"url": "again"}]
+
+
+def _hammer(url: str, worker: int, rounds: int) -> None:
+    store = RedisHistoryStore(url)
+    store.open()
+    rng = random.Random(worker)
+    for i in range(rounds):
+        fp = rng.randrange(5).to_bytes(20, "big")
+        store.record(Visit(fingerprint=fp, url="u", time=float(i), status=200, changed=i % 2 == 0))
+    store.close()
+
+
+def test_concurrent_processes_lose_no_update(store, redis_db):
+    store.advance_cycle()
+    procs = [
+        multiprocessing.get_context("spawn").Process(target=_hammer, args=(redis_db.url, w, 300))
+        for w in range(4)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    log = store.visit_log()
+    assert len(log["url_id"]) == 1200
+    arr = store.arrays()
+    total_visits = 0
+    for uid, n, x in zip(arr.ids, arr.columns["n"], arr.columns["X"], strict=True):
+        mine = log["url_id"] == uid
+        assert n == (log["changed"][mine] >= 0).sum()  # counters never ahead of (or behind) the log
+        assert x == (log["changed"][mine] == 1).sum()
+        total_visits += mine.sum()
+    assert total_visits == 1200 and len(store) == 5
+
+
+def test_log_cap_trims_oldest(redis_db):
+    with RedisHistoryStore(redis_db.url, log_maxlen=1000) as s:
+        for i in range(3000):
+            s.record(visit(fp=(i % 50).to_bytes(20, "big"), t=float(i)))
+        n = len(s.visit_log()["url_id"])
+        assert 1000 <= n < 3000  # approximate trimming (MAXLEN ~), by whole nodes
+
+
+def test_unreachable_redis_names_the_url():
+    port = free_port()
+    store = RedisHistoryStore(f"redis://:secret@127.0.0.1:{port}/3")
+    with pytest.raises(HistoryStoreError, match=rf"redis://:\*\*\*@127\.0\.0\.1:{port}/3") as err:
+        store.open()
+    assert "secret" not in str(err.value)
+    with pytest.raises(HistoryStoreError, match="not open"):
+        store.record(visit())
+
+
+def test_newer_schema_is_refused(redis_db):
+    redis_db.client().hset("recrawl:meta", "schema_version", 99)
+    with pytest.raises(HistoryStoreError, match="schema version 99.*newer"):
+        RedisHistoryStore(redis_db.url).open()
+
+
+def test_store_setting_dispatch(redis_db):
+    s = open_store({"RECRAWL_STORE": redis_db.url, "RECRAWL_REDIS_KEY": "other"})
+    assert isinstance(s, RedisHistoryStore) and s.key == "other"
+    assert s.location == redis_db.url
+    # "redis", or no RECRAWL_STORE with RedisRecrawlScheduler: scrapy-redis's settings
+    s = open_store({"RECRAWL_STORE": "redis", "REDIS_URL": redis_db.url})
+    s.open()
+    assert s.location == f"redis://127.0.0.1:{redis_db.port}/0"
+    s.close()
+    s = open_store(
+        {
+            "SCHEDULER": "scrapy_recrawl.RedisRecrawlScheduler",
+            "REDIS_HOST": "127.0.0.1",
+            "REDIS_PORT": redis_db.port,
+            "REDIS_PARAMS": {"db": 2},
+        }
+    )
+    assert isinstance(s, RedisHistoryStore)
+    assert s.location == f"redis://127.0.0.1:{redis_db.port}/2"
+
+
+def test_closed_store_and_redis_errors_are_history_store_errors(redis_db):
+    s = RedisHistoryStore(redis_db.url)
+    s.open()
+    redis_db.client().set("recrawl:cycle", "not a number")
+    with pytest.raises(HistoryStoreError, match="RECRAWL_STORE"):
+        s.advance_cycle()
+    s.close()
