@@ -46,6 +46,9 @@ from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.request import request_from_dict
 from twisted.internet.defer import Deferred
 
+from .change import ChangeDetector
+from .estimate.baskets import BasketSettings
+from .estimate.probes import Prober, probe_cap
 from .history import HistoryStore, store_for_crawler
 from .middleware import META_CYCLE
 from .scoring import Scorer
@@ -221,6 +224,19 @@ class RecrawlScheduler(Scheduler):
         self._cycles_run = 0
         self._selected: np.ndarray = np.zeros(0, dtype=np.int64)  # this cycle's ids, by rank
         self._in_flight: set[int] = set()  # recrawl ids handed out, not yet downloaded
+        # Loop-time baskets (paper 001, docs/baskets.md): probes of new URLs, when on.
+        self.baskets = BasketSettings.from_settings(crawler.settings)
+        uses_due = "due" in getattr(self.scorer, "terminals_needed", ())
+        self._probing = self.baskets.probe if self.baskets.probe is not None else uses_due
+        if self._probing and getattr(type(self), "recrawl_store_backend", None) == "redis":
+            raise RecrawlSettingError(
+                "loop-time baskets (RECRAWL_PROBE, the `due` terminal) need the SQLite "
+                "history store: the Redis scheduler and store do not support them yet"
+            )
+        self.prober: Prober | None = None
+        self.taken_probe = 0
+        self._probe_cap: int | None = None
+        self._wake_call: Any = None
 
     @property
     def fingerprinter(self) -> Any:
@@ -246,6 +262,11 @@ class RecrawlScheduler(Scheduler):
         assert self.crawler is not None
         self.newqs = self._new_queue()
         self._store = store_for_crawler(self.crawler)
+        if self._probing:
+            # loop-time baskets: probe state lives in the store's file (estimate/probes.py)
+            self.prober = Prober(self.store, self.baskets, ChangeDetector.from_settings(
+                self.crawler.settings))  # fmt: skip
+            self.crawler.signals.connect(self._probe_response, signal=signals.response_received)
         if self.config.continuous:
             self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
             self.crawler.signals.connect(
@@ -256,6 +277,8 @@ class RecrawlScheduler(Scheduler):
         return result
 
     def close(self, reason: str) -> Deferred[None] | None:
+        if self._wake_call is not None and self._wake_call.active():
+            self._wake_call.cancel()
         self._save_cycle_state(reason)
         self._spill_new_to_frontier()
         self.store.flush()
@@ -266,6 +289,7 @@ class RecrawlScheduler(Scheduler):
             len(self.mqs) > 0
             or (self.dqs is not None and len(self.dqs) > 0)
             or (self._budget_left() and (len(self._recrawls) > 0 or len(self.newqs) > 0))
+            or self._probe_due()
         )
 
     def __len__(self) -> int:
@@ -310,7 +334,9 @@ class RecrawlScheduler(Scheduler):
             self._maybe_roll_over()
         if not self._budget_left():
             return None
-        request = self._next_budgeted()
+        request = self._next_probe()  # loop-time baskets: due probes go first
+        if request is None:
+            request = self._next_budgeted()
         if request is not None:
             self._inc("scheduler/dequeued")
         return request
@@ -374,7 +400,64 @@ class RecrawlScheduler(Scheduler):
 
     def _budget_left(self) -> bool:
         total = self.budget.total
-        return total is None or self.taken_new + self.taken_recrawl < total
+        # taken_probe: probes of new URLs (loop-time baskets) count against the budget too
+        return total is None or self.taken_new + self.taken_recrawl + self.taken_probe < total
+
+    # -- loop-time baskets: probes of new URLs (estimate/probes.py, docs/baskets.md) --
+
+    def _probe_due(self) -> bool:
+        if self.prober is None or not self.prober.has_due():
+            return False
+        return self._budget_left() and (
+            self._probe_cap is None or self.taken_probe < self._probe_cap
+        )
+
+    def _next_probe(self) -> Request | None:
+        prober = self.prober
+        if prober is None:
+            return None
+        if self._probe_cap is not None and self.taken_probe >= self._probe_cap:
+            return None
+        url_id = prober.pop_due()
+        if url_id is None:
+            self._wake_at(prober.next_due_time())
+            return None
+        ids = np.asarray([url_id], dtype=np.int64)
+        d = self.store.requests(ids)[0]
+        request = None
+        if d is not None:
+            try:
+                request = request_from_dict(d, spider=self.spider)
+            except (ValueError, TypeError, AttributeError):
+                request = None
+        if request is None:
+            request = Request(self.store.urls(ids)[0])
+        request.meta[META_CYCLE] = self.store.cycle
+        prober.dispatched(self.fingerprinter.fingerprint(request), url_id)
+        self.taken_probe += 1
+        self._inc("recrawl/probes/fetched")
+        return request
+
+    def _probe_response(self, response: Any, request: Request, spider: Spider) -> None:
+        assert self.prober is not None
+        before = dict(self.prober.stats)
+        self.prober.on_response(self.fingerprinter.fingerprint(request), response.status)
+        for key, value in self.prober.stats.items():
+            if value != before[key] and key != "fetched":
+                self._inc(f"recrawl/probes/{key}", value - before[key])
+
+    def _wake_at(self, when: float | None) -> None:
+        """Nudge the engine when the next probe comes due (its idle heartbeat is 5 s)."""
+        if when is None or (self._wake_call is not None and self._wake_call.active()):
+            return
+        from twisted.internet import reactor
+
+        def wake() -> None:
+            slot = getattr(getattr(self.crawler, "engine", None), "_slot", None)
+            if slot is not None:
+                slot.nextcall.schedule()
+
+        self._wake_call = reactor.callLater(max(0.0, when - time.time()) + 0.01, wake)  # type: ignore[attr-defined]
 
     # -- cycles ----------------------------------------------------------------
 
@@ -392,6 +475,11 @@ class RecrawlScheduler(Scheduler):
         cycle = store.advance_cycle()
         t0 = time.perf_counter()
         arrays = store.arrays()
+        prober = getattr(self, "prober", None)
+        if prober is not None:  # loop-time baskets: the `due` terminal's basket interval
+            prober.classify_pending()
+            prober.forget_stuck()
+            arrays.columns["basket_seconds"] = prober.basket_column(arrays.ids)
         warmup = cycle <= self.config.warmup_cycles
         budget = cycle_budget(
             self.config.budget,
@@ -452,6 +540,8 @@ class RecrawlScheduler(Scheduler):
         self._queue_recrawls(plan.selection.ids, plan.selection.scores, plan.cycle)
         self.taken_new = 0
         self.taken_recrawl = 0
+        self.taken_probe = 0
+        self._probe_cap = probe_cap(self.baskets.probe_share, plan.budget.total)
         for d in self.store.pop_frontier(plan.new_quota):
             self._push_new(d)
         self._cycle_stats(plan, len(plan.selection.ids))
@@ -586,6 +676,7 @@ class RecrawlScheduler(Scheduler):
             return False
         self.budget = Budget(*state["budget"])
         self.taken_new, self.taken_recrawl = state["taken_new"], state["taken_recrawl"]
+        self._probe_cap = probe_cap(self.baskets.probe_share, self.budget.total)  # baskets
         self.cycle_started = time.monotonic()
         self._cycles_run += 1
         ids = np.asarray(state["left_ids"], dtype=np.int64)

@@ -34,6 +34,14 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_MAX_CYCLES": 0,
     "RECRAWL_MONITOR_SHARE": 0.0,
     "RECRAWL_MAX_PER_DOMAIN": None,
+    # loop-time baskets (paper 001; docs/baskets.md): probing new URLs, the basket model
+    "RECRAWL_PROBE": None,  # None: probe when the scorer uses the `due` terminal
+    "RECRAWL_PROBE_OFFSETS": [4, 6, 9, 14, 21, 32, 48, 72],  # hours after the first fetch
+    "RECRAWL_PROBE_SHARE": 0.25,  # most of a cycle's budget that due probes may take first
+    "RECRAWL_BASKETS": [4, 12, 24, 72, 168],  # loop-time baskets: recrawl intervals, hours
+    "RECRAWL_BASKET_DEFAULT": 24.0,  # hours: `due`'s interval for a page not classified yet
+    "RECRAWL_BASKET_MODEL": None,  # None: the model `scrapy recrawl-baskets` saved in the store
+    "RECRAWL_HOUR_SECONDS": 3600.0,  # wall seconds per hour of the two lists (tests compress)
     # Redis (docs/distributed.md)
     "RECRAWL_REDIS_KEY": "recrawl",
     "RECRAWL_REDIS_LOG_MAXLEN": 10_000_000,

@@ -72,6 +72,13 @@ PRESETS: dict[str, Preset] = {
         Preset("sad+", "1 - exp(-SADp*t)", "this package: SAD with the prior", "SAD shrunk to a/b"),
         Preset("aad+", "1 - exp(-AADp*t)", "this package: AAD with the prior", "AAD shrunk to a/b"),
         Preset("gad+", "1 - exp(-GADp*t)", "this package: GAD with the prior", "GAD shrunk to a/b"),
+        # Loop-time baskets (paper 001): needs probing (RECRAWL_PROBE) and a basket model.
+        Preset(
+            "basket",
+            "due",
+            "Meegahapola et al. 2018 (loop-time baskets, random forest)",
+            "time since the last visit / the page's basket interval",
+        ),
     )
 }
 
@@ -79,6 +86,8 @@ PRESETS: dict[str, Preset] = {
 PAPER_PRESETS: tuple[str, ...] = ("cg", "nad", "sad", "aad", "gad", "age", "rand", "gp4c", "cg_raw")
 #: The variants that use the prior.
 SMOOTHED_PRESETS: tuple[str, ...] = ("cg+", "nad+", "sad+", "aad+", "gad+")
+#: Presets that need more than the store's columns (the scheduler adds basket_seconds).
+BASKET_PRESETS: tuple[str, ...] = ("basket",)
 
 #: Recommended RECRAWL_SCORER: best mean ChangeRate/oracle on the shared data (fit halves)
 #: among the presets (bench/replay_presets.py; docs/scorers.md).

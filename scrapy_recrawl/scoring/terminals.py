@@ -22,7 +22,13 @@ alike:
 ``A``      elements added at the last visit (NaN: not recorded)
 ``R``      elements removed at the last visit (NaN: not recorded)
 ``M``      elements modified at the last visit (NaN: not recorded)
+``due``    time since the last visit / the page's loop-time basket interval
 =========  ================================================================
+
+``due`` (loop-time baskets, paper 001; :mod:`scrapy_recrawl.estimate.baskets`)
+reads the optional ``basket_seconds`` column, which the scheduler adds when
+probing is on; without it (the offline simulator) ``due`` is NaN, which ranks
+last.
 
 Every rate is 0 when ``n = 0`` (nothing observed yet).
 
@@ -78,6 +84,8 @@ TERMINALS: dict[str, str] = {
     "A": "elements added at the last visit (NaN if not recorded)",
     "R": "elements removed at the last visit (NaN if not recorded)",
     "M": "elements modified at the last visit (NaN if not recorded)",
+    # Added for loop-time baskets (paper 001): needs the scheduler's basket_seconds column.
+    "due": "time since the last visit / the page's basket interval (loop-time baskets)",
 }
 
 TERMINAL_NAMES: frozenset[str] = frozenset(TERMINALS)
@@ -167,7 +175,7 @@ def compute_terminals(
     when ``now`` is None).
     """
     if needed is None:
-        want = TERMINAL_NAMES if now is not None else TERMINAL_NAMES - {"hours"}
+        want = TERMINAL_NAMES if now is not None else TERMINAL_NAMES - {"hours", "due"}
     else:
         want = frozenset(needed)
     unknown = want - TERMINAL_NAMES
@@ -198,6 +206,17 @@ def _hours(
         raise ValueError("the 'hours' terminal needs the current time (now=...)")
     out = np.subtract(float(now), state["last_visit_time"], dtype=np.float64)
     out /= 3600.0
+    return out
+
+
+def _due(state: Mapping[str, np.ndarray], cycle: int, now: float | None, *_: object) -> np.ndarray:
+    # Loop-time baskets (paper 001): overdue-ness relative to the page's basket interval.
+    if now is None:
+        raise ValueError("the 'due' terminal needs the current time (now=...)")
+    if "basket_seconds" not in state:
+        return np.full(np.shape(state["n"]), np.nan)
+    out = np.subtract(float(now), state["last_visit_time"], dtype=np.float64)
+    out /= state["basket_seconds"]
     return out
 
 
@@ -286,5 +305,6 @@ _MAKERS: dict[str, Callable[..., np.ndarray]] = {
     "A": _magnitude("A"),
     "R": _magnitude("R"),
     "M": _magnitude("M"),
+    "due": _due,
 }
 assert set(_MAKERS) == TERMINAL_NAMES

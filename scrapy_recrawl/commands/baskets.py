@@ -1,0 +1,223 @@
+"""``scrapy recrawl-baskets``: train the loop-time basket classifier (paper 001).
+
+Inside a Scrapy project it reads the project's history store: the probe
+features of every URL whose probes are finished, labelled with the basket
+nearest to the mean change interval its longer visit history shows (Cho &
+Garcia-Molina's estimate; only URLs with at least ``--min-observations``
+observations over ``--min-span`` hours). Anywhere, ``--history FILE.npz``
+reads arrays ``features`` (pages x 64) and ``basket`` (or ``interval_hours``),
+with ``offsets`` and ``baskets`` (``bench/baskets.py --save-history`` writes one
+from the example site).
+
+It holds out ``--test-share`` of the pages, prints the confusion matrix and
+the paper's error distribution E = predicted - true basket on them, then fits
+the forest on every page and saves it: in the store (the crawl's
+``RECRAWL_BASKET_MODEL = None`` reads it there) and/or to ``--output FILE``.
+scikit-learn is needed: ``pip install scrapy-recrawl[ml]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import numpy as np
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+from scrapy_recrawl.estimate.baskets import (
+    PAPER_E,
+    BasketModel,
+    BasketSettings,
+    MissingExtraError,
+    confusion_matrix,
+    error_distribution,
+    format_confusion,
+    format_errors,
+    mean_change_interval,
+    nearest_basket,
+    relevance_share,
+    require_sklearn,
+    split_train_test,
+)
+
+
+def training_from_store(
+    store: Any, cfg: BasketSettings, *, min_span_hours: float, min_observations: int
+) -> dict[str, np.ndarray]:
+    """Features and labels of the probed URLs whose longer history says their interval."""
+    from scrapy_recrawl.estimate.probes import ProbeStore
+
+    probes = ProbeStore(store)
+    ids, feats = probes.features(done_only=True)
+    if not len(ids):
+        return {"features": np.zeros((0, 0)), "basket": np.zeros(0, dtype=np.int64), "ids": ids}
+    log = store.visit_log(ids)
+    keep, labels, rel = [], [], []
+    for row, url_id in enumerate(ids.tolist()):
+        mine = log["url_id"] == url_id
+        good = mine & ((log["status"] // 100 == 2) | (log["status"] == 304))
+        times = log["time"][good]
+        observed = log["changed"][mine] >= 0
+        n = int(observed.sum())
+        if n < min_observations or len(times) < 2:
+            continue
+        span_h = (times.max() - times.min()) / cfg.hour_seconds
+        if span_h < min_span_hours:
+            continue
+        changed = mine & (log["changed"] == 1)
+        X = int(changed.sum())
+        interval = mean_change_interval(span_h / n, n, X)
+        keep.append(row)
+        labels.append(int(nearest_basket(interval, cfg.baskets)[0]))
+        rel.append(
+            relevance_share(
+                log["added"][changed],
+                log["removed"][changed],
+                log["modified"][changed],
+                log["attributes"][changed],
+            )
+        )
+    k = np.asarray(keep, dtype=np.int64)
+    return {
+        "features": feats[k] if len(k) else np.zeros((0, feats.shape[1])),
+        "basket": np.asarray(labels, dtype=np.int64),
+        "relevance": np.asarray(rel),
+        "ids": ids[k] if len(k) else k,
+    }
+
+
+def training_from_file(path: str, cfg: BasketSettings) -> tuple[dict[str, np.ndarray], Any, Any]:
+    try:
+        data = dict(np.load(path, allow_pickle=False))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--history {path}: cannot read it as .npz ({exc})") from None
+    if "features" not in data or not ({"basket", "interval_hours"} & set(data)):
+        raise UsageError(
+            f"--history {path}: expected arrays 'features' and 'basket' (or 'interval_hours')"
+        )
+    offsets = tuple(float(x) for x in data.get("offsets", cfg.offsets))
+    baskets = tuple(float(x) for x in data.get("baskets", cfg.baskets))
+    if "basket" not in data:
+        data["basket"] = nearest_basket(data["interval_hours"], baskets)
+    return data, offsets, baskets
+
+
+class Command(ScrapyCommand):
+    requires_project = False
+    requires_crawler_process = False
+    default_settings = {"LOG_ENABLED": False}
+
+    def syntax(self) -> str:
+        return "[options]"
+
+    def short_desc(self) -> str:
+        return "Train the loop-time basket classifier (random forest) from probe features"
+
+    def long_desc(self) -> str:
+        return __doc__ or ""
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument("--history", metavar="FILE.npz", help="train from this file")
+        parser.add_argument("--output", "-o", metavar="FILE", help="also save the model here")
+        parser.add_argument(
+            "--no-save", action="store_true", help="do not save the model in the store"
+        )
+        parser.add_argument("--test-share", type=float, default=0.2)
+        parser.add_argument("--trees", type=int, default=100)
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument(
+            "--relevance", action="store_true", help="add the paper's relevance split"
+        )
+        parser.add_argument("--min-span", type=float, default=None, metavar="HOURS")
+        parser.add_argument("--min-observations", type=int, default=5)
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if args:
+            raise UsageError("recrawl-baskets takes no arguments, only options")
+        if not 0 <= opts.test_share < 1:
+            raise UsageError("--test-share must be in [0, 1)")
+        try:
+            require_sklearn()
+        except MissingExtraError as exc:
+            raise UsageError(str(exc)) from None
+        settings = self.settings
+        cfg = BasketSettings.from_settings(settings)
+        store = None
+        if opts.history:
+            data, offsets, baskets = training_from_file(opts.history, cfg)
+        else:
+            from scrapy_recrawl.history import SqliteHistoryStore, open_store
+
+            store = open_store(settings)
+            if not isinstance(store, SqliteHistoryStore):
+                raise UsageError(
+                    f"{store.location}: loop-time baskets need the SQLite history store "
+                    "(the Redis store keeps no probe state yet); use --history"
+                )
+            store.open()
+            min_span = 2 * cfg.baskets[-1] if opts.min_span is None else opts.min_span
+            data = training_from_store(
+                store, cfg, min_span_hours=min_span, min_observations=opts.min_observations
+            )
+            offsets, baskets = cfg.offsets, cfg.baskets
+        try:
+            self._train(data, offsets, baskets, opts, store)
+        finally:
+            if store is not None:
+                store.close()
+
+    def _train(
+        self,
+        data: dict[str, np.ndarray],
+        offsets: tuple[float, ...],
+        baskets: tuple[float, ...],
+        opts: argparse.Namespace,
+        store: Any,
+    ) -> None:
+        feats, labels = np.asarray(data["features"], dtype=float), data["basket"]
+        if len(labels) < 2:
+            raise UsageError(
+                f"only {len(labels)} pages with finished probes and a long enough history "
+                "(--min-span, --min-observations): crawl longer, or use --history"
+            )
+        rel = data.get("relevance") if opts.relevance else None
+        if opts.relevance and rel is None:
+            raise UsageError("--relevance: the history has no 'relevance' array")
+        counts = np.bincount(labels, minlength=len(baskets))
+        print(f"{len(labels)} pages; true baskets " + ", ".join(map(str, counts.tolist())))
+        if opts.test_share > 0:
+            train, test = split_train_test(len(labels), opts.test_share, opts.seed)
+            held = BasketModel.fit(
+                feats[train],
+                labels[train],
+                offsets=offsets,
+                baskets=baskets,
+                relevance=None if rel is None else rel[train],
+                trees=opts.trees,
+                seed=opts.seed,
+            )
+            pred = held.predict(feats[test])
+            print(f"\nconfusion matrix ({len(test)} held-out pages):\n")
+            print(format_confusion(confusion_matrix(pred, labels[test], len(baskets)), baskets))
+            print("\nE = predicted - true basket:\n")
+            print(format_errors(error_distribution(pred, labels[test]), PAPER_E))
+        model = BasketModel.fit(
+            feats,
+            labels,
+            offsets=offsets,
+            baskets=baskets,
+            relevance=rel,
+            trees=opts.trees,
+            seed=opts.seed,
+        )
+        model.info = {"source": opts.history or getattr(store, "location", "")}
+        if opts.output:
+            model.save(opts.output)
+            print(f"\nmodel saved to {opts.output}")
+        if store is not None and not opts.no_save:
+            from scrapy_recrawl.estimate.probes import ProbeStore
+
+            ProbeStore(store).save_model(model)
+            print(f"\nmodel saved in the store {store.location}")

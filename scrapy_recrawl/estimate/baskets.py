@@ -1,0 +1,428 @@
+"""Loop-time baskets (Meegahapola et al. 2018, paper 001): probe a new page, classify it.
+
+A newly discovered page is fetched again at fixed offsets after its first
+fetch (``RECRAWL_PROBE_OFFSETS``, the paper's 4, 6, 9, 14, 21, 32, 48 and 72
+hours). At each probe the change detector's four counts (elements added,
+removed, modified, attribute changes) are taken twice: against the *first*
+version and against the *previous probe*. The 8 offsets x 2 references x 4
+counts = 64 numbers are the page's features; a random forest maps them to one
+of the loop-time baskets (``RECRAWL_BASKETS``, recrawl intervals, default 4 h,
+12 h, 1 d, 3 d, 7 d). The ``due`` terminal then divides the time since a
+page's last visit by its basket interval.
+
+This module is pure (numpy, and scikit-learn imported lazily): features,
+labels, the classifier, its (de)serialisation and the paper's error
+distribution. Where probe state lives and how probes are scheduled is
+:mod:`scrapy_recrawl.estimate.probes`.
+
+**Labels.** A training page's true basket is the basket nearest (on a log
+scale: intervals are ratios) to its mean change interval, estimated from a
+longer visit history with Cho & Garcia-Molina's estimator (the paper's [16]):
+``r = -log((n - X + 0.5)/(n + 0.5))`` changes per mean visit gap, interval =
+gap / r; a page never seen changing gets the longest basket.
+
+**Relevance split** (the paper's trees 6-9, optional): a second small forest
+(4 regression trees) predicts the share of a page's changes that are
+*relevant*; when it is below one half and the basket is not already the
+longest, the page moves one basket longer (Algorithm 1, lines 12-16). Here a
+change is relevant when it touches text (elements added, removed or
+modified), not only attributes (a retargeted link, a changed class).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import pickle
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..settings import RecrawlSettingError, get
+
+#: The paper's probing offsets, hours after the first fetch.
+DEFAULT_OFFSETS: tuple[float, ...] = (4, 6, 9, 14, 21, 32, 48, 72)
+#: The default loop-time baskets, recrawl intervals in hours (4 h, 12 h, 1 d, 3 d, 7 d).
+DEFAULT_BASKETS: tuple[float, ...] = (4, 12, 24, 72, 168)
+#: The change detector's counts recorded at each probe.
+CHANGE_FIELDS: tuple[str, ...] = ("added", "removed", "modified", "attributes")
+#: The two references a probe is compared with.
+REFERENCES: tuple[str, ...] = ("first", "prev")
+#: Feature value of a probe that was not taken (missed offset, error response).
+MISSING = -1.0
+
+#: The paper's E distribution (Fig. 5: 624 test pages).
+PAPER_E = {"pages": 624, "0": 549, "+1": 45, "-1": 19, "larger": 11}
+
+EXTRA_HINT = "pip install scrapy-recrawl[ml]"
+
+#: Format of a saved model (bumped when the pickle's content changes).
+MODEL_FORMAT = 1
+
+
+class MissingExtraError(ImportError):
+    """scikit-learn is needed and not installed; the message names the extra."""
+
+
+def require_sklearn() -> Any:
+    """Import scikit-learn's ensemble module, or fail naming the ``ml`` extra."""
+    try:
+        from sklearn import ensemble
+    except ImportError as exc:
+        raise MissingExtraError(
+            "loop-time baskets need scikit-learn's RandomForestClassifier, which is not "
+            f"installed: {EXTRA_HINT} (or pip install scikit-learn)"
+        ) from exc
+    return ensemble
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def _increasing_positive(v: Any) -> bool:
+    try:
+        xs = [float(x) for x in v]
+    except (TypeError, ValueError):
+        return False
+    return (
+        len(xs) >= 1
+        and not any(isinstance(x, bool) for x in v)
+        and all(math.isfinite(x) and x > 0 for x in xs)
+        and all(a < b for a, b in zip(xs, xs[1:], strict=False))
+    )
+
+
+def _as_list(value: Any) -> Any:
+    # Scrapy's -s hands a list over as a string: "4,6,9" or "[4, 6, 9]"
+    if isinstance(value, str):
+        text = value.strip().strip("[]()")
+        try:
+            return [float(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            return value
+    return value
+
+
+@dataclass(frozen=True)
+class BasketSettings:
+    """The RECRAWL_* settings of probing and baskets (docs/settings.md)."""
+
+    probe: bool | None  # None: on when the scorer uses the ``due`` terminal
+    offsets: tuple[float, ...] = DEFAULT_OFFSETS
+    baskets: tuple[float, ...] = DEFAULT_BASKETS
+    probe_share: float = 0.25
+    default_basket: float = 24.0
+    model: str | None = None
+    hour_seconds: float = 3600.0
+
+    @classmethod
+    def from_settings(cls, s: Any) -> BasketSettings:
+        probe = get(s, "RECRAWL_PROBE", bool) if _raw(s, "RECRAWL_PROBE") is not None else None
+        offsets = _as_list(_raw(s, "RECRAWL_PROBE_OFFSETS"))
+        if not isinstance(offsets, (list, tuple)) or not _increasing_positive(offsets):
+            raise RecrawlSettingError(
+                f"RECRAWL_PROBE_OFFSETS={offsets!r}: expected increasing positive numbers "
+                "of hours after the first fetch, e.g. [4, 6, 9, 14, 21, 32, 48, 72]"
+            )
+        baskets = _as_list(_raw(s, "RECRAWL_BASKETS"))
+        if not isinstance(baskets, (list, tuple)) or not _increasing_positive(baskets):
+            raise RecrawlSettingError(
+                f"RECRAWL_BASKETS={baskets!r}: expected increasing positive recrawl "
+                "intervals in hours, e.g. [4, 12, 24, 72, 168]"
+            )
+        if len(baskets) < 2:
+            raise RecrawlSettingError(f"RECRAWL_BASKETS={baskets!r}: expected at least 2 baskets")
+        return cls(
+            probe=probe,
+            offsets=tuple(float(x) for x in offsets),
+            baskets=tuple(float(x) for x in baskets),
+            probe_share=float(
+                get(
+                    s,
+                    "RECRAWL_PROBE_SHARE",
+                    (int, float),
+                    lambda v: 0 < v <= 1,
+                    "a share of the cycle budget in (0, 1]",
+                )
+            ),
+            default_basket=float(
+                get(
+                    s,
+                    "RECRAWL_BASKET_DEFAULT",
+                    (int, float),
+                    lambda v: v > 0,
+                    "a recrawl interval in hours > 0",
+                )
+            ),
+            model=get(s, "RECRAWL_BASKET_MODEL", str),
+            hour_seconds=float(
+                get(
+                    s,
+                    "RECRAWL_HOUR_SECONDS",
+                    (int, float),
+                    lambda v: v > 0,
+                    "a number of seconds > 0 (3600 outside tests and simulations)",
+                )
+            ),
+        )
+
+
+def _raw(s: Any, name: str) -> Any:
+    from ..settings import DEFAULTS
+
+    return s.get(name, DEFAULTS.get(name)) if s is not None else DEFAULTS.get(name)
+
+
+# --------------------------------------------------------------------------- features
+
+
+def feature_names(offsets: Sequence[float] = DEFAULT_OFFSETS) -> list[str]:
+    """``X4_first_added`` ... ``X72_prev_attributes``: 8 offsets x 2 references x 4 counts."""
+    return [f"X{_fmt(o)}_{ref}_{c}" for o in offsets for ref in REFERENCES for c in CHANGE_FIELDS]
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def empty_features(n_offsets: int) -> np.ndarray:
+    """One page's feature row before any probe: every value missing."""
+    return np.full(n_offsets * len(REFERENCES) * len(CHANGE_FIELDS), MISSING)
+
+
+def set_probe(row: np.ndarray, index: int, vs_first: Sequence[int], vs_prev: Sequence[int]) -> None:
+    """Write probe ``index``'s two sets of four counts into a feature row, in place."""
+    k = len(CHANGE_FIELDS)
+    base = index * len(REFERENCES) * k
+    row[base : base + k] = vs_first
+    row[base + k : base + 2 * k] = vs_prev
+
+
+def due_index(elapsed_hours: float, offsets: Sequence[float], done: int) -> int | None:
+    """The probe to take now: the latest offset reached, not yet taken (None: none due).
+
+    A probe taken late (the crawler was busy or not running) is recorded at the
+    latest offset it reached; the offsets it skipped stay missing.
+    """
+    reached = int(np.searchsorted(np.asarray(offsets, dtype=float), elapsed_hours, side="right"))
+    return reached - 1 if reached > done else None
+
+
+# --------------------------------------------------------------------------- labels
+
+
+def mean_change_interval(gap_hours: float, n: int, X: int) -> float:
+    """Mean change interval (hours) from ``n`` observations ``gap_hours`` apart on average,
+    ``X`` of which saw a change (Cho & Garcia-Molina); ``inf`` if none did."""
+    if n <= 0 or X <= 0:
+        return math.inf
+    rate = -math.log((n - X + 0.5) / (n + 0.5))  # changes per gap
+    return gap_hours / rate
+
+
+def nearest_basket(interval_hours: float | np.ndarray, baskets: Sequence[float]) -> np.ndarray:
+    """Index of the basket nearest each interval on a log scale (``inf``: the longest)."""
+    iv = np.atleast_1d(np.asarray(interval_hours, dtype=float))
+    logs = np.log(np.asarray(baskets, dtype=float))
+    with np.errstate(divide="ignore"):
+        li = np.log(np.where(iv > 0, iv, np.nan))
+    idx = np.abs(li[:, None] - logs[None, :]).argmin(axis=1)
+    idx[np.isinf(li) & (li > 0)] = len(baskets) - 1
+    idx[np.isnan(li)] = 0  # a zero interval: the shortest basket
+    return idx.astype(np.int64)
+
+
+def relevance_share(added: np.ndarray, removed: np.ndarray, modified: np.ndarray,
+                    attributes: np.ndarray) -> float:  # fmt: skip
+    """Share of changes that touch text (not attributes only); 1.0 when nothing changed."""
+    text = (np.asarray(added) + np.asarray(removed) + np.asarray(modified)) > 0
+    any_change = text | (np.asarray(attributes) > 0)
+    return float(text.sum() / any_change.sum()) if any_change.any() else 1.0
+
+
+# --------------------------------------------------------------------------- the model
+
+
+@dataclass
+class BasketModel:
+    """A fitted random forest over probe features, with what it was fitted for."""
+
+    offsets: tuple[float, ...]
+    baskets: tuple[float, ...]
+    forest: Any
+    relevance: Any = None  # RandomForestRegressor (4 trees) or None
+    relevance_threshold: float = 0.5
+    trained_on: int = 0
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def fit(
+        cls,
+        features: np.ndarray,
+        labels: np.ndarray,
+        *,
+        offsets: Sequence[float] = DEFAULT_OFFSETS,
+        baskets: Sequence[float] = DEFAULT_BASKETS,
+        relevance: np.ndarray | None = None,
+        trees: int = 100,
+        seed: int = 0,
+    ) -> BasketModel:
+        """Fit the classifier (and, with ``relevance`` targets, the relevance split)."""
+        ensemble = require_sklearn()
+        features = np.asarray(features, dtype=float)
+        labels = np.asarray(labels, dtype=np.int64)
+        want = len(offsets) * len(REFERENCES) * len(CHANGE_FIELDS)
+        if features.ndim != 2 or features.shape[1] != want:
+            raise ValueError(
+                f"expected features of shape (pages, {want}) for {len(offsets)} offsets, "
+                f"got {features.shape}"
+            )
+        if len(features) == 0:
+            raise ValueError("no training pages")
+        forest = ensemble.RandomForestClassifier(
+            n_estimators=trees, random_state=seed, n_jobs=1, class_weight=None
+        )
+        forest.fit(features, labels)
+        rel = None
+        if relevance is not None:
+            rel = ensemble.RandomForestRegressor(n_estimators=4, random_state=seed, n_jobs=1)
+            rel.fit(features, np.asarray(relevance, dtype=float))
+        return cls(
+            tuple(float(o) for o in offsets),
+            tuple(float(b) for b in baskets),
+            forest,
+            rel,
+            trained_on=len(features),
+        )
+
+    def predict(self, features: np.ndarray) -> np.ndarray:
+        """Basket index per row (0 = the shortest interval)."""
+        features = np.asarray(features, dtype=float)
+        if len(features) == 0:
+            return np.zeros(0, dtype=np.int64)
+        pred = np.asarray(self.forest.predict(features), dtype=np.int64)
+        if self.relevance is not None:
+            # Algorithm 1: a page whose changes are mostly not relevant moves one basket on
+            irrelevant = self.relevance.predict(features) < self.relevance_threshold
+            last = len(self.baskets) - 1
+            pred = np.where(irrelevant & (pred < last), pred + 1, pred)
+        return pred
+
+    def check_compatible(self, offsets: Sequence[float], baskets: Sequence[float]) -> None:
+        if tuple(map(float, offsets)) != self.offsets or tuple(map(float, baskets)) != self.baskets:
+            raise RecrawlSettingError(
+                f"the basket model was trained for RECRAWL_PROBE_OFFSETS={list(self.offsets)} "
+                f"and RECRAWL_BASKETS={list(self.baskets)}, but the crawl uses "
+                f"{list(offsets)} and {list(baskets)}: retrain it (scrapy recrawl-baskets) "
+                "or set them back"
+            )
+
+    # -- persistence: a pickle with a JSON header, in the store or a file ----
+
+    def to_bytes(self) -> bytes:
+        header = {
+            "format": MODEL_FORMAT,
+            "offsets": list(self.offsets),
+            "baskets": list(self.baskets),
+            "trained_on": self.trained_on,
+            "relevance": self.relevance is not None,
+            "info": self.info,
+        }
+        buf = io.BytesIO()
+        head = json.dumps(header).encode()
+        buf.write(len(head).to_bytes(4, "big"))
+        buf.write(head)
+        pickle.dump(
+            {"forest": self.forest, "relevance": self.relevance, "t": self.relevance_threshold},
+            buf,
+            protocol=4,
+        )
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> BasketModel:
+        size = int.from_bytes(data[:4], "big")
+        header = json.loads(data[4 : 4 + size])
+        if header.get("format") != MODEL_FORMAT:
+            raise ValueError(f"basket model format {header.get('format')} is not {MODEL_FORMAT}")
+        require_sklearn()  # unpickling the forest needs it: fail naming the extra
+        body = pickle.loads(data[4 + size :])  # noqa: S301 -- our own file, written by save()
+        return cls(
+            tuple(header["offsets"]),
+            tuple(header["baskets"]),
+            body["forest"],
+            body["relevance"],
+            body["t"],
+            header.get("trained_on", 0),
+            header.get("info", {}),
+        )
+
+    def save(self, path: str) -> None:
+        with open(path, "wb") as fh:
+            fh.write(self.to_bytes())
+
+    @classmethod
+    def load(cls, path: str) -> BasketModel:
+        with open(path, "rb") as fh:
+            return cls.from_bytes(fh.read())
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def error_distribution(predicted: np.ndarray, true: np.ndarray) -> dict[str, int]:
+    """The paper's E = predicted - true basket: counts of 0, +1, -1 and |E| >= 2."""
+    e = np.asarray(predicted, dtype=np.int64) - np.asarray(true, dtype=np.int64)
+    return {
+        "pages": int(e.size),
+        "0": int((e == 0).sum()),
+        "+1": int((e == 1).sum()),
+        "-1": int((e == -1).sum()),
+        "larger": int((np.abs(e) >= 2).sum()),
+    }
+
+
+def confusion_matrix(predicted: np.ndarray, true: np.ndarray, k: int) -> np.ndarray:
+    """``m[true, predicted]`` page counts."""
+    m = np.zeros((k, k), dtype=np.int64)
+    np.add.at(m, (np.asarray(true, dtype=np.int64), np.asarray(predicted, dtype=np.int64)), 1)
+    return m
+
+
+def basket_label(hours: float) -> str:
+    if hours % 24 == 0:
+        return f"{_fmt(hours / 24)} d"
+    return f"{_fmt(hours)} h"
+
+
+def format_confusion(m: np.ndarray, baskets: Sequence[float]) -> str:
+    names = [basket_label(b) for b in baskets]
+    width = max(8, *(len(n) + 2 for n in names))
+    lines = ["true \\ predicted".ljust(18) + "".join(n.rjust(width) for n in names)]
+    for name, row in zip(names, m, strict=True):
+        lines.append(name.ljust(18) + "".join(str(int(v)).rjust(width) for v in row))
+    return "\n".join(lines)
+
+
+def format_errors(dist: dict[str, int], paper: dict[str, int] | None = PAPER_E) -> str:
+    """A markdown table of E beside the paper's."""
+    lines = ["| E | pages | share |" + (" paper pages | paper share |" if paper else "")]
+    lines.append("|---|---:|---:|" + ("---:|---:|" if paper else ""))
+    for key, label in (("0", "0"), ("+1", "+1"), ("-1", "-1"), ("larger", "2 or more, either way")):
+        row = f"| {label} | {dist[key]} | {dist[key] / max(1, dist['pages']):.2%} |"
+        if paper:
+            row += f" {paper[key]} | {paper[key] / paper['pages']:.2%} |"
+        lines.append(row)
+    return "\n".join(lines)
+
+
+def split_train_test(
+    n: int, test_share: float = 0.2, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded random split of ``n`` rows: (train indices, test indices)."""
+    order = np.random.default_rng(seed).permutation(n)
+    cut = n - int(round(n * test_share))
+    return np.sort(order[:cut]), np.sort(order[cut:])
