@@ -596,7 +596,8 @@ class ExpressionScorer(Scorer):
         #: or uses something the kernel translator does not know)
         self.kernel = compile_kernel(self._fn, self._args)
         self._symbol = str(self.protected_expr) if self.protected_expr.is_Symbol else None
-        self.terminals_needed = frozenset(self._args)
+        # a constant expression still needs one column: it tells how many URLs to score
+        self.terminals_needed = frozenset(self._args) or frozenset({"n"})
         self.uses_prior = bool(self.terminals_needed & PRIOR_TERMINALS)
 
     def score(self, terminals: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -1,0 +1,276 @@
+"""``scrapy recrawl-evolve``: learn a recrawl scorer from complete change histories (GP4C).
+
+Inside a Scrapy project it reads the project's history store (the URLs of
+the ``RECRAWL_MONITOR_SHARE`` monitoring sample, the only complete and
+unbiased histories a crawl has); anywhere, ``--history FILE`` reads a
+``.npz`` (array ``changes``, pages x cycles) or a CSV (``url,cycle,changed``).
+Every GP4C parameter is an option, the papers' value its default.
+
+It prints a progress line per generation and seed (stderr), then a table of
+the winner and every preset on the test fold, then ``expression: <...>``.
+``--output FILE.json`` saves the expression with its metrics and parameters;
+``RECRAWL_SCORER = "FILE.json"`` then uses it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+from scrapy_recrawl.learn import gp
+from scrapy_recrawl.learn.evolve import (
+    FITNESS,
+    SELECTION,
+    EvolveConfig,
+    evolve,
+    plot,
+    save_json,
+)
+from scrapy_recrawl.learn.histories import History, HistoryError, from_store, load
+
+_DEFAULTS = EvolveConfig()
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
+    return v
+
+
+def _budget(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a share of the pages in (0, 1) or a page count, got {text!r}"
+        ) from None
+    if not ((v.is_integer() and v >= 1) or 0 < v < 1):
+        raise argparse.ArgumentTypeError(
+            f"expected a share of the pages in (0, 1) or a page count >= 1, got {text}"
+        )
+    return int(v) if v >= 1 else v
+
+
+def _prior(text: str) -> tuple[float, float]:
+    try:
+        a, b = (float(x) for x in text.replace("(", "").replace(")", "").split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a,b (e.g. 0.5,100), got {text!r}") from None
+    if not 0 <= a < b:
+        raise argparse.ArgumentTypeError(f"expected 0 <= a < b, got {text!r}")
+    return (a, b)
+
+
+class Command(ScrapyCommand):
+    requires_project = False
+    requires_crawler_process = False
+    default_settings = {"LOG_ENABLED": False}
+
+    def syntax(self) -> str:
+        return "[options]"
+
+    def short_desc(self) -> str:
+        return "Learn a recrawl scorer from complete change histories (GP4C)"
+
+    def long_desc(self) -> str:
+        return (
+            "Evolve a RECRAWL_SCORER expression with genetic programming (GP4C, Santos et al. "
+            "2013/2015) on complete change histories: the project's history store (its "
+            "RECRAWL_MONITOR_SHARE sample) or --history FILE (.npz with 'changes', or CSV "
+            "url,cycle,changed). Prints the winner and every preset on the test fold."
+        )
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        d = _DEFAULTS
+        g = parser.add_argument_group("History")
+        g.add_argument(
+            "--history",
+            metavar="FILE",
+            help="a .npz (array 'changes', pages x cycles) or .csv (url,cycle,changed); "
+            "default: the project's history store",
+        )
+        g = parser.add_argument_group("GP4C (defaults: the papers' values)")
+        g.add_argument("--population", type=_positive_int, default=d.population, metavar="N")
+        g.add_argument("--generations", type=_positive_int, default=d.generations, metavar="N")
+        g.add_argument(
+            "--seeds",
+            type=_positive_int,
+            default=d.seeds,
+            metavar="N",
+            help="independent GP runs (random seeds)",
+        )
+        g.add_argument("--tournament", type=_positive_int, default=d.tournament, metavar="N")
+        g.add_argument("--max-depth", type=_positive_int, default=d.max_depth, metavar="N")
+        g.add_argument(
+            "--crossover-depth",
+            type=int,
+            default=d.crossover_depth,
+            metavar="N",
+            help="deepest tree given to crossover",
+        )
+        g.add_argument(
+            "--keep-best",
+            type=_positive_int,
+            default=d.keep_best,
+            metavar="N",
+            help="best individuals kept across all generations",
+        )
+        g.add_argument(
+            "--terminals",
+            default=d.terminals,
+            metavar="SET",
+            help="basic (n X t), all (+ CG NAD SAD AAD GAD and the smoothed "
+            "CGp NADp SADp AADp GADp) or a comma list of terminal names",
+        )
+        g.add_argument("--fitness", choices=FITNESS, default=d.fitness)
+        g.add_argument(
+            "--selection",
+            choices=SELECTION,
+            default=d.selection,
+            help="final pick: best validation fitness, or Sum-sigma / Avg-sigma",
+        )
+        g.add_argument(
+            "--budget",
+            type=_budget,
+            default=d.budget,
+            metavar="K",
+            help="pages per cycle: a share in (0, 1) or a count",
+        )
+        g.add_argument("--warmup", type=_positive_int, default=d.warmup, metavar="W")
+        g.add_argument(
+            "--folds",
+            type=int,
+            default=d.folds,
+            metavar="F",
+            help="folds over pages: 1 test, the others half training, half validation",
+        )
+        g.add_argument("--seed", type=int, default=d.seed)
+        g.add_argument(
+            "--prior",
+            type=_prior,
+            default=d.prior,
+            metavar="A,B",
+            help="pseudo-counts of the smoothed terminals (RECRAWL_PRIOR)",
+        )
+        g.add_argument(
+            "--jobs",
+            type=_positive_int,
+            default=1,
+            metavar="N",
+            help="seeds run in parallel processes (results do not depend on it)",
+        )
+        g = parser.add_argument_group("Output")
+        g.add_argument(
+            "--output",
+            "-o",
+            metavar="FILE.json",
+            help="save the expression, its metrics and the parameters",
+        )
+        g.add_argument(
+            "--plot",
+            metavar="FILE.png",
+            help="per-cycle ChangeRate on the test fold (needs matplotlib)",
+        )
+        g.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if args:
+            raise UsageError(f"unexpected arguments: {' '.join(args)}")
+        config = EvolveConfig(
+            population=opts.population,
+            generations=opts.generations,
+            seeds=opts.seeds,
+            tournament=opts.tournament,
+            max_depth=opts.max_depth,
+            crossover_depth=opts.crossover_depth,
+            keep_best=opts.keep_best,
+            terminals=opts.terminals,
+            fitness=opts.fitness,
+            selection=opts.selection,
+            budget=opts.budget,
+            warmup=opts.warmup,
+            folds=opts.folds,
+            seed=opts.seed,
+            prior=opts.prior,
+            jobs=opts.jobs,
+        )
+        if opts.output and not opts.output.lower().endswith(".json"):
+            raise UsageError(f"--output {opts.output!r}: expected a .json file name")
+        if opts.plot:
+            try:
+                import matplotlib  # noqa: F401
+            except ImportError:
+                raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
+        try:
+            config.check()
+            gp.terminal_set(config.terminals, content=False)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        history = self._history(opts)
+        if history.note:
+            print(f"history: {history.note}", file=sys.stderr)
+        print(
+            f"history: {history.source}: {history.pages} pages x {history.cycles} cycles",
+            file=sys.stderr,
+        )
+        try:
+            result = evolve(
+                history.changes,
+                config,
+                progress=not opts.quiet,
+                source=history.source,
+            )
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        print(result.table())
+        if opts.output:
+            save_json(result, opts.output)
+            print(f"\nsaved to {opts.output} (use it with RECRAWL_SCORER = {opts.output!r})")
+        if opts.plot:
+            plot(result, opts.plot)
+            print(f"plot: {opts.plot}")
+        print(f"\nexpression: {result.expression}")
+
+    def _history(self, opts: argparse.Namespace) -> History:
+        if opts.history:
+            try:
+                return load(opts.history)
+            except HistoryError as exc:
+                raise UsageError(str(exc)) from None
+        from scrapy.utils.project import inside_project
+
+        if not inside_project():
+            raise UsageError(
+                "no history to learn from: pass --history FILE (.npz with 'changes', or CSV "
+                "url,cycle,changed), or run inside a Scrapy project whose history store has "
+                "a monitoring sample (RECRAWL_MONITOR_SHARE)"
+            )
+        return self._store_history()
+
+    def _store_history(self) -> History:
+        from scrapy_recrawl.history import open_store
+        from scrapy_recrawl.settings import get
+
+        settings: Any = self.settings
+        share = get(settings, "RECRAWL_MONITOR_SHARE", (int, float), expect="a share in [0, 1]")
+        seed = get(settings, "RECRAWL_SEED", int, expect="an integer")
+        store = open_store(settings)
+        try:
+            store.open()
+        except Exception as exc:  # noqa: BLE001 -- the store names itself in the message
+            raise UsageError(f"cannot open the history store: {exc}") from None
+        try:
+            return from_store(store, monitor_share=share, seed=seed)
+        except HistoryError as exc:
+            raise UsageError(str(exc)) from None
+        finally:
+            store.close()

@@ -1,0 +1,229 @@
+"""Complete change histories for offline learning: from a file or from the crawl's store.
+
+GP4C learns from *complete* histories: every page observed every cycle
+(Santos et al. 2015 sec. 5: BRDC'12 re-fetched each page daily). A crawl
+that follows its own scorer does not have them: it re-fetches the pages its
+scorer likes, so their histories are dense and the others' sparse, and a
+learner would learn the scorer's bias. Only the store's *monitoring sample*
+(``RECRAWL_MONITOR_SHARE``: a fixed pseudo-random share of the URLs fetched
+every cycle, outside the budget; :func:`scrapy_recrawl.selection.monitor_mask`)
+is unbiased. :func:`from_store` reads only those URLs and refuses, with an
+explanation, when there are none.
+
+Files: ``.npz`` with ``changes`` (uint8 [pages, cycles], as in
+``../shared/data/changes``), or a CSV with columns ``url,cycle,changed``.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from scrapy_recrawl.selection import monitor_mask
+
+MONITOR_HELP = (
+    "Set RECRAWL_MONITOR_SHARE (e.g. 0.02) in the project's settings: each cycle the "
+    "scheduler then fetches that fixed share of the known URLs, outside the budget, so "
+    "their histories are complete and unbiased by the scorer. After enough cycles "
+    "(at least --warmup + a few), run recrawl-evolve again; or pass --history FILE."
+)
+
+
+class HistoryError(ValueError):
+    """No usable complete history; the message says why and what to do."""
+
+
+@dataclass
+class History:
+    """``changes[page, cycle]`` (1 = changed during the cycle) and where it came from."""
+
+    changes: np.ndarray
+    source: str
+    #: URLs (or page names) per row, when known
+    names: list[str] | None = None
+    #: why pages were left out (incomplete histories), for the report
+    note: str = ""
+
+    @property
+    def pages(self) -> int:
+        return int(self.changes.shape[0])
+
+    @property
+    def cycles(self) -> int:
+        return int(self.changes.shape[1])
+
+
+def load(path: str) -> History:
+    """A history file: ``.npz`` (array ``changes``) or ``.csv`` (``url,cycle,changed``)."""
+    if not os.path.exists(path):
+        raise HistoryError(f"--history {path!r}: no such file")
+    if os.path.isdir(path):
+        raise HistoryError(f"--history {path!r}: is a directory, expected a .npz or .csv file")
+    low = path.lower()
+    if low.endswith(".npz"):
+        return _load_npz(path)
+    if low.endswith(".csv"):
+        return _load_csv(path)
+    raise HistoryError(
+        f"--history {path!r}: unknown file type; expected .npz (array 'changes', "
+        "pages x cycles) or .csv (columns url,cycle,changed)"
+    )
+
+
+def _load_npz(path: str) -> History:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if "changes" not in data:
+                raise HistoryError(
+                    f"--history {path!r}: no array 'changes' in the .npz "
+                    f"(it has: {', '.join(data.files) or 'nothing'})"
+                )
+            changes = np.asarray(data["changes"])
+            names = [str(p) for p in data["pages"]] if "pages" in data else None
+    except HistoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- zip/format errors of every kind
+        raise HistoryError(f"--history {path!r}: cannot read the .npz ({exc})") from None
+    return History(_check_matrix(changes, path), source=path, names=names)
+
+
+def _check_matrix(changes: np.ndarray, path: str) -> np.ndarray:
+    if changes.ndim != 2 or changes.shape[0] == 0 or changes.shape[1] == 0:
+        raise HistoryError(
+            f"--history {path!r}: 'changes' must be a non-empty pages x cycles matrix, "
+            f"got shape {changes.shape}"
+        )
+    if not np.isin(changes, (0, 1)).all():
+        raise HistoryError(f"--history {path!r}: 'changes' must hold only 0 and 1")
+    return changes.astype(np.uint8, copy=False)
+
+
+def _load_csv(path: str) -> History:
+    cells: dict[str, dict[int, int]] = {}
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.reader(fh)
+        for lineno, row in enumerate(reader, start=1):
+            if not row or all(not c.strip() for c in row):
+                continue
+            if lineno == 1 and [c.strip().lower() for c in row[:3]] == ["url", "cycle", "changed"]:
+                continue
+            if len(row) != 3:
+                raise HistoryError(
+                    f"--history {path!r} line {lineno}: expected 3 columns url,cycle,changed, "
+                    f"got {len(row)}"
+                )
+            url, cycle_s, changed_s = (c.strip() for c in row)
+            try:
+                cycle = int(cycle_s)
+                changed = int(changed_s)
+            except ValueError:
+                raise HistoryError(
+                    f"--history {path!r} line {lineno}: cycle and changed must be integers, "
+                    f"got {cycle_s!r}, {changed_s!r}"
+                ) from None
+            if changed not in (0, 1):
+                raise HistoryError(
+                    f"--history {path!r} line {lineno}: changed must be 0 or 1, got {changed}"
+                )
+            per = cells.setdefault(url, {})
+            per[cycle] = max(per.get(cycle, 0), changed)
+    if not cells:
+        raise HistoryError(f"--history {path!r}: no rows")
+    first = min(min(c) for c in cells.values())
+    last = max(max(c) for c in cells.values())
+    span = last - first + 1
+    complete = sorted(u for u, c in cells.items() if len(c) == span)
+    dropped = len(cells) - len(complete)
+    if not complete:
+        raise HistoryError(
+            f"--history {path!r}: no URL has a row for every cycle {first}..{last}; "
+            "GP4C needs complete histories (every URL observed every cycle)"
+        )
+    changes = np.zeros((len(complete), span), dtype=np.uint8)
+    for r, url in enumerate(complete):
+        for cyc, ch in cells[url].items():
+            changes[r, cyc - first] = ch
+    note = (
+        f"{dropped} of {len(cells)} URLs left out: their histories miss cycles in {first}..{last}"
+        if dropped
+        else ""
+    )
+    return History(changes, source=path, names=complete, note=note)
+
+
+def from_store(store: object, *, monitor_share: float, seed: int, min_cycles: int = 3) -> History:
+    """The monitoring sample's complete histories from an open history store.
+
+    Rows: URLs of the sample (``monitor_mask(ids, monitor_share, seed)``, the
+    scheduler's rule) with a good fetch (2xx/304) in every cycle of the window;
+    the window is the run of cycles, ending at the last one, that keeps the
+    most page-cycles. Column 0 is the window's first fetch (a baseline, not an
+    observation), column j the change observed at the window's j-th cycle.
+    """
+    where = getattr(store, "location", repr(store))
+    if not monitor_share or monitor_share <= 0:
+        raise HistoryError(
+            f"the history store {where} has no complete histories: RECRAWL_MONITOR_SHARE "
+            f"is 0, so every URL was fetched only when the scorer picked it, and learning "
+            f"from those biased, partial histories would learn the scorer's own bias. "
+            + MONITOR_HELP
+        )
+    arrays = store.arrays()  # type: ignore[attr-defined]
+    ids = arrays.ids[monitor_mask(arrays.ids, float(monitor_share), int(seed))]
+    if ids.size == 0:
+        raise HistoryError(
+            f"the history store {where} has no URL in the monitoring sample "
+            f"(RECRAWL_MONITOR_SHARE={monitor_share}, {len(arrays.ids)} URLs known). "
+            + MONITOR_HELP
+        )
+    log = store.visit_log()  # type: ignore[attr-defined]
+    good = ((log["status"] >= 200) & (log["status"] < 300)) | (log["status"] == 304)
+    keep = good & np.isin(log["url_id"], ids)
+    url_id, cycle, changed = log["url_id"][keep], log["cycle"][keep], log["changed"][keep]
+    if url_id.size == 0:
+        raise HistoryError(
+            f"the history store {where}: the monitoring sample ({ids.size} URLs) has no "
+            "successful fetch yet. " + MONITOR_HELP
+        )
+    c0, c1 = int(cycle.min()), int(cycle.max())
+    span = c1 - c0 + 1
+    row_of = {int(u): r for r, u in enumerate(np.unique(url_id))}
+    rows = np.fromiter((row_of[int(u)] for u in url_id), dtype=np.int64, count=url_id.size)
+    fetched = np.zeros((len(row_of), span), dtype=bool)
+    observed = np.full((len(row_of), span), -1, dtype=np.int8)
+    fetched[rows, cycle - c0] = True
+    np.maximum.at(observed, (rows, cycle - c0), changed.astype(np.int8))
+    # best window [s, e] with e in the last two cycles (the last may be in progress)
+    best: tuple[int, int, np.ndarray] | None = None
+    for e in sorted({span - 1, max(0, span - 2)}):
+        for s in range(0, e + 1):
+            if e - s + 1 < min_cycles:
+                continue
+            ok = fetched[:, s].copy()
+            if e > s:
+                ok &= (observed[:, s + 1 : e + 1] >= 0).all(axis=1)
+            score = int(ok.sum()) * (e - s + 1)
+            if score and (best is None or score > int(best[2].sum()) * (best[1] - best[0] + 1)):
+                best = (s, e, ok)
+    if best is None:
+        raise HistoryError(
+            f"the history store {where}: no URL of the monitoring sample ({ids.size} URLs, "
+            f"RECRAWL_MONITOR_SHARE={monitor_share}) has a complete history of at least "
+            f"{min_cycles} cycles yet (cycles {c0}..{c1} in the log). " + MONITOR_HELP
+        )
+    s, e, ok = best
+    changes = np.zeros((int(ok.sum()), e - s + 1), dtype=np.uint8)
+    if e > s:
+        changes[:, 1:] = observed[ok, s + 1 : e + 1] == 1
+    urls_ids = np.array(sorted(row_of, key=row_of.get))[ok]
+    names = store.urls(urls_ids) if hasattr(store, "urls") else None  # type: ignore[attr-defined]
+    left = len(row_of) - int(ok.sum())
+    note = (
+        f"monitoring sample: {ids.size} URLs (RECRAWL_MONITOR_SHARE={monitor_share}); "
+        f"{int(ok.sum())} complete over cycles {c0 + s}..{c0 + e}"
+        + (f", {left} left out (a fetch missing or failed)" if left else "")
+    )
+    return History(changes, source=f"{where} (monitoring sample)", names=names, note=note)

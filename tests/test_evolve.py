@@ -1,0 +1,191 @@
+"""GP4C's process: the batched replay equals simulate(), determinism, selection, histories."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from scrapy_recrawl.history import SqliteHistoryStore, Visit
+from scrapy_recrawl.learn import gp, histories
+from scrapy_recrawl.learn.evolve import (
+    Candidate,
+    EvolveConfig,
+    IndexTieScorer,
+    PopulationReplay,
+    TreeScorer,
+    evolve,
+    save_json,
+    select_final,
+    top_k_by_class,
+    top_k_by_index,
+)
+from scrapy_recrawl.learn.simulate import simulate
+from scrapy_recrawl.scoring import Scorer
+
+
+def _history(pages: int = 240, cycles: int = 24, seed: int = 0) -> np.ndarray:
+    """Pages with per-page change rates from never to often (like the shared data, denser)."""
+    rng = np.random.default_rng(seed)
+    rate = np.where(rng.random(pages) < 0.4, 0.0, rng.beta(0.6, 3.0, pages))
+    return (rng.random((pages, cycles)) < rate[:, None]).astype(np.uint8)
+
+
+SMALL = dict(population=16, generations=3, seeds=2, keep_best=8, folds=5)
+
+
+def test_batched_replay_equals_simulate_exactly():
+    changes = _history()
+    trees = gp.ramped_half_and_half(random.Random(5), 40, gp.TERMINAL_SETS["all"])
+    trees += [("*", "t", "X"), "t", ("-", 1.0, ("exp", ("*", ("-", 0.0, "AADp"), "t")))]
+    for k in (0.05, 7, 0.5):
+        fit = PopulationReplay(changes, k=k, warmup=2).evaluate(trees)
+        for i, tree in enumerate(trees):
+            r = simulate(changes, IndexTieScorer(TreeScorer(tree)), warmup=2, k=k)
+            assert r.mean_change_rate == fit.change_rate[i], gp.to_expression(tree)
+            assert r.mean_ndcg == fit.ndcg[i], gp.to_expression(tree)
+            assert r.mean_freshness == fit.freshness[i], gp.to_expression(tree)
+
+
+def test_batched_replay_survives_compaction():
+    changes = _history(pages=400, cycles=40, seed=3)
+    trees = gp.ramped_half_and_half(random.Random(2), 30, gp.TERMINAL_SETS["all"])
+    replay = PopulationReplay(changes, k=0.1)
+    replay.compact_above = 16  # compact (drop dead classes, merge equal ones) every few cycles
+    fit = replay.evaluate(trees)
+    assert replay.compactions > 3
+    for i in (0, 7, 29):
+        r = simulate(changes, IndexTieScorer(TreeScorer(trees[i])), k=0.1)
+        assert r.mean_ndcg == fit.ndcg[i]
+
+
+def test_top_k_by_class_is_top_k_by_index():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        classes = rng.integers(1, 30)
+        cs = rng.integers(0, 5, classes).astype(float)
+        cs[rng.random(classes) < 0.1] = np.nan
+        pc = rng.integers(0, classes, 200)
+        k = int(rng.integers(1, 220))
+        assert (top_k_by_class(cs, pc, k) == top_k_by_index(cs[pc], k)).all()
+
+
+def test_short_evolve_is_deterministic_for_a_seed():
+    changes = _history()
+    a = evolve(changes, EvolveConfig(**SMALL, seed=7), progress=False)
+    b = evolve(changes, EvolveConfig(**SMALL, seed=7), progress=False)
+    assert a.expression == b.expression
+    assert [c.expression for c in a.candidates] == [c.expression for c in b.candidates]
+    assert a.rows() == b.rows()
+    c = evolve(changes, EvolveConfig(**SMALL, seed=7, jobs=2), progress=False)
+    assert c.expression == a.expression and c.rows() == a.rows()
+
+
+def test_evolve_report_and_json_scorer(tmp_path):
+    changes = _history()
+    res = evolve(changes, EvolveConfig(**SMALL, fitness="ndcg", selection="sum"), progress=False)
+    labels = [r[0] for r in res.rows()]
+    assert labels[0] == "winner" and labels[-1] == "oracle"
+    assert {"rand", "age", "cg", "nad", "sad", "aad", "gad", "gp4c", "aad+"} <= set(labels)
+    assert "| winner |" in res.table()
+    out = tmp_path / "w.json"
+    save_json(res, str(out))
+    data = json.loads(out.read_text())
+    assert data["expression"] == res.expression
+    assert data["parameters"]["population"] == 16 and data["fitness"] == "ndcg"
+    scorer = Scorer.from_spec(str(out))  # RECRAWL_SCORER = "FILE.json"
+    r = simulate(changes[:50], scorer)
+    assert 0.0 <= r.mean_change_rate <= 1.0
+
+
+def test_final_selection_methods():
+    cands = [
+        Candidate(("+", "t", "X"), train=0.50, seed=0, generation=0, validation=0.40),
+        Candidate(("*", "t", "X"), train=0.42, seed=0, generation=0, validation=0.41),
+        Candidate(("-", "t", "n"), train=0.30, seed=0, generation=0, validation=0.30),
+        Candidate(1.0, train=0.99, seed=0, generation=0, validation=0.99),  # a constant
+    ]
+    assert select_final(cands, "best").expression == "t * X"
+    # Sum-sigma: 0.9 - 0.05 = 0.85 beats 0.83 - 0.005
+    assert select_final(cands, "sum").expression == "t + X"
+    assert select_final(cands, "avg").expression == "t * X"  # 0.45 - 0.05 < 0.415 - 0.005
+
+
+def test_config_errors_name_the_option():
+    for kw, opt in [
+        ({"population": 1}, "--population"),
+        ({"tournament": 500}, "--tournament"),
+        ({"crossover_depth": 12}, "--crossover-depth"),
+        ({"folds": 2}, "--folds"),
+        ({"fitness": "speed"}, "--fitness"),
+        ({"selection": "top"}, "--selection"),
+        ({"budget": 2.5}, "--budget"),
+    ]:
+        with pytest.raises(ValueError, match=opt):
+            EvolveConfig(**kw).check()
+    with pytest.raises(ValueError, match="--warmup"):
+        EvolveConfig(warmup=24).check(cycles=24)
+
+
+# --------------------------------------------------------------------------- histories
+
+
+def test_history_files(tmp_path):
+    changes = _history(20, 6)
+    np.savez(tmp_path / "h.npz", changes=changes)
+    assert (histories.load(str(tmp_path / "h.npz")).changes == changes).all()
+    np.savez(tmp_path / "bad.npz", other=changes)
+    with pytest.raises(histories.HistoryError, match="no array 'changes'.*other"):
+        histories.load(str(tmp_path / "bad.npz"))
+    with pytest.raises(histories.HistoryError, match="no such file"):
+        histories.load(str(tmp_path / "missing.npz"))
+    with pytest.raises(histories.HistoryError, match="is a directory"):
+        histories.load(str(tmp_path))
+    (tmp_path / "h.txt").write_text("x")
+    with pytest.raises(histories.HistoryError, match="unknown file type"):
+        histories.load(str(tmp_path / "h.txt"))
+    rows = ["url,cycle,changed"]
+    rows += [f"http://a/{p},{c},{int(changes[p, c])}" for p in range(20) for c in range(6)]
+    rows += ["http://partial/,0,0", "http://partial/,2,1"]
+    (tmp_path / "h.csv").write_text("\n".join(rows) + "\n")
+    h = histories.load(str(tmp_path / "h.csv"))
+    assert h.changes.shape == (20, 6) and "1 of 21 URLs left out" in h.note
+    order = np.argsort([f"http://a/{p}" for p in range(20)])
+    assert (h.changes == changes[order]).all()
+    (tmp_path / "x.csv").write_text("http://a/,0,2\n")
+    with pytest.raises(histories.HistoryError, match="changed must be 0 or 1"):
+        histories.load(str(tmp_path / "x.csv"))
+
+
+def _fill_store(path, cycles: int, urls: int, truth: np.ndarray) -> None:
+    with SqliteHistoryStore(str(path)) as store:
+        for c in range(cycles):
+            if c:
+                store.advance_cycle()
+            for u in range(urls):
+                store.record(
+                    Visit(
+                        fingerprint=f"fp{u}".encode(),
+                        url=f"http://site/{u}",
+                        time=1000.0 + c,
+                        status=200,
+                        changed=None if c == 0 else bool(truth[u, c]),
+                    )
+                )
+
+
+def test_store_histories_come_from_the_monitoring_sample(tmp_path):
+    truth = _history(30, 8, seed=2)
+    truth[:, 0] = 0
+    path = tmp_path / "h.sqlite3"
+    _fill_store(path, 8, 30, truth)
+    with SqliteHistoryStore(str(path)) as store:
+        with pytest.raises(histories.HistoryError, match="RECRAWL_MONITOR_SHARE"):
+            histories.from_store(store, monitor_share=0.0, seed=0)
+        h = histories.from_store(store, monitor_share=1.0, seed=0)
+        assert h.changes.shape == (30, 8)
+        assert (h.changes == truth).all()
+        part = histories.from_store(store, monitor_share=0.3, seed=0)
+        assert 0 < part.pages < 30 and "monitoring sample" in part.note
