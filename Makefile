@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,docs,ml]'
+	$(BIN)/python -m pip install --quiet -e '.[test,docs,ml,planning]'
 	touch $(STAMP)
 
 demo: $(STAMP)

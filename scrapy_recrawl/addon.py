@@ -17,9 +17,11 @@ class RecrawlAddon:
         # Check every RECRAWL_* setting now, while a failure still reads clearly
         # (Scrapy builds the scheduler only once the spider opens).
         from .change import ChangeDetector
-        from .scheduler import SchedulerConfig
+        from .scheduler import SchedulerConfig, _make_planner
 
-        SchedulerConfig.from_settings(settings)
+        config = SchedulerConfig.from_settings(settings)
+        if config.planner:
+            _make_planner(config)
         ChangeDetector.from_settings(settings)
         settings.set("SCHEDULER", "scrapy_recrawl.scheduler.RecrawlScheduler", priority="addon")
         settings["DOWNLOADER_MIDDLEWARES"]["scrapy_recrawl.middleware.RecrawlMiddleware"] = (

@@ -31,6 +31,8 @@ from scrapy.http import Headers, Response
 from scrapy.responsetypes import responsetypes
 
 from .change import ChangeDetector, ChangeResult, Signature
+from .content.store import BagStore
+from .content.window import d_names
 from .history import HistoryStore, HistoryStoreError, UrlRecord, Visit, store_for_crawler
 from .settings import get
 
@@ -69,6 +71,18 @@ def _header(response: Response, name: str) -> str | None:
     return value.decode("latin-1") if value else None
 
 
+def _scorer_uses(settings: Any, names: set[str]) -> bool:
+    """Whether RECRAWL_SCORER uses any of ``names`` (an unparsable scorer: no; the
+    scheduler reports it)."""
+    from .scoring import Scorer
+
+    try:
+        scorer = Scorer.from_spec(get(settings, "RECRAWL_SCORER", str))
+    except Exception:
+        return False
+    return bool(set(scorer.terminals_needed) & names)
+
+
 def _headers_to_dict(headers: Headers) -> dict[str, list[str]]:
     return {
         k.decode("latin-1"): [v.decode("latin-1") for v in vs]
@@ -90,6 +104,14 @@ class RecrawlMiddleware:
         # Opened now, so an unusable RECRAWL_STORE stops the crawl at start-up.
         self.store: HistoryStore = store_for_crawler(crawler)
         self._unpicklable_warned = False
+        # Content-aware prediction (paper 004, docs/content.md): bags of words beside the
+        # store, for the chi-squared rule (previous bag) and the D* terminals (last l bags).
+        self.bags: BagStore | None = None
+        window = get(settings, "RECRAWL_WINDOW", int)
+        uses_d = _scorer_uses(settings, set(d_names()))
+        if self.detector.change_test == "chi2" or uses_d:
+            self.detector.keep_bags = True
+            self.bags = BagStore(self.store, keep=window if uses_d else 1, window=window)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RecrawlMiddleware:
@@ -163,9 +185,10 @@ class RecrawlMiddleware:
         content_type = _header(response, "Content-Type")
         old = self._old_signature(rec, response.url)
         new = self.detector.signature(body, response.url, content_type, previous=old)
-        result = self.detector.compare(old, new)
+        old_bags = self.bags.bags(rec.id) if self.bags is not None and rec is not None else []
+        result = self.detector.compare(old, new, old_bag=old_bags[0] if old_bags else None)
         first = rec is None or rec.last_visit_cycle < 0
-        self._record(
+        saved = self._record(
             request,
             response,
             fp,
@@ -174,6 +197,10 @@ class RecrawlMiddleware:
             signature=new.to_bytes(),
             body=body if len(body) <= self.max_body_bytes else None,
         )
+        # paper 004: keep this version's bag (a byte-identical body reuses the last one)
+        bag = new.bag if new.bag is not None else (old_bags[0] if new is old and old_bags else None)
+        if self.bags is not None and bag is not None:
+            self.bags.update(saved.id, bag, old_bags)
         self._inc("visits")
         if first:
             self._inc("new")
@@ -242,8 +269,8 @@ class RecrawlMiddleware:
         result: ChangeResult,
         signature: bytes | None = None,
         body: bytes | None = None,
-    ) -> None:
-        self.store.record(
+    ) -> UrlRecord:
+        return self.store.record(
             Visit(
                 fingerprint=fp,
                 url=response.url,

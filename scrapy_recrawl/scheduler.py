@@ -47,6 +47,7 @@ from scrapy.utils.request import request_from_dict
 from twisted.internet.defer import Deferred
 
 from .change import ChangeDetector
+from .content.store import CONTENT_TERMINALS, ContentColumns, ContentSettings
 from .estimate.baskets import BasketSettings
 from .estimate.probes import Prober, probe_cap
 from .history import HistoryStore, store_for_crawler
@@ -91,6 +92,11 @@ class SchedulerConfig:
     max_per_domain: int | None
     seed: int
     scorer: Scorer
+    planner: str | None = None
+    plan_strategy: str = "strategy1"
+    plan_periods: int = 14
+    plan_every: int = 7
+    buckets: int = 64
 
     @classmethod
     def from_settings(cls, s: Any) -> SchedulerConfig:
@@ -138,7 +144,42 @@ class SchedulerConfig:
             seed=get(s, "RECRAWL_SEED", int, expect="an integer"),
             # Parsed now: a bad RECRAWL_SCORER stops the crawl before it starts.
             scorer=Scorer.from_settings(s),
+            planner=get(
+                s,
+                "RECRAWL_PLANNER",
+                str,
+                lambda v: v == "webfountain",
+                "None or 'webfountain'",
+            ),
+            plan_strategy=get(s, "RECRAWL_PLAN_STRATEGY", str),
+            plan_periods=get(s, "RECRAWL_PLAN_PERIODS", int, lambda v: v >= 1, "periods >= 1"),
+            plan_every=get(s, "RECRAWL_PLAN_EVERY", int, lambda v: v >= 1, "cycles >= 1"),
+            buckets=get(s, "RECRAWL_BUCKETS", int, lambda v: 1 <= v <= 256, "1 to 256 buckets"),
         )
+
+
+def _make_planner(config: SchedulerConfig) -> Any:
+    """The WebFountain planner of RECRAWL_PLANNER (it needs the `planning` extra)."""
+    try:
+        import scipy  # noqa: F401
+    except ImportError:
+        raise RecrawlSettingError(
+            "RECRAWL_PLANNER='webfountain' needs scipy: pip install 'scrapy-recrawl[planning]'"
+        ) from None
+    from .planning import PlanError, WebFountainPlanner
+
+    try:
+        return WebFountainPlanner(
+            config.plan_strategy,
+            periods=config.plan_periods,
+            plan_every=config.plan_every,
+            n_buckets=config.buckets,
+            prior=config.scorer.prior,
+        )
+    except PlanError as exc:
+        raise RecrawlSettingError(
+            f"RECRAWL_PLAN_STRATEGY={config.plan_strategy!r} / RECRAWL_PLAN_*: {exc}"
+        ) from None
 
 
 class _RecrawlQueue:
@@ -218,6 +259,7 @@ class RecrawlScheduler(Scheduler):
             logger.error("recrawl: %s", exc)
             raise
         self.scorer = self.config.scorer
+        self.planner = _make_planner(self.config) if self.config.planner else None
         self._fingerprinter: Any = None
         self._recrawls: _RecrawlQueue = _RecrawlQueue(crawler)
         self._store: HistoryStore | None = None
@@ -233,6 +275,15 @@ class RecrawlScheduler(Scheduler):
                 "loop-time baskets (RECRAWL_PROBE, the `due` terminal) need the SQLite "
                 "history store: the Redis scheduler and store do not support them yet"
             )
+        # Content-aware prediction (paper 004, docs/content.md): the C*, D*, Q columns.
+        self.content_settings = ContentSettings.from_settings(crawler.settings)
+        self._content_needed = set(getattr(self.scorer, "terminals_needed", ())) & CONTENT_TERMINALS
+        if self._content_needed and getattr(type(self), "recrawl_store_backend", None) == "redis":
+            raise RecrawlSettingError(
+                "the C*, D* and Q terminals (content-aware prediction) need the SQLite "
+                "history store: the Redis scheduler and store do not support them yet"
+            )
+        self.content_columns: ContentColumns | None = None
         self.prober: Prober | None = None
         self.taken_probe = 0
         self._probe_cap: int | None = None
@@ -262,6 +313,10 @@ class RecrawlScheduler(Scheduler):
         assert self.crawler is not None
         self.newqs = self._new_queue()
         self._store = store_for_crawler(self.crawler)
+        if self._content_needed:  # paper 004: columns for the C*, D*, Q terminals
+            self.content_columns = ContentColumns(
+                self.store, self.content_settings, self._content_needed
+            )
         if self._probing:
             # loop-time baskets: probe state lives in the store's file (estimate/probes.py)
             self.prober = Prober(self.store, self.baskets, ChangeDetector.from_settings(
@@ -480,6 +535,9 @@ class RecrawlScheduler(Scheduler):
             prober.classify_pending()
             prober.forget_stuck()
             arrays.columns["basket_seconds"] = prober.basket_column(arrays.ids)
+        content = getattr(self, "content_columns", None)
+        if content is not None:  # content-aware prediction (paper 004): C*, D*, Q columns
+            arrays.columns.update(content.columns(arrays))
         warmup = cycle <= self.config.warmup_cycles
         budget = cycle_budget(
             self.config.budget,
@@ -492,21 +550,56 @@ class RecrawlScheduler(Scheduler):
         pending = store.frontier_size()
         new_quota = pending if budget.new is None else min(pending, budget.total or 0)
         k = None if budget.total is None else budget.total - min(budget.new or 0, pending)
-        selection = select_recrawls(
-            arrays,
-            self.scorer,
-            k,
-            now=time.time(),
-            exclude=exclude,
-            monitor_share=self.config.monitor_share,
-            seed=self.config.seed,
-            max_per_domain=self.config.max_per_domain,
-            urls_of=store.urls,
-        )
+        planner = getattr(self, "planner", None)
+        if planner is not None and budget.total is not None:
+            # WebFountain plan mode: per-bucket quotas replace the scorer, and the
+            # plan's z_t replaces RECRAWL_NEW_SHARE (monitoring and the per-host cap
+            # do not apply: docs/planning.md)
+            selection, new_quota = self._planned_selection(arrays, cycle, budget, exclude, pending)
+        else:
+            selection = select_recrawls(
+                arrays,
+                self.scorer,
+                k,
+                now=time.time(),
+                exclude=exclude,
+                monitor_share=self.config.monitor_share,
+                seed=self.config.seed,
+                max_per_domain=self.config.max_per_domain,
+                urls_of=store.urls,
+            )
         if selection.monitored and budget.total is not None:
             # the monitoring sample is fetched on top of the budget
             budget = Budget(budget.total + selection.monitored, budget.new)
         return CyclePlan(cycle, warmup, budget, selection, new_quota, time.perf_counter() - t0)
+
+    def _planned_selection(
+        self, arrays: Any, cycle: int, budget: Budget, exclude: np.ndarray | None, pending: int
+    ) -> tuple[Selection, int]:
+        cols = arrays.columns
+        candidates = ~cols["gone"]
+        if exclude is not None and len(exclude):
+            candidates &= ~np.isin(arrays.ids, exclude)
+        picked = self.planner.select(
+            cols, cycle, int(budget.total or 0), candidates=candidates, new_waiting=pending
+        )
+        if self.stats is not None:
+            self.stats.set_value("recrawl/plan_period", picked.period)
+            self.stats.set_value("recrawl/plan_solves", self.planner.plans_solved)
+            self.stats.set_value("recrawl/plan_seconds", self.planner.solve_seconds)
+        if self.planner.last_error:
+            logger.warning(
+                "recrawl: the WebFountain plan failed (%s); oldest-first by bucket rate this cycle",
+                self.planner.last_error,
+            )
+        selection = Selection(
+            ids=arrays.ids[picked.indices],
+            scores=np.asarray(picked.scores, dtype=np.float64),
+            monitored=0,
+            scored=int(candidates.sum()),
+        )
+        new_quota = min(pending, max(0, int(budget.total or 0) - len(picked.indices)))
+        return selection, new_quota
 
     def _cycle_stats(self, plan: CyclePlan, scheduled: int) -> None:
         stats = self.crawler.stats if self.crawler else None

@@ -42,6 +42,23 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_BASKET_DEFAULT": 24.0,  # hours: `due`'s interval for a page not classified yet
     "RECRAWL_BASKET_MODEL": None,  # None: the model `scrapy recrawl-baskets` saved in the store
     "RECRAWL_HOUR_SECONDS": 3600.0,  # wall seconds per hour of the two lists (tests compress)
+    # content-aware prediction (paper 004; docs/content.md)
+    "RECRAWL_CHANGE_TEST": "simhash",  # or "chi2": Eq. 1 on the bags of words (SQLite only)
+    "RECRAWL_CHI2_P": 0.05,  # significance level of the chi-squared test
+    "RECRAWL_BOW_TERMS": 256,  # terms kept per version's bag of words (8 bytes each)
+    "RECRAWL_WINDOW": 3,  # l: the D1..Dl, C1..Cl terminals (at most 5)
+    "RECRAWL_EXPERTS": 20,  # k related pages per URL (the Q terminal)
+    "RECRAWL_EXPERTS_LAG": 3,  # largest cross-correlation delay, cycles
+    "RECRAWL_EXPERTS_CANDIDATES": 512,  # URLs each URL is compared with (the cost bound)
+    "RECRAWL_EXPERTS_HISTORY": 60,  # cycles of change series the correlation uses
+    "RECRAWL_EXPERTS_REFRESH": 10000,  # URLs whose experts are recomputed per cycle, at most
+    "RECRAWL_EXPERTS_SAME_HOST": True,  # candidates only from the same host
+    # WebFountain plan mode (docs/planning.md)
+    "RECRAWL_PLANNER": None,  # None or "webfountain"
+    "RECRAWL_PLAN_STRATEGY": "strategy1",
+    "RECRAWL_PLAN_PERIODS": 14,
+    "RECRAWL_PLAN_EVERY": 7,
+    "RECRAWL_BUCKETS": 64,
     # Redis (docs/distributed.md)
     "RECRAWL_REDIS_KEY": "recrawl",
     "RECRAWL_REDIS_LOG_MAXLEN": 10_000_000,

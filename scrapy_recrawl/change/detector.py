@@ -19,6 +19,13 @@ The rule (``changed``), for two signatures ``old`` and ``new``:
   diff (:mod:`scrapy_recrawl.change.elements`). A threshold of 0 makes that
   criterion accept any byte-level change.
 
+**Optional chi-squared rule** (``RECRAWL_CHANGE_TEST = "chi2"``, paper 004
+Eq. 1; off by default): for two HTML versions with different bodies,
+``changed`` is instead "the word distributions differ by a chi-squared test
+at ``RECRAWL_CHI2_P``" (:mod:`scrapy_recrawl.content.bow`); it needs the
+previous version's bag of words (``old_bag``), kept beside the store by the
+middleware. Without a bag on either side the default rule applies.
+
 Defaults: shingles of 4 words, 3 bits, 1 element change, no ignored XPaths,
 5 MB parse limit. With them every visible-text or link-target change is caught
 (the element diff) while nonces, asset hashes, tokens and other noise are not
@@ -47,6 +54,7 @@ from w3lib.encoding import (
     to_unicode,
 )
 
+from ..content.bow import Bag, bag_from_hashes, significant
 from ..settings import RecrawlSettingError, get
 from .elements import NOISE_TAGS, diff, extract
 from .shingles import shingle_hashes
@@ -112,6 +120,9 @@ class Signature:
     keys: np.ndarray = field(default_factory=_empty)
     texts: np.ndarray = field(default_factory=_empty)
     attrs: np.ndarray = field(default_factory=_empty)
+    #: the version's bag of words (paper 004): in memory only, never in to_bytes/__eq__;
+    #: set when the detector keeps bags (RECRAWL_CHANGE_TEST = "chi2", the D* terminals)
+    bag: Bag | None = field(default=None, repr=False, compare=False)
 
     _MAGIC = b"RCSG"
     #: 2: element hashes computed from the page's XML serialisation (new key,
@@ -255,7 +266,28 @@ class ChangeDetector:
         min_element_changes: int = 1,
         ignore_xpaths: Iterable[str] = (),
         max_parse_bytes: int = 5 * 1024 * 1024,
+        change_test: str = "simhash",
+        chi2_p: float = 0.05,
+        bow_terms: int = 256,
     ) -> None:
+        # paper 004's chi-squared rule (Eq. 1), off by default: see the module docstring
+        if change_test not in ("simhash", "chi2"):
+            raise RecrawlSettingError(
+                f"RECRAWL_CHANGE_TEST={change_test!r}: expected 'simhash' (the default) or 'chi2'"
+            )
+        if not 0.0 < float(chi2_p) < 1.0:
+            raise RecrawlSettingError(f"RECRAWL_CHI2_P={chi2_p!r}: expected a p-value in (0, 1)")
+        if change_test == "chi2":
+            try:  # the p-value is scipy.stats.chi2.sf; scipy is not a core dependency
+                import scipy.stats  # noqa: F401
+            except ImportError:
+                raise RecrawlSettingError(
+                    "RECRAWL_CHANGE_TEST='chi2' needs scipy: pip install scrapy-recrawl[ml] "
+                    "(or pip install scipy)"
+                ) from None
+        self.change_test, self.chi2_p, self.bow_terms = change_test, float(chi2_p), int(bow_terms)
+        #: compute a bag of words with each HTML signature (the middleware may turn it on)
+        self.keep_bags: bool = change_test == "chi2"
         values = {
             "RECRAWL_SHINGLE_SIZE": shingle_size,
             "RECRAWL_SIMHASH_DISTANCE": simhash_distance,
@@ -294,6 +326,9 @@ class ChangeDetector:
             max_parse_bytes=_read_int(
                 settings, "RECRAWL_MAX_PARSE_BYTES", 0, None, "an int >= 0 (bytes)"
             ),
+            change_test=get(settings, "RECRAWL_CHANGE_TEST", str),
+            chi2_p=get(settings, "RECRAWL_CHI2_P", (int, float)),
+            bow_terms=_read_int(settings, "RECRAWL_BOW_TERMS", 1, 65535, "an int from 1 to 65535"),
         )
 
     def __repr__(self) -> str:
@@ -365,12 +400,21 @@ class ChangeDetector:
             _remove_matches(xpath(root))
         arrays = extract(root)
         simhash = fingerprint(shingle_hashes(arrays.words, self.shingle_size))
-        return Signature("html", content_hash, simhash, arrays.keys, arrays.texts, arrays.attrs)
+        bag = bag_from_hashes(arrays.words, self.bow_terms) if self.keep_bags else None
+        return Signature(
+            "html", content_hash, simhash, arrays.keys, arrays.texts, arrays.attrs, bag=bag
+        )
 
     # -- comparison -------------------------------------------------------------------------
 
-    def compare(self, old: Signature | None, new: Signature) -> ChangeResult:
-        """Decide whether ``new`` is a real change from ``old`` (rule: module docstring)."""
+    def compare(
+        self, old: Signature | None, new: Signature, old_bag: Bag | None = None
+    ) -> ChangeResult:
+        """Decide whether ``new`` is a real change from ``old`` (rule: module docstring).
+
+        ``old_bag``: the old version's bag of words, for the chi-squared rule
+        (default ``old.bag``).
+        """
         if old is None or old.content_hash == new.content_hash:
             return _UNCHANGED
         if old.kind != "html" or new.kind != "html" or old.simhash is None or new.simhash is None:
@@ -381,6 +425,9 @@ class ChangeDetector:
         )
         changes = added + removed + modified + attributes
         changed = dist >= self.simhash_distance or changes >= self.min_element_changes
+        old_bag = old_bag if old_bag is not None else old.bag
+        if self.change_test == "chi2" and old_bag is not None and new.bag is not None:
+            changed = significant(old_bag, new.bag, self.chi2_p)  # paper 004, Eq. 1
         return ChangeResult(changed, dist, added, removed, modified, attributes)
 
 

@@ -60,8 +60,10 @@ _BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
 _UNARY_OPS: dict[str, Callable[[Any], Any]] = {"log": plog, "exp": np.exp}
 
 
-#: Terminals the replay cannot give: wall-clock hours, and `due` (needs a basket model).
-_NOT_REPLAYED = frozenset({"hours", "due"})
+#: Terminals the replay cannot give yet: wall-clock hours, `due` (needs a basket
+#: model), and the content-aware window and experts terminals (paper 004), which
+#: PopulationReplay does not keep (they would silently evaluate to NaN).
+_NOT_REPLAYED = frozenset({"hours", "due", "Q", *(f"{p}{i}" for p in "CD" for i in range(1, 6))})
 
 
 def terminal_set(spec: str, *, content: bool = False) -> tuple[str, ...]:

@@ -79,6 +79,13 @@ PRESETS: dict[str, Preset] = {
             "Meegahapola et al. 2018 (loop-time baskets, random forest)",
             "time since the last visit / the page's basket interval",
         ),
+        # Content-aware prediction (paper 004): needs the Q column (scheduler, content replay).
+        Preset(
+            "experts",
+            "(1 - exp(-AADp*t) + (1 - exp(-Q*t)))/2",
+            "Radinsky & Bennett 2013, Fig. 3 (weighted majority of the page and its experts)",
+            "the page's own estimate and its related pages' vote, equal weight",
+        ),
     )
 }
 
@@ -88,6 +95,8 @@ PAPER_PRESETS: tuple[str, ...] = ("cg", "nad", "sad", "aad", "gad", "age", "rand
 SMOOTHED_PRESETS: tuple[str, ...] = ("cg+", "nad+", "sad+", "aad+", "gad+")
 #: Presets that need more than the store's columns (the scheduler adds basket_seconds).
 BASKET_PRESETS: tuple[str, ...] = ("basket",)
+#: Presets that need the related-pages column Q (scheduler / content replay, paper 004).
+CONTENT_PRESETS: tuple[str, ...] = ("experts",)
 
 #: Recommended RECRAWL_SCORER: best mean ChangeRate/oracle on the shared data (fit halves)
 #: among the presets (bench/replay_presets.py; docs/scorers.md).

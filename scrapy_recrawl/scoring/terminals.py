@@ -23,7 +23,17 @@ alike:
 ``R``      elements removed at the last visit (NaN: not recorded)
 ``M``      elements modified at the last visit (NaN: not recorded)
 ``due``    time since the last visit / the page's loop-time basket interval
+``D1`` …   ``D5``: cosine distance of the last version to the one i visits back
+``C1`` …   ``C5``: change indicator of the i-th most recent observation
+``Q``      related pages' (experts') recent change evidence, correlation-weighted
 =========  ================================================================
+
+``D1..D5``, ``C1..C5`` and ``Q`` (content-aware prediction, paper 004;
+:mod:`scrapy_recrawl.content`) read optional columns of the same names, which
+the scheduler adds when the scorer uses them (``RECRAWL_WINDOW`` = l of them
+are filled, the rest NaN) and the content replay
+(:mod:`scrapy_recrawl.content.replay`) keeps; without them they are NaN, which
+ranks last, like ``due``.
 
 ``due`` (loop-time baskets, paper 001; :mod:`scrapy_recrawl.estimate.baskets`)
 reads the optional ``basket_seconds`` column, which the scheduler adds when
@@ -86,6 +96,16 @@ TERMINALS: dict[str, str] = {
     "M": "elements modified at the last visit (NaN if not recorded)",
     # Added for loop-time baskets (paper 001): needs the scheduler's basket_seconds column.
     "due": "time since the last visit / the page's basket interval (loop-time baskets)",
+    # Added for content-aware prediction (paper 004, scrapy_recrawl/content/): optional
+    # columns the scheduler adds when the scorer uses them; NaN where missing, like `due`.
+    **{
+        f"D{i}": f"cosine distance of the last version to the one {i} visit(s) back"
+        for i in range(1, 6)
+    },
+    **{
+        f"C{i}": f"change indicator of the observation {i} visit(s) back (1/0)" for i in range(1, 6)
+    },
+    "Q": "related pages' recent change evidence weighted by their cross-correlation",
 }
 
 TERMINAL_NAMES: frozenset[str] = frozenset(TERMINALS)
@@ -306,5 +326,8 @@ _MAKERS: dict[str, Callable[..., np.ndarray]] = {
     "R": _magnitude("R"),
     "M": _magnitude("M"),
     "due": _due,
+    # content-aware prediction (paper 004): plain optional columns, NaN when absent
+    **{f"{p}{i}": _magnitude(f"{p}{i}") for p in "DC" for i in range(1, 6)},
+    "Q": _magnitude("Q"),
 }
 assert set(_MAKERS) == TERMINAL_NAMES

@@ -1,0 +1,279 @@
+"""``scrapy recrawl-plan``: solve and print a WebFountain crawl plan, or replay it.
+
+Without ``--history``, the plan is solved on the paper's synthetic set-up
+(:func:`scrapy_recrawl.planning.paper_instance`, scaled by ``--pages``) and
+printed per period (crawled, obsolete: the paper's Table 3 / Figure 4
+quantities) and per bucket (pages to crawl each period).
+
+With ``--history FILE.npz`` (a change matrix, as in ``../shared/data/changes``)
+the planner is replayed in the simulator for each strategy, beside the
+scorers (``--scorers``), and one table of ChangeRate, NDCG and freshness is
+printed; ``--budget`` is then the share (or number) of pages per cycle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+ALL = "all"
+
+
+def format_plan(plan: Any, *, buckets: bool = True, out: TextIO | None = None) -> str:
+    """The plan as markdown: one row per period, then one row per bucket."""
+    lines = [
+        f"strategy {plan.strategy}: objective {plan.objective:.6g}, "
+        f"{plan.periods} periods x {plan.buckets} buckets, solver: {plan.status} "
+        f"({plan.iterations} iterations, {plan.seconds:.1f} s)",
+        "",
+        "| period | crawled old | crawled new | obsolete old | new waiting | obsolete total | pages |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in plan.table():
+        lines.append(
+            "| {period} | {crawled_old:.0f} | {crawled_new:.0f} | {obsolete_old:.0f} "
+            "| {new_waiting:.0f} | {obsolete:.0f} | {pages:.0f} |".format(**row)
+        )
+    if buckets:
+        T = plan.periods
+        cpp = plan.crawls_per_page()
+        lines += [
+            "",
+            "Pages to crawl per bucket and period (x_it), crawls per page per cycle:",
+            "",
+            "| bucket | pages | change/period | "
+            + " | ".join(f"t{t + 1}" for t in range(T))
+            + " | crawls/page |",
+            "|---:|---:|---:|" + "---:|" * T + "---:|",
+        ]
+        for i in range(plan.buckets):
+            xs = " | ".join(f"{plan.x[t, i]:.0f}" for t in range(T))
+            lines.append(
+                f"| {i} | {plan.b0[i]:.0f} | {plan.change[0, i]:.4f} | {xs} | {cpp[i]:.2f} |"
+            )
+    text = "\n".join(lines) + "\n"
+    if out is not None:
+        out.write(text)
+    return text
+
+
+def format_comparison(plans: Sequence[Any], out: TextIO | None = None) -> str:
+    """Strategies side by side: objective, pages and obsolete at the end, crawl shape,
+    and the obsolete pages per period (Table 3 and Figure 4 of the paper)."""
+    lines = [
+        "| strategy | objective | total pages at end | obsolete at end | buckets not crawled "
+        "| buckets crawled > 1x | min crawls/page | max crawls/page | solve s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for p in plans:
+        cpp = p.crawls_per_page()
+        lines.append(
+            f"| {p.strategy} | {p.objective:.4g} | {p.total_pages:.4g} | {p.obsolete[-1]:.4g} "
+            f"| {(cpp < 0.05).mean():.0%} | {(cpp > 1.1).mean():.0%} | {cpp.min():.2f} "
+            f"| {cpp.max():.2f} | {p.seconds:.1f} |"
+        )
+    T = plans[0].periods if plans else 0
+    lines += [
+        "",
+        "Obsolete pages at the end of each period (old obsolete + new waiting):",
+        "",
+        "| period | " + " | ".join(p.strategy for p in plans) + " |",
+        "|---:|" + "---:|" * len(plans),
+    ]
+    for t in range(T):
+        lines.append(f"| {t + 1} | " + " | ".join(f"{p.obsolete[t]:.0f}" for p in plans) + " |")
+    text = "\n".join(lines) + "\n"
+    if out is not None:
+        out.write(text)
+    return text
+
+
+def format_replays(
+    rows: Sequence[tuple[str, str, dict[str, float]]], out: TextIO | None = None
+) -> str:
+    """``(dataset, policy, summary)`` rows as one markdown table."""
+    lines = [
+        "| dataset | policy | ChangeRate | NDCG | freshness |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for data, policy, s in rows:
+        lines.append(
+            f"| {data} | {policy} | {s['change_rate']:.4f} | {s['ndcg']:.4f} | {s['freshness']:.4f} |"
+        )
+    text = "\n".join(lines) + "\n"
+    if out is not None:
+        out.write(text)
+    return text
+
+
+def _budget(value: str) -> float:
+    try:
+        v = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--budget {value!r}: expected a number") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"--budget {value!r}: expected a number > 0")
+    return v
+
+
+class Command(ScrapyCommand):
+    """``scrapy recrawl-plan``."""
+
+    requires_project = False
+    requires_crawler_process = False
+    default_settings = {"LOG_ENABLED": False}
+
+    def syntax(self) -> str:
+        return "[options]"
+
+    def short_desc(self) -> str:
+        return "Solve a WebFountain crawl plan (paper 003) and print it, or replay it on a change history"
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        g = parser.add_argument_group("Plan options")
+        g.add_argument(
+            "--strategy",
+            default=ALL,
+            help="strategy1, strategy2, strategy3 or all (default: all)",
+        )
+        g.add_argument("--periods", type=int, default=14, help="periods T (default 14)")
+        g.add_argument(
+            "--buckets", type=int, default=64, help="change-rate buckets, 1..256 (default 64)"
+        )
+        g.add_argument(
+            "--budget",
+            type=_budget,
+            default=None,
+            help="pages per period; below 1, a share of the pages (default: 1.5 crawls per "
+            "page per cycle on the synthetic set-up, 0.05 with --history)",
+        )
+        g.add_argument(
+            "--pages",
+            type=float,
+            default=500_000.0,
+            help="pages of the synthetic set-up (the paper's 500M, scaled; default 500000)",
+        )
+        g.add_argument(
+            "--no-buckets", action="store_true", help="omit the per-bucket table of the plan"
+        )
+        g.add_argument("--history", metavar="FILE.npz", help="replay on this change matrix")
+        g.add_argument(
+            "--scorers",
+            default="aad+,age,rand,oracle",
+            help="scorers to replay beside the planner (default: aad+,age,rand,oracle)",
+        )
+        g.add_argument("--warmup", type=int, default=2, help="warm-up cycles (default 2)")
+        g.add_argument(
+            "--plan-every", type=int, default=7, help="re-plan every N cycles (default 7)"
+        )
+        g.add_argument(
+            "--max-seconds", type=float, default=120.0, help="solver time limit per plan"
+        )
+
+    def strategies(self, opts: argparse.Namespace) -> list[str]:
+        from scrapy_recrawl.planning import STRATEGIES
+
+        name = str(opts.strategy).strip().lower()
+        if name == ALL:
+            return list(STRATEGIES)
+        if name not in STRATEGIES:
+            raise UsageError(
+                f"--strategy {opts.strategy!r}: expected one of {', '.join(STRATEGIES)} or all",
+                print_help=False,
+            )
+        return [name]
+
+    def run(self, args: list[str], opts: argparse.Namespace, out: TextIO | None = None) -> None:
+        out = out or sys.stdout
+        if args:
+            raise UsageError(f"unexpected arguments: {' '.join(args)}")
+        try:
+            import scipy  # noqa: F401
+        except ImportError:
+            raise UsageError(
+                "recrawl-plan needs scipy: pip install 'scrapy-recrawl[planning]'",
+                print_help=False,
+            ) from None
+        from scrapy_recrawl.planning import PlanError
+
+        if not 1 <= opts.buckets <= 256:
+            raise UsageError(f"--buckets {opts.buckets}: expected 1..256", print_help=False)
+        if opts.periods < 1:
+            raise UsageError(f"--periods {opts.periods}: expected >= 1", print_help=False)
+        try:
+            if opts.history:
+                self._replay(opts, out)
+            else:
+                self._synthetic(opts, out)
+        except PlanError as exc:
+            raise UsageError(str(exc), print_help=False) from None
+
+    def _synthetic(self, opts: argparse.Namespace, out: TextIO) -> None:
+        from scrapy_recrawl.planning import paper_instance, solve_plan
+
+        inst = paper_instance(opts.buckets, opts.periods, opts.pages)
+        if opts.budget is not None:
+            inst["budget"] = opts.budget * opts.pages if opts.budget < 1 else opts.budget
+        out.write(
+            f"Synthetic set-up of the paper, scaled to {opts.pages:.0f} pages: "
+            f"{opts.buckets} buckets, T = {opts.periods}, budget {inst['budget']:.0f} pages "
+            "per period\n\n"
+        )
+        plans = []
+        for s in self.strategies(opts):
+            plan = solve_plan(**inst, weights=s, max_seconds=opts.max_seconds)
+            plans.append(plan)
+            format_plan(plan, buckets=not opts.no_buckets, out=out)
+            out.write("\n")
+        if len(plans) > 1:
+            format_comparison(plans, out=out)
+
+    def _replay(self, opts: argparse.Namespace, out: TextIO) -> None:
+        from pathlib import Path
+
+        from scrapy_recrawl.learn.simulate import load_changes, simulate
+        from scrapy_recrawl.planning.replay import replay_plan
+
+        path = Path(opts.history)
+        try:
+            changes = load_changes(str(path))
+        except (OSError, KeyError, ValueError) as exc:
+            raise UsageError(f"--history {path}: {exc}", print_help=False) from None
+        k = 0.05 if opts.budget is None else opts.budget
+        k = int(k) if k >= 1 else k
+        rows: list[tuple[str, str, dict[str, float]]] = []
+        first_plans = []
+        for s in self.strategies(opts):
+            res, planner = replay_plan(
+                changes,
+                s,
+                warmup=opts.warmup,
+                k=k,
+                periods=opts.periods,
+                plan_every=opts.plan_every,
+                n_buckets=opts.buckets,
+                max_seconds=opts.max_seconds,
+            )
+            rows.append((path.stem, res.policy, res.summary()))
+            if planner.plan is not None:
+                first_plans.append(planner.plan)
+        for scorer in [p.strip() for p in str(opts.scorers).split(",") if p.strip()]:
+            res = simulate(changes, scorer, warmup=opts.warmup, k=k)
+            rows.append((path.stem, res.policy, res.summary()))
+        out.write(
+            f"{path.name}: {changes.shape[0]} pages x {changes.shape[1]} cycles, "
+            f"warm-up {opts.warmup}, k = {k}, re-plan every {opts.plan_every} cycles, "
+            f"T = {opts.periods}, {opts.buckets} buckets\n\n"
+        )
+        format_replays(rows, out=out)
+        if first_plans:
+            out.write("\nThe last plan of each strategy (non-empty buckets only):\n\n")
+            for plan in first_plans:
+                format_plan(plan, buckets=not opts.no_buckets, out=out)
+                out.write("\n")

@@ -1,0 +1,52 @@
+"""WebFountain plan mode (RECRAWL_PLANNER) in real crawls of a local site."""
+
+from __future__ import annotations
+
+import pytest
+
+from scrapy_recrawl.history import SqliteHistoryStore
+
+from .helpers import LocalSite, run_crawl
+from .test_scheduler import index, page, settings_for
+
+pytest.importorskip("scipy")
+pytestmark = pytest.mark.slow
+
+
+def test_plan_mode_keeps_the_budget_and_solves_a_plan(tmp_path):
+    with LocalSite() as site:
+        site.pages["/"] = index(30)
+        for i in range(30):
+            site.pages[f"/p{i}"] = page(i)
+        settings = settings_for(
+            tmp_path, RECRAWL_PLANNER="webfountain", RECRAWL_BUDGET=6, RECRAWL_BUCKETS=8
+        )
+        for cycle in range(1, 5):
+            for i in range(0, 30, 3):  # a third of the pages change every cycle
+                site.pages[f"/p{i}"] = page(i, version=cycle)
+            site.log.clear()
+            result = run_crawl([site.url + "/"], settings, tmp_path, follow=True)
+            if cycle > 2:
+                budgeted = [i for i in result["items"] if i["rank"] is not None]
+                assert 1 <= len(budgeted) <= 6
+                assert len(site.log) <= 7  # the budget, plus the start request
+                assert result["stats"]["recrawl/plan_solves"] >= 1
+    with SqliteHistoryStore(tmp_path / "history.sqlite3") as store:
+        assert store.cycle == 4
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("RECRAWL_PLANNER", "magic"),
+        ("RECRAWL_PLAN_STRATEGY", "strategy9"),
+        ("RECRAWL_BUCKETS", 300),
+    ],
+)
+def test_bad_plan_settings_stop_the_crawl_at_start(tmp_path, setting, value):
+    with LocalSite() as site:
+        site.pages["/"] = index(1)
+        settings = settings_for(tmp_path, **{"RECRAWL_PLANNER": "webfountain", setting: value})
+        with pytest.raises(AssertionError, match=setting):
+            run_crawl([site.url + "/"], settings, tmp_path)
+        assert site.log == []
