@@ -184,7 +184,16 @@ class RecrawlMiddleware:
         body = response.body
         content_type = _header(response, "Content-Type")
         old = self._old_signature(rec, response.url)
-        new = self.detector.signature(body, response.url, content_type, previous=old)
+        keep_body = len(body) <= self.max_body_bytes and getattr(self.store, "store_bodies", False)
+        if old is not None and old.kind == "deferred":
+            if old.content_hash != self.detector.content_hash(body):
+                old = self._resolve_deferred(fp, response.url) or old
+            new = self.detector.signature(body, response.url, content_type, previous=old)
+        elif old is None and keep_body and self.bags is None:
+            # first visit of a body the store keeps: sign it only if it ever changes
+            new = self.detector.deferred(body)
+        else:
+            new = self.detector.signature(body, response.url, content_type, previous=old)
         old_bags = self.bags.bags(rec.id) if self.bags is not None and rec is not None else []
         result = self.detector.compare(old, new, old_bag=old_bags[0] if old_bags else None)
         first = rec is None or rec.last_visit_cycle < 0
@@ -294,6 +303,16 @@ class RecrawlMiddleware:
         )
 
     # -- helpers -----------------------------------------------------------
+
+    def _resolve_deferred(self, fp: bytes, url: str) -> Signature | None:
+        """The full signature of the stored body a deferred signature stands for."""
+        stored = self.store.body(fp)
+        if stored is None:
+            return None
+        content_type = next(
+            (v[0] for k, v in stored.headers.items() if k.lower() == "content-type" and v), None
+        )
+        return self.detector.signature(stored.body, url, content_type)
 
     def _old_signature(self, rec: UrlRecord | None, url: str) -> Signature | None:
         if rec is None or rec.signature is None:

@@ -183,3 +183,31 @@ def test_unusable_store_fails_at_start_naming_the_setting(site, tmp_path):
     settings = settings_for(tmp_path, RECRAWL_STORE=str(tmp_path / "afile" / "h.sqlite3"))
     with pytest.raises(AssertionError, match="RECRAWL_STORE"):
         run_crawl([site.url + "/p"], settings, tmp_path)
+
+
+def test_first_visit_defers_the_signature_and_a_change_gets_full_counts(site, tmp_path):
+    from scrapy_recrawl.change import ChangeDetector, Signature
+
+    v1 = html("D", TEXT)
+    v2 = html("D", TEXT[:2] + ["A new closing paragraph replaces the third one here."])
+    site.pages["/d"] = Page(v1)
+    settings = settings_for(tmp_path)
+    run_crawl([site.url + "/d"], settings, tmp_path)
+    with SqliteHistoryStore(tmp_path / "history.sqlite3") as store:
+        (rec_id,) = store.arrays().ids.tolist()
+        fp = store.db.execute("SELECT fingerprint FROM urls").fetchone()[0]
+        assert Signature.from_bytes(store.get(fp).signature).kind == "deferred"
+    site.pages["/d"] = Page(v2)
+    got = run_crawl([site.url + "/d"], settings, tmp_path)["items"][0]["recrawl"]
+    det = ChangeDetector()
+    full = det.compare(det.signature(v1, "u", "text/html"), det.signature(v2, "u", "text/html"))
+    assert got == {
+        "changed": True,
+        "distance": full.distance,
+        "added": full.added,
+        "removed": full.removed,
+        "modified": full.modified,
+        "attributes": full.attributes,
+    }
+    with SqliteHistoryStore(tmp_path / "history.sqlite3") as store:
+        assert Signature.from_bytes(store.get(fp).signature).kind == "html"

@@ -128,11 +128,15 @@ class Signature:
     #: 2: element hashes computed from the page's XML serialisation (new key,
     #: word and attribute hashing); version 1 signatures are refused (ValueError).
     _VERSION = 2
-    _KINDS = ("html", "bytes")
+    #: "deferred": only the content hash of a body kept in the store; the full
+    #: signature is made from that stored body if a later visit differs
+    _KINDS = ("html", "bytes", "deferred")
 
     def __post_init__(self) -> None:
         if self.kind not in self._KINDS:
-            raise ValueError(f"Signature.kind must be 'html' or 'bytes', not {self.kind!r}")
+            raise ValueError(
+                f"Signature.kind must be 'html', 'bytes' or 'deferred', not {self.kind!r}"
+            )
         if not isinstance(self.content_hash, bytes) or not 0 < len(self.content_hash) < 256:
             raise ValueError("Signature.content_hash must be 1..255 bytes")
         if self.simhash is not None and not 0 <= self.simhash < 1 << 64:
@@ -340,6 +344,20 @@ class ChangeDetector:
         )
 
     # -- signatures -------------------------------------------------------------------------
+
+    @staticmethod
+    def content_hash(body: bytes) -> bytes:
+        """The hash that decides "byte-identical" (xxh3-128)."""
+        return xxhash.xxh3_128_digest(bytes(body))
+
+    def deferred(self, body: bytes) -> Signature:
+        """A placeholder signature (content hash only) for a body the store keeps.
+
+        A first visit then costs no parse: most pages come back byte-identical or
+        as 304s, and when they do not, the full signature of the kept body is made
+        at that later visit (see RecrawlMiddleware).
+        """
+        return Signature("deferred", self.content_hash(body), None)
 
     def signature(
         self,
