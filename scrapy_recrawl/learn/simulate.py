@@ -34,13 +34,16 @@ the upper bound the presets are reported against.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from scrapy_recrawl.history.state import observe
 from scrapy_recrawl.scoring import Scorer, compute_terminals, top_k_indices
+
+#: ``select(state, cycle, k) -> row indices, best first``: a policy given as a function.
+SelectFn = Callable[[Mapping[str, np.ndarray], int, int], np.ndarray]
 
 ORACLE = "oracle"
 
@@ -137,20 +140,24 @@ def _record_fetch(
 
 def simulate(
     changes: np.ndarray,
-    policy: Scorer | str = "gp4c",
+    policy: Scorer | str | SelectFn = "gp4c",
     *,
     warmup: int = 2,
     k: int | float = 0.05,
     seed: int = 0,
     prior: tuple[float, float] | None = None,
     cycle_hours: float = 24.0,
+    name: str | None = None,
 ) -> ReplayResult:
     """Replay ``policy`` over ``changes[page, cycle]``; returns per-cycle metrics.
 
     ``policy`` is a :class:`Scorer`, anything :meth:`Scorer.from_spec`
-    accepts (preset, expression, JSON path), or ``"oracle"``. ``seed`` seeds
+    accepts (preset, expression, JSON path), ``"oracle"``, or a selection
+    function ``select(state, cycle, k) -> row indices, best first`` (e.g. the
+    WebFountain planner; its ``state`` also has ``first_cycle``). ``seed`` seeds
     ``rand``; ``prior`` is RECRAWL_PRIOR for the ``...p`` terminals;
-    ``cycle_hours`` is the length of a cycle for the ``hours`` terminal.
+    ``cycle_hours`` is the length of a cycle for the ``hours`` terminal;
+    ``name`` labels the result (default: the policy's).
     """
     c = np.asarray(changes)
     if c.ndim != 2:
@@ -162,18 +169,26 @@ def simulate(
         raise ValueError(f"warmup={warmup!r}: expected 1..{cycles} (the number of cycles)")
     budget = resolve_k(k, pages)
     oracle = isinstance(policy, str) and policy.strip().lower() == ORACLE
+    custom = callable(policy) and not isinstance(policy, (Scorer, str))
     scorer: Scorer | None = None
-    if not oracle:
+    if custom:
+        label = getattr(policy, "__name__", "custom")
+    elif oracle:
+        label = ORACLE
+    else:
         scorer = (
             policy
             if isinstance(policy, Scorer)
-            else Scorer.from_spec(policy, prior=prior, seed=seed)
+            else Scorer.from_spec(policy, prior=prior, seed=seed)  # type: ignore[arg-type]
         )
-    name = ORACLE if oracle else (scorer.name if scorer.name != "expression" else str(scorer))  # type: ignore[union-attr]
+        label = scorer.name if scorer.name != "expression" else str(scorer)
+    name = name or label
 
     by_cycle = np.ascontiguousarray(c.T != 0)  # [cycle, page], one row per cycle
     seconds = float(cycle_hours) * 3600.0
     state = new_state(pages)
+    if custom:
+        state["first_cycle"] = np.zeros(pages, dtype=np.int64)  # the warm-up fetches all at 0
     stale = np.zeros(pages, dtype=bool)  # changed since our last fetch
     everyone = slice(None)
 
@@ -193,7 +208,9 @@ def simulate(
     for j, cyc in enumerate(range(warmup, cycles)):
         stale |= by_cycle[cyc]
         now = cyc * seconds
-        if oracle:
+        if custom:
+            idx = np.asarray(policy(state, cyc, budget), dtype=np.int64)[:budget]  # type: ignore[operator]
+        elif oracle:
             t = cyc - state["last_visit_cycle"]
             idx = top_k_indices(stale * float(cycles + 1) + t, budget)
         else:

@@ -19,20 +19,16 @@ test checks that it gives the simulator's numbers for a scorer.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from scrapy_recrawl.learn.simulate import ReplayResult, _record_fetch, new_state, resolve_k
+from scrapy_recrawl.learn.simulate import ReplayResult, SelectFn, simulate
 
 from .webfountain import WebFountainPlanner, Weights
 
 __all__ = ["SelectFn", "replay_plan", "simulate_policy"]
-
-#: ``select(state, cycle, k) -> row indices, best first``; ``state`` is the
-#: simulator's per-page columns plus ``first_cycle``.
-SelectFn = Callable[[Mapping[str, np.ndarray], int, int], np.ndarray]
 
 
 def simulate_policy(
@@ -44,58 +40,8 @@ def simulate_policy(
     k: int | float = 0.05,
     cycle_hours: float = 24.0,
 ) -> ReplayResult:
-    """The simulator's replay loop with the per-cycle choice given as ``select``."""
-    c = np.asarray(changes)
-    if c.ndim != 2:
-        raise ValueError(f"changes must be a 2-d [page, cycle] matrix, got shape {c.shape}")
-    pages, cycles = c.shape
-    if pages == 0:
-        raise ValueError("changes has no pages")
-    if not 1 <= warmup <= cycles:
-        raise ValueError(f"warmup={warmup!r}: expected 1..{cycles} (the number of cycles)")
-    budget = resolve_k(k, pages)
-    by_cycle = np.ascontiguousarray(c.T != 0)
-    seconds = float(cycle_hours) * 3600.0
-    state = new_state(pages)
-    state["first_cycle"] = np.zeros(pages, dtype=np.int64)  # the warm-up fetches everyone at 0
-    stale = np.zeros(pages, dtype=bool)
-    everyone = slice(None)
-    for cyc in range(warmup):
-        stale |= by_cycle[cyc]
-        _record_fetch(state, everyone, stale.copy(), cyc, cyc * seconds, first=cyc == 0)
-        stale[:] = False
-
-    evaluated = cycles - warmup
-    change_rate = np.zeros(evaluated)
-    ndcg = np.zeros(evaluated)
-    freshness = np.zeros(evaluated)
-    changed_fetched = np.zeros(evaluated, dtype=np.int64)
-    discount = 1.0 / np.log2(np.arange(2, budget + 2, dtype=np.float64))
-    ideal = np.concatenate(([0.0], np.cumsum(discount)))
-    for j, cyc in enumerate(range(warmup, cycles)):
-        stale |= by_cycle[cyc]
-        idx = np.asarray(select(state, cyc, budget), dtype=np.int64)[:budget]
-        hit = stale[idx]
-        n_stale = int(np.count_nonzero(stale))
-        found = int(np.count_nonzero(hit))
-        changed_fetched[j] = found
-        change_rate[j] = found / budget
-        best = ideal[min(budget, n_stale)]
-        ndcg[j] = float(discount[: idx.size] @ hit) / best if best > 0 else 1.0
-        _record_fetch(state, idx, hit, cyc, cyc * seconds)
-        stale[idx] = False
-        freshness[j] = 1.0 - (n_stale - found) / pages
-    return ReplayResult(
-        policy=name,
-        pages=pages,
-        k=budget,
-        warmup=warmup,
-        change_rate=change_rate,
-        ndcg=ndcg,
-        freshness=freshness,
-        changed_fetched=changed_fetched,
-        state=state,
-    )
+    """The simulator's replay with the per-cycle choice given as ``select``."""
+    return simulate(changes, select, warmup=warmup, k=k, cycle_hours=cycle_hours, name=name)
 
 
 def replay_plan(
