@@ -61,6 +61,51 @@ def test_batched_replay_survives_compaction():
         assert r.mean_ndcg == fit.ndcg[i]
 
 
+def test_batched_replay_with_window_equals_simulate_content_exactly():
+    """The window terminals (paper 004) as class columns: simulate_content's numbers."""
+    from scrapy_recrawl.content.replay import simulate_content
+
+    changes = _history(pages=300, cycles=30, seed=4)
+    rng = random.Random(11)
+    trees = gp.ramped_half_and_half(rng, 40, gp.TERMINAL_SETS["window"])
+    trees += [
+        "C1",
+        ("+", "C2", ("*", "D3", "t")),
+        ("*", ("-", 1.0, ("exp", ("*", ("-", 0.0, "AADp"), "t"))), ("+", 1.0, "D2")),
+        ("+", "C4", "t"),  # beyond a window of 3: NaN, ranks last
+        ("*", "t", "X"),  # no window terminal in a window replay
+    ]
+    for window, k in ((3, 0.05), (3, 17), (5, 0.1), (1, 0.1)):
+        replay = PopulationReplay(changes, k=k, warmup=2, window=window)
+        replay.compact_above = 64  # compaction must keep (and merge on) the window columns
+        fit = replay.evaluate(trees)
+        for i, tree in enumerate(trees):
+            scorer = IndexTieScorer(TreeScorer(tree))
+            r = simulate_content(changes, scorer, warmup=2, k=k, window=window)
+            assert r.mean_change_rate == fit.change_rate[i], (window, gp.to_expression(tree))
+            assert r.mean_ndcg == fit.ndcg[i], (window, gp.to_expression(tree))
+            assert r.mean_freshness == fit.freshness[i], (window, gp.to_expression(tree))
+    assert replay.compactions > 0
+
+
+def test_window_terminals_need_a_window_and_q_is_refused():
+    changes = _history(pages=60, cycles=10)
+    with pytest.raises(ValueError, match="window="):
+        PopulationReplay(changes).evaluate([("+", "C1", "t")])
+    with pytest.raises(ValueError, match="Q"):
+        PopulationReplay(changes, window=3).evaluate([("+", "Q", "t")])
+    assert gp.window_of(["t", "X"]) == 0
+    assert gp.window_of(["C1", "t"]) == 3 and gp.window_of(["D5"]) == 5
+
+
+def test_short_evolve_with_window_terminals():
+    changes = _history(pages=200, cycles=20, seed=2)
+    config = EvolveConfig(**SMALL, terminals="window")
+    result = evolve(changes, config, progress=False, baselines=("aad+",))
+    assert set(gp.WINDOW_TERMINALS) <= set(result.terminals)
+    assert np.isfinite(result.test["winner"].mean_change_rate)
+
+
 def test_top_k_by_class_is_top_k_by_index():
     rng = np.random.default_rng(0)
     for _ in range(50):

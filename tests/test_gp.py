@@ -115,6 +115,11 @@ def test_terminal_sets():
         gp.terminal_set("t,bogus")
     with pytest.raises(ValueError, match="change magnitudes"):
         gp.terminal_set("t,D")
+    # paper 004's window is replayed (PopulationReplay(window=...)); Q is not
+    assert gp.terminal_set("window") == full + gp.WINDOW_TERMINALS
+    assert gp.terminal_set("t,C1,D2") == ("t", "C1", "D2")
+    with pytest.raises(ValueError, match="unknown: Q"):
+        gp.terminal_set("t,Q")
 
 
 def test_interner_shares_equal_subtrees():

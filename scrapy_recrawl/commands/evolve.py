@@ -129,7 +129,8 @@ class Command(ScrapyCommand):
             default=d.terminals,
             metavar="SET",
             help="basic (n X t), all (+ CG NAD SAD AAD GAD and the smoothed "
-            "CGp NADp SADp AADp GADp) or a comma list of terminal names",
+            "CGp NADp SADp AADp GADp), window (all + C1..C3 D1..D3, paper 004) "
+            "or a comma list of terminal names",
         )
         g.add_argument("--fitness", choices=FITNESS, default=d.fitness)
         g.add_argument(

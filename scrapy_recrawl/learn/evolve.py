@@ -57,6 +57,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from scrapy_recrawl.content import window as win
 from scrapy_recrawl.history.state import observe
 from scrapy_recrawl.learn import gp
 from scrapy_recrawl.learn.gp import Tree
@@ -254,6 +255,20 @@ class TreeScorer(Scorer):
 
 
 _STATE_COLUMNS = ("n", "X", "sad", "aad_sum", "gad", "last_visit_cycle", "last_visit_time")
+#: Paper 004's window as class-table columns ``cw1..cwl`` (newest first). A missing
+#: observation is stored as -1 rather than NaN, so that equal windows merge into
+#: one class (np.unique never merges NaN rows); the terminals C_i / D_i read NaN.
+_WINDOW_MISSING = -1.0
+
+
+def _window_columns(window: int) -> tuple[str, ...]:
+    return tuple(f"cw{i}" for i in range(1, window + 1))
+
+
+def _window_terms(table: Mapping[str, np.ndarray], window: int) -> dict[str, np.ndarray]:
+    """The ``C1..Cl`` / ``D1..Dl`` columns of the class table (as content/window.py makes them)."""
+    cw = np.stack([table[c] for c in _window_columns(window)], axis=1)
+    return win.columns(np.where(cw == _WINDOW_MISSING, np.nan, cw))
 
 
 @dataclass
@@ -305,6 +320,15 @@ class PopulationReplay:
     once), and the per-URL state as a table of *classes* (URLs in the same
     state); every individual's URLs point into one table, so terminals and the
     values of common subtrees are computed once per cycle for all of them.
+
+    ``window`` > 0 also keeps paper 004's window of the last ``window`` change
+    observations as state columns (the terminals ``C1..Cl`` and ``D1..Dl``,
+    ``D_i = max(C_1..C_i)`` on change matrices); the numbers then equal
+    :func:`~scrapy_recrawl.content.replay.simulate_content` with the same
+    ``window`` (tests check it). 0 (the default) keeps none: a tree using
+    ``C*`` / ``D*`` is refused, and the class table merges more URLs. ``Q`` is
+    not replayed (it depends on other pages' observations, not only on a
+    URL's state).
     """
 
     def __init__(
@@ -315,8 +339,11 @@ class PopulationReplay:
         warmup: int = 2,
         prior: tuple[float, float] | None = None,
         cycle_hours: float = 24.0,
+        window: int = 0,
     ) -> None:
         c = np.asarray(changes)
+        self.window = 0 if window == 0 else win.check_window(window)
+        self.columns = _STATE_COLUMNS + _window_columns(self.window)
         if c.ndim != 2 or c.shape[0] == 0:
             raise ValueError(f"changes must be a non-empty [page, cycle] matrix, got {c.shape}")
         self.pages, self.cycles = c.shape
@@ -329,12 +356,18 @@ class PopulationReplay:
         self.by_cycle = np.ascontiguousarray(c.T != 0)
         # the warm-up, exactly as simulate() runs it
         state = new_state(self.pages)
+        cwin = win.empty_window(self.pages, max(1, self.window))
         stale = np.zeros(self.pages, dtype=bool)
         for cyc in range(warmup):
             stale |= self.by_cycle[cyc]
             _record_fetch(state, slice(None), stale.copy(), cyc, cyc * self.seconds, first=cyc == 0)
+            if cyc > 0:  # as simulate_content: the first fetch is not an observation
+                win.push(cwin, slice(None), stale.astype(np.float64))
             stale[:] = False
-        table, self.page_class = self._classes({col: state[col] for col in _STATE_COLUMNS})
+        cols = {col: state[col] for col in _STATE_COLUMNS}
+        for i, name in enumerate(_window_columns(self.window)):
+            cols[name] = np.where(np.isnan(cwin[:, i]), _WINDOW_MISSING, cwin[:, i])
+        table, self.page_class = self._classes(cols, names=self.columns)
         self.table = table
         self.discount = 1.0 / np.log2(np.arange(2, self.k + 2, dtype=np.float64))
         self.ideal = np.concatenate(([0.0], np.cumsum(self.discount)))
@@ -347,13 +380,15 @@ class PopulationReplay:
 
     @staticmethod
     def _classes(
-        columns: dict[str, np.ndarray], ids: np.ndarray | None = None
+        columns: dict[str, np.ndarray],
+        ids: np.ndarray | None = None,
+        names: Sequence[str] = _STATE_COLUMNS,
     ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Rows with equal state merged: (class table, class of each row / of ``ids``)."""
-        stacked = np.stack([np.asarray(columns[c], dtype=np.float64) for c in _STATE_COLUMNS], 1)
+        stacked = np.stack([np.asarray(columns[c], dtype=np.float64) for c in names], 1)
         # float64 holds the int columns exactly (counts and cycles far below 2^53)
         _, first, inverse = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
-        table = {c: np.ascontiguousarray(columns[c][first]) for c in _STATE_COLUMNS}
+        table = {c: np.ascontiguousarray(columns[c][first]) for c in names}
         inverse = inverse.reshape(-1)
         return table, inverse if ids is None else inverse[ids]
 
@@ -377,6 +412,15 @@ class PopulationReplay:
         roots = [self.interner.intern(t) for t in trees]
         used = [tuple(sorted(gp.terminals_used(t))) for t in trees]
         needed = frozenset().union(*used)
+        if "Q" in needed:
+            raise ValueError(
+                "PopulationReplay does not replay the Q terminal (use simulate_content)"
+            )
+        wants_window = any(n[0] in "CD" and n[1:].isdigit() for n in needed)
+        if wants_window and not self.window:
+            raise ValueError(
+                "the C1..C5 / D1..D5 terminals need PopulationReplay(..., window=l) (l >= 1)"
+            )
         table = {c: v.copy() for c, v in self.table.items()}
         group_of = np.zeros(g, dtype=np.intp)
         page_class = self.page_class[None, :].copy()  # [group, URL]
@@ -387,7 +431,10 @@ class PopulationReplay:
             stale |= self.by_cycle[cyc]
             now = cyc * self.seconds
             size = len(table["n"])
-            terms = compute_terminals(table, cyc, now, prior=self.prior, needed=needed)
+            cols = table
+            if wants_window:
+                cols = {**table, **_window_terms(table, self.window)}
+            terms = compute_terminals(cols, cyc, now, prior=self.prior, needed=needed)
             groups: dict[int, _Group] = {}
             chosen: dict[tuple, int] = {}
             sel_group: list[int] = []  # distinct selections of this cycle: group, URLs
@@ -455,6 +502,12 @@ class PopulationReplay:
             table["last_visit_time"] = np.concatenate(
                 (table["last_visit_time"], np.full(len(keys), now))
             )
+            # the window shifts by one: the new observation first (win.push per class)
+            names = _window_columns(self.window)
+            for newer, older in zip(names[::-1][:-1], names[::-1][1:], strict=True):
+                table[newer] = np.concatenate((table[newer], table[older][src]))
+            if names:
+                table[names[0]] = np.concatenate((table[names[0]], changed.astype(np.float64)))
             page_class[r_rows, r_idx] = size + inverse.reshape(r_idx.shape)
             stale[r_rows, r_idx] = False
             self.groups_seen += rep.shape[0]
@@ -524,7 +577,9 @@ class PopulationReplay:
     ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Drop classes no URL is in any more, and merge classes with equal state."""
         live = np.flatnonzero(np.bincount(page_class.ravel(), minlength=len(table["n"])))
-        merged, live_class = self._classes({c: v[live] for c, v in table.items()})
+        merged, live_class = self._classes(
+            {c: v[live] for c, v in table.items()}, names=self.columns
+        )
         remap = np.zeros(len(table["n"]), dtype=np.int64)
         remap[live] = live_class
         return merged, remap[page_class]
@@ -688,7 +743,13 @@ _WORKER: dict[str, Any] = {}
 def _init_worker(
     train: np.ndarray, config: EvolveConfig, terminals: Sequence[str], quiet: bool
 ) -> None:
-    replay = PopulationReplay(train, k=config.budget, warmup=config.warmup, prior=config.prior)
+    replay = PopulationReplay(
+        train,
+        k=config.budget,
+        warmup=config.warmup,
+        prior=config.prior,
+        window=gp.window_of(terminals),
+    )
     _WORKER.update(
         cache=FitnessCache(replay, config.fitness),
         config=config,
@@ -855,7 +916,10 @@ def evolve(
                 evaluated += int(st["evaluated"])
                 worker_cpu += st["cpu_seconds"]
     # validation (Listing 1, lines 14-16), one replay for all seeds' best
-    vreplay = PopulationReplay(valid, k=config.budget, warmup=config.warmup, prior=config.prior)
+    window = gp.window_of(terminals)
+    vreplay = PopulationReplay(
+        valid, k=config.budget, warmup=config.warmup, prior=config.prior, window=window
+    )
     trees = gp.unique(cand.tree for cand in candidates)
     vfit = dict(zip(trees, vreplay.evaluate(trees).of(config.fitness), strict=True))
     for cand in candidates:
@@ -864,9 +928,14 @@ def evolve(
     # the test fold, with simulate() and the scorer the printed expression makes
     test_results: dict[str, ReplayResult] = {}
     kw = {"warmup": config.warmup, "k": config.budget, "seed": config.seed, "prior": config.prior}
-    test_results["winner"] = simulate(
-        test, Scorer.from_spec(winner.expression, prior=config.prior, seed=config.seed), **kw
-    )
+    scorer = Scorer.from_spec(winner.expression, prior=config.prior, seed=config.seed)
+    if gp.window_of(gp.terminals_used(winner.tree)):
+        # simulate() has no window columns; simulate_content is simulate plus them
+        from scrapy_recrawl.content.replay import simulate_content
+
+        test_results["winner"] = simulate_content(test, scorer, window=window, **kw)
+    else:
+        test_results["winner"] = simulate(test, scorer, **kw)
     for name in baselines:
         test_results[name] = simulate(test, name, **kw)
     return EvolveResult(

@@ -45,9 +45,15 @@ ESTIMATOR_TERMINALS: tuple[str, ...] = ("CG", "NAD", "SAD", "AAD", "GAD")
 SMOOTHED_TERMINALS: tuple[str, ...] = ("CGp", "NADp", "SADp", "AADp", "GADp")
 #: Content terminals: only where the history records change magnitudes.
 CONTENT_TERMINALS: tuple[str, ...] = ("D", "A", "R", "M")
+#: Paper 004's window terminals at the default window (RECRAWL_WINDOW = 3): the
+#: change indicators of the last 3 observations and the distances 1..3 visits
+#: back (on change matrices D_i = max(C_1..C_i), see content/window.py).
+WINDOW_TERMINALS: tuple[str, ...] = ("C1", "C2", "C3", "D1", "D2", "D3")
 TERMINAL_SETS: dict[str, tuple[str, ...]] = {
     "basic": BASIC_TERMINALS,
     "all": BASIC_TERMINALS + ESTIMATOR_TERMINALS + SMOOTHED_TERMINALS,
+    # ``all`` plus the window (PopulationReplay keeps it as state columns)
+    "window": BASIC_TERMINALS + ESTIMATOR_TERMINALS + SMOOTHED_TERMINALS + WINDOW_TERMINALS,
 }
 
 _BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
@@ -61,23 +67,34 @@ _UNARY_OPS: dict[str, Callable[[Any], Any]] = {"log": plog, "exp": np.exp}
 
 
 #: Terminals the replay cannot give yet: wall-clock hours, `due` (needs a basket
-#: model), and the content-aware window and experts terminals (paper 004), which
-#: PopulationReplay does not keep (they would silently evaluate to NaN).
-_NOT_REPLAYED = frozenset({"hours", "due", "Q", *(f"{p}{i}" for p in "CD" for i in range(1, 6))})
+#: model), and paper 004's experts terminal `Q`, which PopulationReplay does not
+#: compute (it would silently evaluate to NaN). The window terminals C1..C5 and
+#: D1..D5 are replayed (PopulationReplay's ``window``).
+_NOT_REPLAYED = frozenset({"hours", "due", "Q"})
+
+
+def window_of(terminals: Iterable[str]) -> int:
+    """The replay window the terminals need: 0 without ``C*`` / ``D*``, else at least
+    RECRAWL_WINDOW's default (3) and at least the largest index used (``C5`` -> 5).
+
+    Terminals beyond the window are NaN, in the replay as in a crawl."""
+    used = [int(n[1:]) for n in terminals if len(n) == 2 and n[0] in "CD" and n[1].isdigit()]
+    return max(3, *used) if used else 0
 
 
 def terminal_set(spec: str, *, content: bool = False) -> tuple[str, ...]:
-    """``basic``, ``all`` (plus D A R M when ``content``) or a comma list of terminal names."""
+    """``basic``, ``all`` (plus D A R M when ``content``), ``window`` (``all`` + C1..C3
+    D1..D3) or a comma list of terminal names."""
     key = spec.strip()
     if key.lower() in TERMINAL_SETS:
         names = TERMINAL_SETS[key.lower()]
-        return names + CONTENT_TERMINALS if content and key.lower() == "all" else names
+        return names + CONTENT_TERMINALS if content and key.lower() in ("all", "window") else names
     names = tuple(dict.fromkeys(s.strip() for s in key.split(",") if s.strip()))
     bad = [s for s in names if s not in TERMINALS or s in _NOT_REPLAYED]
     if not names or bad:
         known = ", ".join(n for n in TERMINALS if n not in _NOT_REPLAYED)
         raise ValueError(
-            f"--terminals={spec!r}: expected 'basic', 'all' or a comma list of terminal names "
+            f"--terminals={spec!r}: expected 'basic', 'all', 'window' or a comma list of terminal names "
             f"({known}); unknown: {', '.join(bad) or '(empty)'}"
         )
     if not content and set(names) & set(CONTENT_TERMINALS):
