@@ -22,7 +22,6 @@ import argparse
 from typing import Any
 
 import numpy as np
-from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from scrapy_recrawl.estimate.baskets import (
@@ -40,6 +39,8 @@ from scrapy_recrawl.estimate.baskets import (
     require_sklearn,
     split_train_test,
 )
+
+from . import RecrawlCommand
 
 
 def training_from_store(
@@ -103,14 +104,7 @@ def training_from_file(path: str, cfg: BasketSettings) -> tuple[dict[str, np.nda
     return data, offsets, baskets
 
 
-class Command(ScrapyCommand):
-    requires_project = False
-    requires_crawler_process = False
-    default_settings = {"LOG_ENABLED": False}
-
-    def syntax(self) -> str:
-        return "[options]"
-
+class Command(RecrawlCommand):
     def short_desc(self) -> str:
         return "Train the loop-time basket classifier (random forest) from probe features"
 

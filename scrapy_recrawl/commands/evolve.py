@@ -18,7 +18,6 @@ import argparse
 import sys
 from typing import Any
 
-from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from scrapy_recrawl.learn import gp
@@ -31,6 +30,8 @@ from scrapy_recrawl.learn.evolve import (
     save_json,
 )
 from scrapy_recrawl.learn.histories import History, HistoryError, from_store, load
+
+from . import RecrawlCommand
 
 _DEFAULTS = EvolveConfig()
 
@@ -69,14 +70,7 @@ def _prior(text: str) -> tuple[float, float]:
     return (a, b)
 
 
-class Command(ScrapyCommand):
-    requires_project = False
-    requires_crawler_process = False
-    default_settings = {"LOG_ENABLED": False}
-
-    def syntax(self) -> str:
-        return "[options]"
-
+class Command(RecrawlCommand):
     def short_desc(self) -> str:
         return "Learn a recrawl scorer from complete change histories (GP4C)"
 

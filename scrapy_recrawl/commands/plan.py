@@ -18,8 +18,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
+
+from . import RecrawlCommand
 
 ALL = "all"
 
@@ -121,15 +122,8 @@ def _budget(value: str) -> float:
     return v
 
 
-class Command(ScrapyCommand):
+class Command(RecrawlCommand):
     """``scrapy recrawl-plan``."""
-
-    requires_project = False
-    requires_crawler_process = False
-    default_settings = {"LOG_ENABLED": False}
-
-    def syntax(self) -> str:
-        return "[options]"
 
     def short_desc(self) -> str:
         return "Solve a WebFountain crawl plan (paper 003) and print it, or replay it on a change history"
