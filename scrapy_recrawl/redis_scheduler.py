@@ -50,14 +50,13 @@ from twisted.internet.defer import Deferred
 from .history import HistoryStoreError
 from .history.redis import client_location, redis_from_settings
 from .middleware import META_CYCLE
-from .scheduler import RecrawlScheduler
+from .scheduler import RecrawlScheduler, _is_new
 from .selection import Budget
 from .settings import RecrawlSettingError, get
 
 logger = logging.getLogger(__name__)
 
 _RETRY_META = ("redirect_urls", "retry_times")
-_CONTINUATION_META = (*_RETRY_META, "is_start_request")
 
 #: Reserve one budgeted request: KEYS[1] the counters hash; ARGV total (-1: no
 #: limit), side ("new" or "recrawl"), side quota (-1: no limit). 1 if reserved.
@@ -300,15 +299,10 @@ class RedisRecrawlScheduler(RecrawlScheduler):
             elif self.server.sismember(self.df.key, fp):
                 self._inc("recrawl/start_is_recrawl")  # its recrawl is queued this cycle
                 return False
-        if request.dont_filter or any(k in request.meta for k in _CONTINUATION_META):
+        if not _is_new(request):
             # a continuation: this process's own Scrapy queues, through the shared dupefilter
             return Scheduler.enqueue_request(self, request)
-        if self.df.request_seen(request):
-            self.df.log(request, self.spider)
-            return False
-        if self.store.knows(self.fingerprinter.fingerprint(request)):
-            # known URL: the scorer decides when it is fetched again
-            self._inc("recrawl/known_skipped")
+        if not self._admit_new(request):
             return False
         self.newqs.push(request)
         self._inc("scheduler/enqueued")

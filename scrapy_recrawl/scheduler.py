@@ -353,12 +353,7 @@ class RecrawlScheduler(Scheduler):
     def enqueue_request(self, request: Request) -> bool:
         if not _is_new(request):
             return super().enqueue_request(request)
-        if self.df.request_seen(request):
-            self.df.log(request, self.spider)
-            return False
-        if self.store.knows(self.fingerprinter.fingerprint(request)):
-            # known URL: the scorer decides when it is fetched again
-            self._inc("recrawl/known_skipped")
+        if not self._admit_new(request):
             return False
         self._inc("recrawl/enqueued_new")
         if self._unbudgeted_run():
@@ -376,6 +371,19 @@ class RecrawlScheduler(Scheduler):
             return True
         self.newqs.push(request)
         self._inc("scheduler/enqueued")
+        return True
+
+    def _admit_new(self, request: Request) -> bool:
+        """A spider request not seen before (dupefilter) for a URL the store does not know.
+
+        A known URL is not fetched on the spider's say-so: the scorer decides.
+        """
+        if self.df.request_seen(request):
+            self.df.log(request, self.spider)
+            return False
+        if self.store.knows(self.fingerprinter.fingerprint(request)):
+            self._inc("recrawl/known_skipped")
+            return False
         return True
 
     def next_request(self) -> Request | None:

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from scrapy_recrawl.learn.simulate import ReplayResult, _record_fetch, new_state, resolve_k
-from scrapy_recrawl.scoring import Scorer, compute_terminals
+from scrapy_recrawl.learn.simulate import ReplayResult, simulate
+from scrapy_recrawl.scoring import Scorer
 
 from . import window as win
 from .related import DEFAULT_CANDIDATES, DEFAULT_K, DEFAULT_MAX_LAG, RelatedIndex
@@ -36,6 +36,64 @@ def _series(obs: np.ndarray) -> np.ndarray:
     count = seen.sum(axis=1, keepdims=True)
     mean = np.where(count > 0, np.nansum(obs, axis=1, keepdims=True) / np.maximum(count, 1), 0.0)
     return np.where(seen, obs, mean)
+
+
+class _ContentState:
+    """The C* window, the observation log and the related-page index of a replay."""
+
+    def __init__(
+        self,
+        pages: int,
+        cycles: int,
+        warmup: int,
+        *,
+        window: int,
+        wants_q: bool,
+        experts: int,
+        max_lag: int,
+        groups: Sequence[object] | np.ndarray | None,
+        max_candidates: int,
+        history: int,
+        refresh_every: int,
+    ) -> None:
+        self.window = win.empty_window(pages, window)
+        self.obs = np.full((pages, cycles), np.nan, dtype=np.float32)
+        self.dirty = np.zeros(pages, dtype=bool)
+        self.index: RelatedIndex | None = None
+        self.warmup, self.wants_q = warmup, wants_q
+        self.experts, self.max_lag, self.groups = experts, max_lag, groups
+        self.max_candidates, self.history, self.refresh_every = (
+            max_candidates,
+            history,
+            refresh_every,
+        )
+
+    def columns(self, cycle: int) -> dict[str, np.ndarray]:
+        cols = dict(win.columns(self.window))
+        if self.wants_q:
+            lo = max(0, cycle - self.history)
+            seen = self.obs[:, lo:cycle]
+            if self.index is None:
+                self.index = RelatedIndex.build(
+                    _series(seen),
+                    k=self.experts,
+                    max_lag=min(self.max_lag, max(1, cycle - lo - 1)),
+                    groups=self.groups,
+                    max_candidates=self.max_candidates,
+                )
+            elif (cycle - self.warmup) % self.refresh_every == 0 and self.dirty.any():
+                self.index.refresh(_series(seen), np.flatnonzero(self.dirty))
+                self.dirty[:] = False
+            cols["Q"] = self.index.q(seen)
+        return cols
+
+    def fetched(self, idx: np.ndarray | slice, hit: np.ndarray, cycle: int) -> None:
+        if cycle == 0:
+            return  # a first fetch is no change observation
+        win.push(self.window, idx, hit.astype(np.float64))
+        self.obs[idx, cycle] = hit
+        if cycle >= self.warmup:
+            self.dirty[idx] = True
 
 
 def simulate_content(
@@ -57,80 +115,21 @@ def simulate_content(
 ) -> ReplayResult:
     """:func:`~scrapy_recrawl.learn.simulate.simulate` with ``C*``, ``D*`` and ``Q`` kept."""
     c = np.asarray(changes)
-    pages, cycles = c.shape
-    if not 1 <= warmup <= cycles:
-        raise ValueError(f"warmup={warmup!r}: expected 1..{cycles}")
     win.check_window(window)
-    budget = resolve_k(k, pages)
     scorer = (
         policy if isinstance(policy, Scorer) else Scorer.from_spec(policy, prior=prior, seed=seed)
     )
-    needed = scorer.terminals_needed
-    wants_q = "Q" in needed
-    by_cycle = np.ascontiguousarray(c.T != 0)
-    seconds = float(cycle_hours) * 3600.0
-    state = new_state(pages)
-    cwin = win.empty_window(pages, window)
-    obs = np.full((pages, cycles), np.nan, dtype=np.float32)
-    stale = np.zeros(pages, dtype=bool)
-    for cyc in range(warmup):
-        stale |= by_cycle[cyc]
-        _record_fetch(state, slice(None), stale.copy(), cyc, cyc * seconds, first=cyc == 0)
-        if cyc > 0:
-            win.push(cwin, slice(None), stale.astype(np.float64))
-            obs[:, cyc] = stale
-        stale[:] = False
-
-    index: RelatedIndex | None = None
-    dirty = np.zeros(pages, dtype=bool)
-    evaluated = cycles - warmup
-    change_rate, ndcg, freshness = np.zeros(evaluated), np.zeros(evaluated), np.zeros(evaluated)
-    changed_fetched = np.zeros(evaluated, dtype=np.int64)
-    discount = 1.0 / np.log2(np.arange(2, budget + 2, dtype=np.float64))
-    ideal = np.concatenate(([0.0], np.cumsum(discount)))
-    for j, cyc in enumerate(range(warmup, cycles)):
-        stale |= by_cycle[cyc]
-        now = cyc * seconds
-        cols = dict(state)
-        cols.update(win.columns(cwin))
-        if wants_q:
-            lo = max(0, cyc - history)
-            if index is None:
-                index = RelatedIndex.build(
-                    _series(obs[:, lo:cyc]),
-                    k=experts,
-                    max_lag=min(max_lag, max(1, cyc - lo - 1)),
-                    groups=groups,
-                    max_candidates=max_candidates,
-                )
-            elif (cyc - warmup) % refresh_every == 0 and dirty.any():
-                index.refresh(_series(obs[:, lo:cyc]), np.flatnonzero(dirty))
-                dirty[:] = False
-            cols["Q"] = index.q(obs[:, lo:cyc])
-        terms = compute_terminals(cols, cyc, now, prior=scorer.prior, needed=needed)
-        idx = scorer.top_k(terms, budget)
-        hit = stale[idx]
-        n_stale = int(np.count_nonzero(stale))
-        found = int(np.count_nonzero(hit))
-        changed_fetched[j] = found
-        change_rate[j] = found / budget
-        best = ideal[min(budget, n_stale)]
-        ndcg[j] = float(discount[: idx.size] @ hit) / best if best > 0 else 1.0
-        _record_fetch(state, idx, hit, cyc, now)
-        win.push(cwin, idx, hit.astype(np.float64))
-        obs[idx, cyc] = hit
-        dirty[idx] = True
-        stale[idx] = False
-        freshness[j] = 1.0 - (n_stale - found) / pages
-    name = scorer.name if scorer.name != "expression" else str(scorer)
-    return ReplayResult(
-        policy=name,
-        pages=pages,
-        k=budget,
-        warmup=warmup,
-        change_rate=change_rate,
-        ndcg=ndcg,
-        freshness=freshness,
-        changed_fetched=changed_fetched,
-        state=state,
+    extension = _ContentState(
+        c.shape[0],
+        c.shape[1],
+        warmup,
+        window=window,
+        wants_q="Q" in scorer.terminals_needed,
+        experts=experts,
+        max_lag=max_lag,
+        groups=groups,
+        max_candidates=max_candidates,
+        history=history,
+        refresh_every=refresh_every,
     )
+    return simulate(c, scorer, warmup=warmup, k=k, cycle_hours=cycle_hours, extension=extension)

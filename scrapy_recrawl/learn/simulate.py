@@ -36,11 +36,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
 from scrapy_recrawl.history.state import observe
 from scrapy_recrawl.scoring import Scorer, compute_terminals, top_k_indices
+
+
+class ReplayExtension(Protocol):
+    """Extra per-page state a replay keeps beside the estimators (e.g. content/replay.py)."""
+
+    def columns(self, cycle: int) -> Mapping[str, np.ndarray]:
+        """Terminal columns to add before scoring ``cycle``."""
+        ...
+
+    def fetched(self, idx: np.ndarray | slice, hit: np.ndarray, cycle: int) -> None:
+        """Pages ``idx`` were fetched in ``cycle``; ``hit``: which had changed."""
+        ...
+
 
 #: ``select(state, cycle, k) -> row indices, best first``: a policy given as a function.
 SelectFn = Callable[[Mapping[str, np.ndarray], int, int], np.ndarray]
@@ -148,6 +162,7 @@ def simulate(
     prior: tuple[float, float] | None = None,
     cycle_hours: float = 24.0,
     name: str | None = None,
+    extension: ReplayExtension | None = None,
 ) -> ReplayResult:
     """Replay ``policy`` over ``changes[page, cycle]``; returns per-cycle metrics.
 
@@ -157,7 +172,9 @@ def simulate(
     WebFountain planner; its ``state`` also has ``first_cycle``). ``seed`` seeds
     ``rand``; ``prior`` is RECRAWL_PRIOR for the ``...p`` terminals;
     ``cycle_hours`` is the length of a cycle for the ``hours`` terminal;
-    ``name`` labels the result (default: the policy's).
+    ``name`` labels the result (default: the policy's); ``extension`` keeps
+    extra per-page state and terminal columns (the content replay's window and
+    related pages) through the same loop.
     """
     c = np.asarray(changes)
     if c.ndim != 2:
@@ -195,6 +212,8 @@ def simulate(
     for cyc in range(warmup):
         stale |= by_cycle[cyc]
         _record_fetch(state, everyone, stale.copy(), cyc, cyc * seconds, first=cyc == 0)
+        if extension is not None:
+            extension.fetched(everyone, stale.copy(), cyc)
         stale[:] = False
 
     evaluated = cycles - warmup
@@ -215,8 +234,9 @@ def simulate(
             idx = top_k_indices(stale * float(cycles + 1) + t, budget)
         else:
             assert scorer is not None
+            cols = state if extension is None else {**state, **extension.columns(cyc)}
             terms = compute_terminals(
-                state, cyc, now, prior=scorer.prior, needed=scorer.terminals_needed
+                cols, cyc, now, prior=scorer.prior, needed=scorer.terminals_needed
             )
             idx = scorer.top_k(terms, budget)
         hit = stale[idx]
@@ -227,6 +247,8 @@ def simulate(
         best = ideal[min(budget, n_stale)]
         ndcg[j] = float(discount[: idx.size] @ hit) / best if best > 0 else 1.0
         _record_fetch(state, idx, hit, cyc, now)
+        if extension is not None:
+            extension.fetched(idx, hit, cyc)
         stale[idx] = False
         freshness[j] = 1.0 - (n_stale - found) / pages
 
