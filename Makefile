@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 
 .PHONY: demo test lint format docs bench clean
 
-$(STAMP): setup.cfg pyproject.toml
+$(STAMP): setup.cfg pyproject.toml setup.py $(wildcard scrapy_recrawl/*/*.pyx)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test,docs,ml,planning]'

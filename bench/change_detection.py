@@ -120,30 +120,44 @@ def breakdown(pairs: list[dict], detector: ChangeDetector, repeat: int) -> None:
     """Median per page of each stage of :meth:`ChangeDetector.signature` (internals)."""
     from lxml import etree
 
-    from scrapy_recrawl.change.detector import _as_utf8
-    from scrapy_recrawl.change.elements import NOISE_TAGS, _extract_markup
-    from scrapy_recrawl.change.shingles import shingle_hashes
-    from scrapy_recrawl.change.simhash import fingerprint
+    from scrapy_recrawl.change._walk import shingle_simhash, walk
+    from scrapy_recrawl.change.detector import Signature, _as_utf8
+    from scrapy_recrawl.change.shingles import fmix64
 
     parser = detector._parser()
-    names = ("decode", "parse", "strip noise", "serialise", "read back", "simhash", "free tree")
+    names = (
+        "content hash",
+        "decode",
+        "parse",
+        "walk (C)",
+        "sort",
+        "simhash (C)",
+        "wrap",
+        "free tree",
+    )
     rows: dict[str, list[float]] = {k: [] for k in names}
     for p in pairs:
         for side in ("old", "new"):
             times: dict[str, list[float]] = {k: [] for k in names}
             for _ in range(repeat):
                 t = [time.perf_counter()]
+                h = detector.content_hash(p[side])
+                t.append(time.perf_counter())
                 data = _as_utf8(p[side], "text/html; charset=utf-8")
                 t.append(time.perf_counter())
                 root = etree.fromstring(data, parser)
                 t.append(time.perf_counter())
-                etree.strip_elements(root, *NOISE_TAGS, with_tail=False)
+                keys, codes, texts, attrs, words = walk(root)
                 t.append(time.perf_counter())
-                markup = etree.tostring(root, encoding="utf-8", with_tail=False)
+                shown = ((texts != 0) | (attrs != 0)).nonzero()[0]
+                keys = fmix64(keys[shown])
+                order = keys.argsort(kind="stable")
+                shown = shown[order]
+                texts = fmix64(texts[shown] ^ codes[shown])
                 t.append(time.perf_counter())
-                arrays = _extract_markup(markup)
+                sim = shingle_simhash(words, detector.shingle_size)
                 t.append(time.perf_counter())
-                fingerprint(shingle_hashes(arrays.words, detector.shingle_size))
+                Signature("html", h, sim, keys[order], texts, attrs[shown])
                 t.append(time.perf_counter())
                 del root
                 t.append(time.perf_counter())

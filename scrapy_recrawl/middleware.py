@@ -30,7 +30,7 @@ from scrapy.crawler import Crawler
 from scrapy.http import Headers, Response
 from scrapy.responsetypes import responsetypes
 
-from .change import ChangeDetector, ChangeResult, Signature
+from .change import ChangeDetector, ChangeResult, Signature, SignatureVersionError
 from .content.store import BagStore
 from .content.window import d_names
 from .history import HistoryStore, HistoryStoreError, UrlRecord, Visit, store_for_crawler
@@ -183,7 +183,7 @@ class RecrawlMiddleware:
     ) -> Response:
         body = response.body
         content_type = _header(response, "Content-Type")
-        old = self._old_signature(rec, response.url)
+        old = self._old_signature(rec, fp, response.url)
         keep_body = len(body) <= self.max_body_bytes and getattr(self.store, "store_bodies", False)
         if old is not None and old.kind == "deferred":
             if old.content_hash != self.detector.content_hash(body):
@@ -314,11 +314,14 @@ class RecrawlMiddleware:
         )
         return self.detector.signature(stored.body, url, content_type)
 
-    def _old_signature(self, rec: UrlRecord | None, url: str) -> Signature | None:
+    def _old_signature(self, rec: UrlRecord | None, fp: bytes, url: str) -> Signature | None:
         if rec is None or rec.signature is None:
             return None
         try:
             return Signature.from_bytes(rec.signature)
+        except SignatureVersionError:
+            # made by another version of the hashing: sign the stored body again
+            return self._resolve_deferred(fp, url)
         except ValueError as exc:
             logger.warning(
                 "recrawl: stored signature of %s unreadable (%s); starting afresh", url, exc

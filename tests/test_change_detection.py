@@ -12,11 +12,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lxml import etree
 from scrapy.settings import Settings
 from simhash import Simhash
 
 from scrapy_recrawl.change import ChangeDetector, ChangeResult, Signature
-from scrapy_recrawl.change.shingles import text_shingles
+from scrapy_recrawl.change._walk import shingle_simhash
+from scrapy_recrawl.change.elements import extract
+from scrapy_recrawl.change.shingles import shingle_hashes, text_shingles
 from scrapy_recrawl.change.simhash import distance, fingerprint
 from scrapy_recrawl.settings import RecrawlSettingError
 
@@ -415,6 +418,21 @@ def real(det):
             )
         )
     return out
+
+
+@pytest.mark.shared_data
+def test_signature_simhash_is_the_package_rule_on_real_pages(det, real):
+    # The detector fuses shingling and the simhash in C; it must equal the
+    # numpy shingles + fingerprint (checked against the package above).
+    for _, old, new, *_ in real[:20]:
+        for body in (old, new):
+            words = extract(etree.fromstring(body, det._parser())).words
+            assert len(words) > 50
+            for size in (1, 2, 4, 9):
+                assert shingle_simhash(words, size) == fingerprint(shingle_hashes(words, size))
+    few = np.array([5, 7], dtype=np.uint64)  # fewer words than the shingle size
+    assert shingle_simhash(few, 4) == fingerprint(shingle_hashes(few, 4))
+    assert shingle_simhash(np.zeros(0, dtype=np.uint64), 4) == 0
 
 
 @pytest.mark.shared_data

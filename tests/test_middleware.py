@@ -211,3 +211,31 @@ def test_first_visit_defers_the_signature_and_a_change_gets_full_counts(site, tm
     }
     with SqliteHistoryStore(tmp_path / "history.sqlite3") as store:
         assert Signature.from_bytes(store.get(fp).signature).kind == "html"
+
+
+def test_signature_of_an_older_version_is_made_again_from_the_stored_body(site, tmp_path):
+    from scrapy_recrawl.change import ChangeDetector, Signature
+
+    v1 = html("O", TEXT)
+    v2 = html("O", TEXT[:2] + ["A new closing paragraph replaces the third one here."])
+    site.pages["/o"] = Page(v1)
+    settings = settings_for(tmp_path)
+    run_crawl([site.url + "/o"], settings, tmp_path)
+    run_crawl([site.url + "/o"], settings, tmp_path)  # same bytes again
+    det = ChangeDetector()
+    with SqliteHistoryStore(tmp_path / "history.sqlite3") as store:
+        (url_id,) = store.arrays().ids.tolist()
+        # what an older scrapy-recrawl left: same layout, another version byte
+        old = bytearray(det.signature(v1, "u", "text/html").to_bytes())
+        old[4] = Signature._VERSION - 1
+        store.db.execute("UPDATE signatures SET signature = ? WHERE url_id = ?", (old, url_id))
+        store.db.commit()
+    site.pages["/o"] = Page(v2)
+    got = run_crawl([site.url + "/o"], settings, tmp_path)["items"][0]["recrawl"]
+    full = det.compare(det.signature(v1, "u", "text/html"), det.signature(v2, "u", "text/html"))
+    # compared with the stored v1 body, signed again: the full counts, not "start afresh"
+    assert got["changed"] is True and (got["added"], got["removed"], got["modified"]) == (
+        full.added,
+        full.removed,
+        full.modified,
+    )

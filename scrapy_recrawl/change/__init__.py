@@ -3,6 +3,6 @@
 See :mod:`scrapy_recrawl.change.detector` for the rule that decides ``changed``.
 """
 
-from .detector import ChangeDetector, ChangeResult, Signature
+from .detector import ChangeDetector, ChangeResult, Signature, SignatureVersionError
 
-__all__ = ["ChangeDetector", "ChangeResult", "Signature"]
+__all__ = ["ChangeDetector", "ChangeResult", "Signature", "SignatureVersionError"]

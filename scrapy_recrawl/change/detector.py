@@ -56,12 +56,11 @@ from w3lib.encoding import (
 
 from ..content.bow import Bag, bag_from_hashes, significant
 from ..settings import RecrawlSettingError, get
-from .elements import NOISE_TAGS, diff, extract
-from .shingles import shingle_hashes
+from ._walk import shingle_simhash
+from .elements import diff, extract
 from .simhash import distance as simhash_distance
-from .simhash import fingerprint
 
-__all__ = ["ChangeDetector", "ChangeResult", "Signature"]
+__all__ = ["ChangeDetector", "ChangeResult", "Signature", "SignatureVersionError"]
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +103,10 @@ def _frozen_u64(a: Any) -> np.ndarray:
     return arr
 
 
+class SignatureVersionError(ValueError):
+    """A stored signature from another version of the hashing: sign the page again."""
+
+
 @dataclass(frozen=True, eq=False)
 class Signature:
     """What is remembered of one response, to compare with the next one.
@@ -125,9 +128,11 @@ class Signature:
     bag: Bag | None = field(default=None, repr=False, compare=False)
 
     _MAGIC = b"RCSG"
-    #: 2: element hashes computed from the page's XML serialisation (new key,
-    #: word and attribute hashing); version 1 signatures are refused (ValueError).
-    _VERSION = 2
+    #: 3: text and attribute values hashed as parsed (version 2 hashed the XML
+    #: serialisation, with ``&amp;`` etc.; version 1 older hashing). Older
+    #: versions raise :class:`SignatureVersionError` (the middleware then signs
+    #: the stored body again).
+    _VERSION = 3
     #: "deferred": only the content hash of a body kept in the store; the full
     #: signature is made from that stored body if a later visit differs
     _KINDS = ("html", "bytes", "deferred")
@@ -168,7 +173,7 @@ class Signature:
     def to_bytes(self) -> bytes:
         """Versioned little-endian binary form.
 
-        Layout (version 2; the same as version 1, whose hashes differ):
+        Layout (version 3; the same as versions 1 and 2, whose hashes differ):
         ``b"RCSG"``, version u8, kind u8 (0 html, 1 bytes), flags u8 (bit 0:
         simhash present), hash length u8, the content hash, the simhash as u64
         if present, element count u32, then keys, texts and attrs as ``count``
@@ -203,7 +208,9 @@ class Signature:
         if magic != cls._MAGIC:
             raise ValueError("not a Signature: bad magic")
         if version != cls._VERSION:
-            raise ValueError(f"unsupported Signature version {version}")
+            raise SignatureVersionError(
+                f"Signature version {version}, this scrapy-recrawl reads {cls._VERSION}"
+            )
         if kind >= len(cls._KINDS):
             raise ValueError(f"bad Signature kind {kind}")
         pos = 8
@@ -413,11 +420,11 @@ class ChangeDetector:
             root = None
         if root is None:
             return Signature("html", content_hash, 0)
-        etree.strip_elements(root, *NOISE_TAGS, with_tail=False)
         for xpath in self._xpaths:
             _remove_matches(xpath(root))
-        arrays = extract(root)
-        simhash = fingerprint(shingle_hashes(arrays.words, self.shingle_size))
+        arrays = extract(root)  # skips the noise elements itself
+        # = simhash.fingerprint(shingle_hashes(words)), fused in C (tests check it)
+        simhash = shingle_simhash(arrays.words, self.shingle_size)
         bag = bag_from_hashes(arrays.words, self.bow_terms) if self.keep_bags else None
         return Signature(
             "html", content_hash, simhash, arrays.keys, arrays.texts, arrays.attrs, bag=bag

@@ -23,7 +23,6 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "escape_text",
     "fmix64",
     "run_edges",
     "sequence_hashes",
@@ -31,6 +30,7 @@ __all__ = [
     "span_hashes",
     "text_shingles",
     "u64_view",
+    "visible_text",
     "word_hashes",
 ]
 
@@ -189,13 +189,9 @@ def shingle_hashes(words: np.ndarray, size: int) -> np.ndarray:
     return fmix64(acc ^ _U64((k * int(_LEN_MIX)) & 0xFFFFFFFFFFFFFFFF))
 
 
-def escape_text(text: str) -> str:
-    """Text as it appears in a serialised page: ``&``, ``<``, ``>`` escaped, U+00A0 a space.
-
-    :func:`scrapy_recrawl.change.elements.extract` hashes the words of the
-    page's XML serialisation, where these three characters are entity references.
-    """
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\xa0", " ")
+def visible_text(text: str) -> str:
+    """Text as the element walk reads it: U+00A0 is a word separator, like a space."""
+    return text.replace("\xa0", " ")
 
 
 def text_shingles(text: str, size: int) -> np.ndarray:
@@ -205,5 +201,5 @@ def text_shingles(text: str, size: int) -> np.ndarray:
     page, so a page whose visible text (in reading order) equals ``text`` gets
     the same shingles.
     """
-    words, _ = word_hashes(escape_text(text).encode("utf-8", "replace"))
+    words, _ = word_hashes(visible_text(text).encode("utf-8", "replace"))
     return shingle_hashes(words, size)

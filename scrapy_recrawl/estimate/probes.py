@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..change import ChangeDetector, Signature
+from ..change import ChangeDetector, Signature, SignatureVersionError
 from ..history import HistoryStore, SqliteHistoryStore
 from ..settings import RecrawlSettingError
 from .baskets import BasketModel, BasketSettings, due_index, empty_features, set_probe
@@ -376,7 +376,12 @@ class Prober:
 
 
 def _sig(data: bytes | None) -> Signature | None:
-    return None if data is None else Signature.from_bytes(data)
+    if data is None:
+        return None
+    try:
+        return Signature.from_bytes(data)
+    except SignatureVersionError:  # kept by an older scrapy-recrawl: no baseline to compare
+        return None
 
 
 def probe_cap(share: float, total: int | None) -> int | None:

@@ -1,0 +1,498 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: initializedcheck=False, nonecheck=False
+"""The element walk of :mod:`scrapy_recrawl.change.elements`, compiled.
+
+One pass over lxml's tree in C (libxml2's ``xmlNode`` structs, reached through
+lxml's public C API): every element's tag-path key, own-text hash and
+attribute hash, and the hashes of the visible words in reading order. No
+Python object is made per element or per word, which is what keeps a page's
+signature within a small multiple of lxml's parse (``bench/change_detection.py``).
+
+The hashing rules are the module docstring of ``elements.py``; the byte-span,
+sequence and shingle hashes are the ones of ``shingles.py`` (same constants,
+same results), so text hashed there and a page hashed here agree.
+"""
+
+from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy, strcmp
+
+from lxml.includes cimport tree
+cimport lxml.includes.etreepublic as cetree
+
+import sys
+
+import numpy as np
+
+cdef bint LITTLE_ENDIAN = sys.byteorder == "little"
+
+cetree.import_lxml__etree()
+
+# -- hashing (as shingles.py) ------------------------------------------------------------
+
+cdef uint64_t FMIX1 = 0xFF51AFD7ED558CCDULL
+cdef uint64_t FMIX2 = 0xC4CEB9FE1A85EC53ULL
+cdef uint64_t CHUNK_MUL = 0x9E3779B97F4A7C15ULL
+cdef uint64_t SEQ_BASE = 0xBF58476D1CE4E5B9ULL
+cdef uint64_t LEN_MIX = 0x94D049BB133111EBULL
+cdef uint64_t LEVEL_MUL = 0xD6E8FEB86659FD93ULL
+cdef uint64_t RANK_MUL = 0x9FB21C651E98DF25ULL
+cdef uint64_t SCRUBBED = 0x6A09E667F3BCC909ULL
+
+cdef inline uint64_t fmix(uint64_t x) noexcept nogil:
+    x ^= x >> 33
+    x *= FMIX1
+    x ^= x >> 33
+    x *= FMIX2
+    x ^= x >> 33
+    return x
+
+
+cdef inline uint64_t load_le(const uint8_t* p, size_t n) noexcept nogil:
+    """Up to 8 bytes as a little-endian integer, zero-filled."""
+    cdef uint64_t v = 0
+    cdef size_t i
+    if n == 8 and LITTLE_ENDIAN:
+        memcpy(&v, p, 8)
+        return v
+    for i in range(n):
+        v |= (<uint64_t>p[i]) << (8 * i)
+    return v
+
+
+cdef inline uint64_t span_hash(const uint8_t* p, size_t n) noexcept nogil:
+    """``shingles.span_hashes(..., mix=False)`` of one span."""
+    cdef uint64_t h, acc
+    cdef size_t k
+    if n <= 8:
+        return load_le(p, n)
+    acc = fmix(load_le(p, 8))
+    k = 8
+    while k < n:
+        acc += fmix(load_le(p + k, n - k if n - k < 8 else 8) + <uint64_t>k * CHUNK_MUL)
+        k += 8
+    return acc
+
+
+# -- growable arrays ---------------------------------------------------------------------
+
+cdef struct Vec:
+    uint64_t* data
+    int64_t size
+    int64_t cap
+
+
+cdef int vec_push(Vec* v, uint64_t x) except -1 nogil:
+    cdef uint64_t* grown
+    if v.size == v.cap:
+        v.cap = v.cap * 2 if v.cap else 256
+        grown = <uint64_t*>realloc(v.data, v.cap * sizeof(uint64_t))
+        if grown == NULL:
+            with gil:
+                raise MemoryError()
+        v.data = grown
+    v.data[v.size] = x
+    v.size += 1
+    return 0
+
+
+cdef object vec_array(Vec* v):
+    out = np.empty(v.size, dtype=np.uint64)
+    cdef uint64_t[::1] view = out
+    if v.size:
+        memcpy(&view[0], v.data, v.size * sizeof(uint64_t))
+    return out
+
+
+cdef struct Bytes:
+    uint8_t* data
+    size_t size
+    size_t cap
+
+
+cdef int bytes_reserve(Bytes* b, size_t extra) except -1 nogil:
+    cdef uint8_t* grown
+    cdef size_t cap
+    if b.size + extra <= b.cap:
+        return 0
+    cap = b.cap * 2 if b.cap else 256
+    while cap < b.size + extra:
+        cap *= 2
+    grown = <uint8_t*>realloc(b.data, cap)
+    if grown == NULL:
+        with gil:
+            raise MemoryError()
+    b.data = grown
+    b.cap = cap
+    return 0
+
+
+cdef int bytes_add(Bytes* b, const uint8_t* p, size_t n) except -1 nogil:
+    bytes_reserve(b, n)
+    memcpy(b.data + b.size, p, n)
+    b.size += n
+    return 0
+
+
+# -- the walk ----------------------------------------------------------------------------
+
+# An element whose children are being visited.
+cdef struct Frame:
+    tree.xmlNode* child  # next child to visit
+    int64_t index  # the element's index in the per-element arrays
+    uint64_t key  # running tag-path sum (the element's and its ancestors' (level, tag) hashes)
+    uint64_t seq  # the current text piece: sum of word_i * SEQ_BASE**i
+    uint64_t power  # SEQ_BASE**(words in the piece)
+    int64_t words  # words in the current piece
+    int64_t pieces  # pieces with words so far (their rank)
+
+
+cdef struct Walk:
+    Frame* stack
+    int64_t depth
+    int64_t cap
+    Bytes word  # the word being read (may span text nodes)
+    Bytes attr  # an attribute as ` name="value` (without the space), to hash
+    Vec words  # word hashes, reading order
+    Vec keys  # per element: running key, tag code, own text, attributes
+    Vec codes
+    Vec texts
+    Vec attrs
+
+
+cdef inline bint is_noise(const uint8_t* name) noexcept nogil:
+    """Tags removed with their content (``elements.NOISE_TAGS``); their tails stay."""
+    cdef const char* s = <const char*>name
+    return (
+        strcmp(s, b"script") == 0
+        or strcmp(s, b"style") == 0
+        or strcmp(s, b"template") == 0
+        or strcmp(s, b"link") == 0
+        or strcmp(s, b"meta") == 0
+        or strcmp(s, b"base") == 0
+    )
+
+
+cdef inline uint8_t lower(uint8_t c) noexcept nogil:
+    return c | 0x20 if 65 <= c <= 90 else c
+
+
+cdef inline int matches(const uint8_t* name, const char* word) noexcept nogil:
+    """1: ``word`` (lowercase) is a prefix of ``name`` in any case, 2: all of it, 0: neither."""
+    cdef size_t i = 0
+    while word[i]:
+        if lower(name[i]) != <uint8_t>word[i]:
+            return 0
+        i += 1
+    return 2 if name[i] == 0 else 1
+
+
+cdef bint noise_attribute(const uint8_t* name) noexcept nogil:
+    """``elements.keep_attribute`` negated: on*, data-*, nonce, integrity (any case)."""
+    return (
+        matches(name, b"on") != 0
+        or matches(name, b"data-") != 0
+        or matches(name, b"nonce") == 2
+        or matches(name, b"integrity") == 2
+    )
+
+
+cdef inline int add_word(Walk* w, uint64_t h) except -1 nogil:
+    """A word's hash into the words and the current text piece."""
+    cdef Frame* f = &w.stack[w.depth - 1]
+    vec_push(&w.words, h)
+    f.seq += h * f.power
+    f.power *= SEQ_BASE
+    f.words += 1
+    return 0
+
+
+cdef int end_word(Walk* w) except -1 nogil:
+    """Hash the word kept across text nodes (if any)."""
+    if w.word.size == 0:
+        return 0
+    add_word(w, span_hash(w.word.data, w.word.size))
+    w.word.size = 0
+    return 0
+
+
+cdef inline uint64_t sequence_hash(uint64_t seq, int64_t count) noexcept nogil:
+    """``shingles.sequence_hashes`` of a run, from its sum of value * SEQ_BASE**i."""
+    if count == 0:
+        return 0
+    return fmix(seq ^ (<uint64_t>count * LEN_MIX))
+
+
+cdef int end_piece(Walk* w) except -1 nogil:
+    """Close the current text piece of the innermost element (words end too)."""
+    cdef Frame* f
+    cdef uint64_t h
+    end_word(w)
+    f = &w.stack[w.depth - 1]
+    if f.words:
+        h = sequence_hash(f.seq, f.words) + <uint64_t>f.pieces * RANK_MUL
+        w.texts.data[f.index] += fmix(h)
+        f.pieces += 1
+    f.seq = 0
+    f.power = 1
+    f.words = 0
+    return 0
+
+
+cdef inline bint separates(const uint8_t* p) noexcept nogil:
+    """ASCII whitespace and control characters, and U+00A0, separate words."""
+    return p[0] <= 32 or (p[0] == 0xC2 and p[1] == 0xA0)
+
+
+cdef int read_text(Walk* w, const uint8_t* p) except -1 nogil:
+    """The words of a text node. A word that touches either end of the node is
+    kept in ``w.word``: it may go on in the next text node (after a skipped
+    noise element); any other word is hashed in place."""
+    cdef size_t i = 0, start
+    while p[i]:
+        if separates(p + i):
+            end_word(w)
+            i += 1 if p[i] <= 32 else 2
+            continue
+        start = i
+        while p[i] and not separates(p + i):
+            i += 1
+        if w.word.size or p[i] == 0:
+            bytes_add(&w.word, p + start, i - start)
+        else:
+            add_word(w, span_hash(p + start, i - start))
+    return 0
+
+
+cdef inline int token_class(uint8_t c) noexcept nogil:
+    # 1 digit, 2 lowercase, 4 uppercase, 8 "-" or "_", 0 anything else
+    if 48 <= c <= 57:
+        return 1
+    if 97 <= c <= 122:
+        return 2
+    if 65 <= c <= 90:
+        return 4
+    if c == 45 or c == 95:
+        return 8
+    return 0
+
+
+cdef enum:
+    TOKEN_MIN = 16  # shortest token (elements._TOKEN_MIN)
+
+
+cdef uint64_t attribute_hash(const uint8_t* p, size_t n, size_t value_at) noexcept nogil:
+    """Hash of ``name="value`` (``p[:n]``, the value from ``value_at``).
+
+    Token-like runs in a value of 16 bytes or more are left out: the attribute
+    is then the sequence of the pieces between them (see elements.py).
+    """
+    cdef size_t i, start, piece = 0
+    cdef int cls, c
+    cdef uint64_t seq = 0, power = 1
+    cdef int64_t count = 0
+    cdef bint scrubbed = False
+    if n - value_at >= TOKEN_MIN:
+        i = value_at
+        while i < n:
+            if token_class(p[i]) == 0:
+                i += 1
+                continue
+            start = i
+            cls = 0
+            while i < n:
+                c = token_class(p[i])
+                if c == 0:
+                    break
+                cls |= c
+                i += 1
+            if (
+                i - start >= TOKEN_MIN
+                and cls & 1
+                and cls & 6
+                and (not (cls & 8) or (cls & 6) == 6)
+            ):
+                seq += fmix(span_hash(p + piece, start - piece)) * power
+                power *= SEQ_BASE
+                count += 1
+                piece = i
+                scrubbed = True
+    if not scrubbed:
+        return fmix(span_hash(p, n))
+    seq += fmix(span_hash(p + piece, n - piece)) * power
+    return sequence_hash(seq, count + 1) ^ SCRUBBED
+
+
+cdef int open_element(Walk* w, tree.xmlNode* node) except -1 nogil:
+    """Hash an element's tag and attributes and push it on the stack."""
+    cdef const uint8_t* name = <const uint8_t*>node.name
+    cdef size_t n = 0
+    cdef uint64_t code, key, attrs = 0
+    cdef tree.xmlAttr* a
+    cdef tree.xmlNode* t
+    cdef size_t value_at
+    cdef Frame* f
+    cdef Frame* grown
+    while name[n]:
+        n += 1
+    code = fmix(span_hash(name, n))
+    key = fmix(code + <uint64_t>w.depth * LEVEL_MUL)
+    if w.depth:
+        key += w.stack[w.depth - 1].key
+    a = node.properties
+    while a != NULL:
+        if not noise_attribute(<const uint8_t*>a.name):
+            w.attr.size = 0
+            n = 0
+            while a.name[n]:
+                n += 1
+            bytes_add(&w.attr, <const uint8_t*>a.name, n)
+            bytes_add(&w.attr, <const uint8_t*>b'="', 2)
+            value_at = w.attr.size
+            t = a.children
+            while t != NULL:
+                if t.content != NULL:
+                    n = 0
+                    while t.content[n]:
+                        n += 1
+                    bytes_add(&w.attr, <const uint8_t*>t.content, n)
+                t = t.next
+            attrs += attribute_hash(w.attr.data, w.attr.size, value_at)
+        a = a.next
+    if w.depth == w.cap:
+        w.cap *= 2
+        grown = <Frame*>realloc(w.stack, w.cap * sizeof(Frame))
+        if grown == NULL:
+            with gil:
+                raise MemoryError()
+        w.stack = grown
+    f = &w.stack[w.depth]
+    w.depth += 1
+    f.child = node.children
+    f.index = w.keys.size
+    f.key = key
+    f.seq = 0
+    f.power = 1
+    f.words = 0
+    f.pieces = 0
+    vec_push(&w.keys, key)
+    vec_push(&w.codes, code)
+    vec_push(&w.texts, 0)
+    vec_push(&w.attrs, attrs)
+    return 0
+
+
+cdef int walk_tree(Walk* w, tree.xmlNode* root) except -1 nogil:
+    cdef tree.xmlNode* node
+    cdef Frame* f
+    open_element(w, root)
+    while w.depth:
+        f = &w.stack[w.depth - 1]
+        node = f.child
+        if node == NULL:  # the element ends
+            end_piece(w)
+            w.depth -= 1
+            continue
+        f.child = node.next
+        if node.type == tree.XML_TEXT_NODE or node.type == tree.XML_CDATA_SECTION_NODE:
+            if node.content != NULL:
+                read_text(w, <const uint8_t*>node.content)
+        elif node.type == tree.XML_ELEMENT_NODE and not is_noise(<const uint8_t*>node.name):
+            end_piece(w)  # a child element ends the current piece of its parent
+            open_element(w, node)
+    return 0
+
+
+def walk(cetree._Element root not None):
+    """``(keys, codes, texts, attrs, words)`` of the element tree under ``root``.
+
+    Per element in document order: ``keys`` the running tag-path sum (not yet
+    mixed), ``codes`` the tag hash, ``texts`` the sum of its mixed text pieces
+    (0: no own text), ``attrs`` the sum of its attribute hashes (0: none);
+    ``words`` the word hashes in reading order. Elements named in
+    ``NOISE_TAGS`` are skipped with their content (their tails are read).
+    """
+    cdef Walk w
+    w.depth = 0
+    w.cap = 64
+    w.stack = <Frame*>malloc(w.cap * sizeof(Frame))
+    if w.stack == NULL:
+        raise MemoryError()
+    w.word = Bytes(NULL, 0, 0)
+    w.attr = Bytes(NULL, 0, 0)
+    w.words = Vec(NULL, 0, 0)
+    w.keys = Vec(NULL, 0, 0)
+    w.codes = Vec(NULL, 0, 0)
+    w.texts = Vec(NULL, 0, 0)
+    w.attrs = Vec(NULL, 0, 0)
+    try:
+        if root._c_node.type == tree.XML_ELEMENT_NODE and not is_noise(
+            <const uint8_t*>root._c_node.name
+        ):
+            with nogil:
+                walk_tree(&w, root._c_node)
+        return (
+            vec_array(&w.keys),
+            vec_array(&w.codes),
+            vec_array(&w.texts),
+            vec_array(&w.attrs),
+            vec_array(&w.words),
+        )
+    finally:
+        free(w.stack)
+        free(w.word.data)
+        free(w.attr.data)
+        free(w.words.data)
+        free(w.keys.data)
+        free(w.codes.data)
+        free(w.texts.data)
+        free(w.attrs.data)
+
+
+# SPREAD[v]: byte j is bit j of v, so adding SPREAD[byte] to a uint64 counts
+# 8 bits at once in 8 byte lanes (flushed before a lane can reach 256).
+cdef uint64_t SPREAD[256]
+cdef int _v, _j
+for _v in range(256):
+    SPREAD[_v] = 0
+    for _j in range(8):
+        SPREAD[_v] |= (<uint64_t>((_v >> _j) & 1)) << (8 * _j)
+
+
+def shingle_simhash(const uint64_t[::1] words, int size):
+    """``simhash.fingerprint(shingles.shingle_hashes(words, size))`` in one pass."""
+    cdef int64_t n = words.shape[0], m, i, j, k, pending = 0
+    cdef uint64_t acc, h, tail
+    cdef uint64_t lanes[8]
+    cdef int64_t counts[64]
+    cdef uint64_t result = 0
+    cdef int b, c
+    if n == 0:
+        return 0
+    k = size if size < n else n
+    m = n - k + 1
+    tail = <uint64_t>k * LEN_MIX
+    for b in range(64):
+        counts[b] = 0
+    for c in range(8):
+        lanes[c] = 0
+    with nogil:
+        for i in range(m):
+            acc = words[i]
+            for j in range(1, k):
+                acc = acc * SEQ_BASE + words[i + j]
+            h = fmix(acc ^ tail)
+            for c in range(8):
+                lanes[c] += SPREAD[(h >> (8 * c)) & 0xFF]
+            pending += 1
+            if pending == 255 or i == m - 1:
+                for c in range(8):
+                    for b in range(8):
+                        counts[8 * c + b] += (lanes[c] >> (8 * b)) & 0xFF
+                    lanes[c] = 0
+                pending = 0
+        # the package's rule: a bit is set when more than half the features have it
+        for b in range(64):
+            if counts[b] * 2 > m:
+                result |= (<uint64_t>1) << b
+    return result
