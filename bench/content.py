@@ -3,6 +3,7 @@
     .venv/bin/python bench/content.py table1      # 1D / 2D / 3D accuracy (scikit-learn)
     .venv/bin/python bench/content.py replay      # ChangeRate / freshness with the new terminals
     .venv/bin/python bench/content.py index       # related-page index at 100,000 URLs
+    .venv/bin/python bench/content.py grow        # adding URLs to it: extend vs rebuild
     .venv/bin/python bench/content.py all
 
 Data: ``../shared/data/changes/*.npz`` (no content: the change matrix is the
@@ -146,27 +147,40 @@ def cmd_replay() -> None:
         print(f"| {name} | " + " | ".join(cells) + " |")
 
 
-def cmd_index(pages: int = 100_000, candidates: int = 512, k: int = 20) -> None:
-    print(f"## Related-page index at {pages:,} URLs (k = {k}, lags 1..3, 60 cycles)")
-    print()
-    # real change series: every shared page, the last 60 days, tiled to `pages` with
-    # circular day shifts (deterministic) so the copies are not identical
+def _index_series(pages: int) -> tuple[np.ndarray, np.ndarray]:
+    """Real change series: every shared page, the last 60 days, tiled to ``pages`` with
+    circular day shifts (deterministic) so the copies are not identical; 50 "hosts"."""
     series = np.concatenate([load(n)[0][:, -60:] for n in DATASETS])
     reps = -(-pages // len(series))
     tiles = [np.roll(series, s, axis=1) for s in range(reps)]
     s = np.concatenate(tiles)[:pages].astype(np.float32)
-    groups = np.arange(pages) // 2000  # 50 "hosts" of 2,000 URLs
+    # shuffle (fixed seed): the URLs discovered last are not all copies of one data set
+    s = s[np.random.default_rng(0).permutation(pages)]
+    return s, np.arange(pages) % 50
+
+
+def _measured(fn):
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    out = fn()
+    took = time.perf_counter() - t0
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return out, took, peak
+
+
+def cmd_index(pages: int = 100_000, candidates: int = 512, k: int = 20) -> None:
+    print(f"## Related-page index at {pages:,} URLs (k = {k}, lags 1..3, 60 cycles)")
+    print()
+    s, groups = _index_series(pages)
     print(
         "| candidates per URL | build s | us / URL | index bytes / URL | peak MB | refresh 1% s |"
     )
     print("|---|---|---|---|---|---|")
     for m in (128, candidates, 2000):
-        tracemalloc.start()
-        t0 = time.perf_counter()
-        idx = RelatedIndex.build(s, k=k, max_lag=3, groups=groups, max_candidates=m)
-        took = time.perf_counter() - t0
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
+        idx, took, peak = _measured(
+            lambda m=m: RelatedIndex.build(s, k=k, max_lag=3, groups=groups, max_candidates=m)
+        )
         t1 = time.perf_counter()
         idx.refresh(s, np.arange(0, pages, 100))
         ref = time.perf_counter() - t1
@@ -176,11 +190,52 @@ def cmd_index(pages: int = 100_000, candidates: int = 512, k: int = 20) -> None:
         )
 
 
+def cmd_grow(pages: int = 100_000, candidates: int = 512, k: int = 20) -> None:
+    """New URLs: RelatedIndex.extend against a rebuild, at ``pages`` URLs after the growth."""
+    print(
+        f"## Adding URLs to the related-page index: extend vs rebuild, {pages:,} URLs after "
+        f"(k = {k}, {candidates} candidates, lags 1..3, 60 cycles, 50 hosts)"
+    )
+    print()
+    s, groups = _index_series(pages)
+    print(
+        "| new URLs | rebuild s | extend s | rebuild us / URL | extend us / new URL | "
+        "old lists touched | rebuild peak MB | extend peak MB | peak bytes / URL (rebuild / "
+        "extend) | speed-up | same lists |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    kw = dict(k=k, max_lag=3, max_candidates=candidates)
+    full, t_full, p_full = _measured(lambda: RelatedIndex.build(s, groups=groups, **kw))
+    for share in (0.001, 0.01, 0.05):
+        m = int(pages * share)
+        idx = RelatedIndex.build(s[:-m], groups=groups[:-m], **kw)
+        touched, t_ext, p_ext = _measured(lambda idx=idx: idx.extend(s, groups))
+        same = (
+            np.array_equal(idx.ids, full.ids)
+            and np.array_equal(idx.weights, full.weights)
+            and np.array_equal(idx.lags, full.lags)
+        )
+        print(
+            f"| {m:,} ({100 * share:g}%) | {t_full:.2f} | {t_ext:.2f} | "
+            f"{1e6 * t_full / pages:.0f} | {1e6 * t_ext / m:.0f} | "
+            f"{len(touched):,} ({100 * len(touched) / (pages - m):.1f}%) | "
+            f"{p_full / 2**20:.0f} | {p_ext / 2**20:.0f} | "
+            f"{p_full / pages:.0f} / {p_ext / pages:.0f} | {t_full / t_ext:.1f}x | "
+            f"{'yes' if same else 'NO'} |"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("table1", "replay", "index", "all"))
+    ap.add_argument("what", choices=("table1", "replay", "index", "grow", "all"))
     what = ap.parse_args().what
-    for name, fn in (("table1", cmd_table1), ("replay", cmd_replay), ("index", cmd_index)):
+    steps = (
+        ("table1", cmd_table1),
+        ("replay", cmd_replay),
+        ("index", cmd_index),
+        ("grow", cmd_grow),
+    )
+    for name, fn in steps:
         if what in (name, "all"):
             fn()
             print()

@@ -10,7 +10,10 @@ with no persistence, and stops it afterwards.
   request dict, a 6 KB body kept for 304s, a change observation), one process; then
   three processes at once on the same store (each V visits, the throughput is the
   sum). Baseline measured in the same run: a bare ``PING`` round trip per visit,
-  the floor of any store that writes each visit when it arrives.
+  the floor of any store that writes each visit when it arrives. With bags: what the
+  middleware adds under ``RECRAWL_CHANGE_TEST = "chi2"`` and a ``D*`` terminal (paper
+  004): read the URL's bags, then keep the new one (256 terms, the last 3 kept) and its
+  distances (content/store.py's ``BagStore`` on Redis), one process.
 * **rescore**: N URLs written in bulk with the store's own encoding (rows,
   fingerprints, URLs, request dicts), then what a process opening a cycle does:
   ``store.arrays()`` (the numpy snapshot), score every URL with ``RECRAWL_SCORER``'s
@@ -70,23 +73,36 @@ def visits(worker: int, count: int) -> list[Visit]:
     return out
 
 
-def record_worker(url: str, worker: int, count: int, start, out) -> None:  # noqa: ANN001
+def record_worker(url: str, worker: int, count: int, start, out, bags: bool = False) -> None:  # noqa: ANN001
+    from scrapy_recrawl.content.bow import bag_from_hashes
+    from scrapy_recrawl.content.store import BagStore
+
     batch = visits(worker, count)
     store = RedisHistoryStore(url)
     store.open()
+    bag_store = BagStore(store, keep=3, window=3) if bags else None
+    rng = np.random.default_rng(worker)
+    words = [bag_from_hashes(rng.integers(0, 2000, 600)) for _ in range(16)]
     start.wait()
     t0 = time.perf_counter()
-    for v in batch:
-        store.record(v)
+    for i, v in enumerate(batch):
+        if bag_store is None:
+            store.record(v)
+            continue
+        known = store.get(v.fingerprint, signature=False)
+        old = bag_store.bags(known.id) if known is not None else []
+        rec = store.record(v)
+        bag_store.update(rec.id, words[i % 16], old)
     out.put(time.perf_counter() - t0)
     store.close()
 
 
-def bench_record(url: str, count: int, procs: int) -> float:
+def bench_record(url: str, count: int, procs: int, bags: bool = False) -> float:
     ctx = multiprocessing.get_context("spawn")
     start, out = ctx.Event(), ctx.Queue()
     workers = [
-        ctx.Process(target=record_worker, args=(url, w, count, start, out)) for w in range(procs)
+        ctx.Process(target=record_worker, args=(url, w, count, start, out, bags))
+        for w in range(procs)
     ]
     for p in workers:
         p.start()
@@ -195,6 +211,12 @@ def main() -> None:
         server.client().flushall()
         three = bench_record(server.url, args.visits, 3)
         server.client().flushall()
+        with_bags = bench_record(server.url, args.visits, 1, bags=True)
+        from scrapy_recrawl.content.store import _unpack
+
+        bag_bytes = server.client().memory_usage("recrawl:bags") or 0
+        kept = [len(_unpack(b)) for b in server.client().hvals("recrawl:bags")]
+        server.client().flushall()
 
         store = RedisHistoryStore(server.url)
         store.open()
@@ -216,6 +238,13 @@ def main() -> None:
     print(f"| baseline: one PING round trip per visit | {ping:,.0f} |")
     print(f"| store.record(), 1 process | {one:,.0f} |")
     print(f"| store.record(), 3 processes (sum) | {three:,.0f} |")
+    print(f"| get + bags + store.record() + BagStore.update(), 1 process | {with_bags:,.0f} |")
+    print()
+    print(
+        f"bags of words on Redis: {bag_bytes / max(1, len(kept)):,.0f} bytes per URL with "
+        f"{np.mean(kept):.2f} bags of 256 terms on average (at most 3), "
+        f"{bag_bytes / max(1, sum(kept)):,.0f} bytes per bag with Redis's hash overhead"
+    )
     print()
     print(f"| rescore {args.urls:,} URLs, top {k:,} ({scorer}) | median s | min s |")
     print("|---|---:|---:|")

@@ -202,6 +202,12 @@ class RedisRecrawlScheduler(RecrawlScheduler):
         from .history import store_for_crawler
 
         self._store = store_for_crawler(self.crawler)
+        if self._content_needed:  # paper 004: C*, D*, Q columns from the Redis store
+            from .content.store import ContentColumns
+
+            self.content_columns = ContentColumns(
+                self.store, self.content_settings, self._content_needed
+            )
         self.skey = self.key_template % {"spider": spider.name}
         self.newqs = self.queue_cls(
             server=self.server,

@@ -278,11 +278,6 @@ class RecrawlScheduler(Scheduler):
         # Content-aware prediction (paper 004, docs/content.md): the C*, D*, Q columns.
         self.content_settings = ContentSettings.from_settings(crawler.settings)
         self._content_needed = set(getattr(self.scorer, "terminals_needed", ())) & CONTENT_TERMINALS
-        if self._content_needed and getattr(type(self), "recrawl_store_backend", None) == "redis":
-            raise RecrawlSettingError(
-                "the C*, D* and Q terminals (content-aware prediction) need the SQLite "
-                "history store: the Redis scheduler and store do not support them yet"
-            )
         self.content_columns: ContentColumns | None = None
         self.prober: Prober | None = None
         self.taken_probe = 0

@@ -43,7 +43,7 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_BASKET_MODEL": None,  # None: the model `scrapy recrawl-baskets` saved in the store
     "RECRAWL_HOUR_SECONDS": 3600.0,  # wall seconds per hour of the two lists (tests compress)
     # content-aware prediction (paper 004; docs/content.md)
-    "RECRAWL_CHANGE_TEST": "simhash",  # or "chi2": Eq. 1 on the bags of words (SQLite only)
+    "RECRAWL_CHANGE_TEST": "simhash",  # or "chi2": Eq. 1 on the bags of words (SQLite or Redis store)
     "RECRAWL_CHI2_P": 0.05,  # significance level of the chi-squared test
     "RECRAWL_BOW_TERMS": 256,  # terms kept per version's bag of words (8 bytes each)
     "RECRAWL_WINDOW": 3,  # l: the D1..Dl, C1..Cl terminals (at most 5)

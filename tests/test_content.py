@@ -210,19 +210,74 @@ def test_index_selects_lagged_followers_deterministically():
     assert not (idx.ids == np.arange(len(s))[:, None]).any()
 
 
-def test_index_blocks_bound_candidates_and_groups():
-    s = np.random.default_rng(0).integers(0, 2, (10, 30))
-    blocks = RelatedIndex.blocks(s, groups=list("aaaaabbbbb"), max_candidates=3)
-    for g in (range(5), range(5, 10)):  # no block mixes groups
-        assert (
-            len({int(blocks[i]) for i in g} & {int(blocks[i]) for i in set(range(10)) - set(g)})
-            == 0
-        )
+def test_index_windows_bound_candidates_and_groups():
+    rng = np.random.default_rng(0)
+    s = (rng.random((40, 30)) < rng.random((40, 1))).astype(np.uint8)
+    groups = np.array(list("ab") * 20)
+    m = 5
+    idx = RelatedIndex.build(s, k=4, groups=groups, max_candidates=m)
+    rate = s.mean(axis=1).astype(np.float32)
+    for g in "ab":
+        rows = np.flatnonzero(groups == g)
+        order = rows[np.lexsort((rows, rate[rows]))]  # the group by rate, then id
+        pos = {int(r): p for p, r in enumerate(order)}
+        for r in rows:
+            for e in idx.ids[r][idx.ids[r] >= 0]:
+                assert groups[e] == g  # never across groups
+                assert abs(pos[int(e)] - pos[int(r)]) < m  # inside the row's window of m
+    assert (idx.ids >= 0).any()
+    assert idx.nbytes == 40 * (4 * 9 + 8)
+    # the old partition is still there for callers
+    blocks = RelatedIndex.blocks(s, groups=groups, max_candidates=3)
     assert np.bincount(blocks).max() <= 3
-    idx = RelatedIndex.build(s, k=5, groups=list("aaaaabbbbb"), max_candidates=3)
-    for r in range(10):
-        for e in idx.ids[r][idx.ids[r] >= 0]:
-            assert blocks[e] == blocks[r]
+
+
+def _grow_cases():
+    rng = np.random.default_rng(11)
+    for case in range(25):
+        p = int(rng.integers(8, 300))
+        n = int(rng.integers(6, 40))
+        s = (rng.random((p, n)) < rng.random((p, 1))).astype(np.float32)
+        if case % 3 == 0:
+            s[rng.integers(0, p, p // 3)] = s[0]  # many exact ties
+        if case % 4 == 1:
+            s[: p // 2] = rng.random((p // 2, n))  # not only 0/1
+        groups = None if case % 5 == 0 else rng.integers(0, int(rng.integers(1, 5)), p)
+        yield s, groups, int(rng.integers(2, 60)), int(rng.integers(1, 10)), rng
+
+
+def test_extend_equals_a_build_on_the_grown_series():
+    for s, groups, m, k, rng in _grow_cases():
+        p = len(s)
+        kw = dict(k=k, max_lag=min(3, s.shape[1] - 1), max_candidates=m)
+        full = RelatedIndex.build(s, groups=groups, **kw)
+        start = int(rng.integers(1, p))
+        g = None if groups is None else groups
+        idx = RelatedIndex.build(s[:start], groups=None if g is None else g[:start], **kw)
+        # N -> N + m in a few steps; groups of the new rows only, or of all rows
+        for i, end in enumerate(sorted({*rng.integers(start, p + 1, 3).tolist(), p})):
+            before = len(idx)
+            if g is None:
+                idx.extend(s[:end])
+            else:
+                idx.extend(s[:end], g[before:end] if i % 2 else g[:end])
+        np.testing.assert_array_equal(idx.ids, full.ids)
+        np.testing.assert_array_equal(idx.weights, full.weights)
+        np.testing.assert_array_equal(idx.lags, full.lags)
+
+
+def test_extend_touches_only_the_neighbourhood():
+    rng = np.random.default_rng(5)
+    s = (rng.random((2000, 40)) < rng.random((2000, 1))).astype(np.float32)
+    groups = np.arange(2000) % 10
+    idx = RelatedIndex.build(s[:1990], groups=groups[:1990], k=5, max_candidates=32)
+    touched = idx.extend(s, groups)
+    # ten new URLs, one per group of 200: each reaches one window of old rows (32, up to
+    # 1.5 times that at the ends of a group), not the index
+    assert 0 < len(touched) <= 10 * 48
+    assert len(idx) == 2000 and (idx.ids[1990:] >= 0).any()
+    with pytest.raises(ValueError, match="groups"):
+        idx.extend(np.concatenate([s, s[:1]]))
 
 
 def test_q_is_weighted_evidence_at_the_lag():
@@ -344,11 +399,17 @@ def test_bag_store_and_columns(tmp_path):
         np.testing.assert_array_equal(out["C1"], [1, 1])  # cycle 3: changed
         np.testing.assert_array_equal(out["C2"], [0, 0])
         assert out["Q"].shape == (2,)
+        # the observations of the last cycles are read back (1 changed, 0 not, NaN unseen)
+        obs = cols.observations(np.sort(arrays.ids), arrays.cycle)
+        np.testing.assert_array_equal(obs[:, -4:], [[np.nan, 1, 0, 1]] * 2)
+        assert np.isnan(obs[:, :-4]).all()
 
 
-def test_redis_like_store_is_refused():
+def test_other_stores_are_refused():
     class Fake:
-        location = "redis://x"
+        location = "memcached://x"
 
-    with pytest.raises(RecrawlSettingError, match="Redis"):
+    with pytest.raises(RecrawlSettingError, match="SQLite or Redis.*memcached"):
         BagStore(Fake())  # type: ignore[arg-type]
+    with pytest.raises(RecrawlSettingError, match="C\\*, D\\* and Q"):
+        ContentColumns(Fake(), ContentSettings(), {"Q"})  # type: ignore[arg-type]

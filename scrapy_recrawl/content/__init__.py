@@ -5,9 +5,9 @@
 * :mod:`~scrapy_recrawl.content.window`: the 2D window features ``C1..Cl``,
   ``D1..Dl``;
 * :mod:`~scrapy_recrawl.content.related`: related pages as experts (temporal
-  cross-correlation, sec. 6.3), the ``Q`` evidence;
-* :mod:`~scrapy_recrawl.content.store`: the bag table beside the SQLite store
-  and the columns the scheduler adds;
+  cross-correlation, sec. 6.3), kept up to date incrementally, the ``Q`` evidence;
+* :mod:`~scrapy_recrawl.content.store`: the bags beside the SQLite or Redis
+  history store and the columns the scheduler adds;
 * :mod:`~scrapy_recrawl.content.replay`: the replay with the new terminals;
 * :mod:`~scrapy_recrawl.content.evaluate`: 1D / 2D / 3D prediction accuracy
   (the paper's Table 1), offline, scikit-learn (the ``ml`` extra).

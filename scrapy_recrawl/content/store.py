@@ -9,17 +9,23 @@ used), and the distances ``D_1..D_l`` measured at its last visit.
 Per URL: ``keep * (12 + 8 * RECRAWL_BOW_TERMS)`` bytes at most, plus ``8 l``
 (6.2 KB at the defaults 3 x 256 terms; 2 KB for the chi-squared test alone).
 
-The Redis store has no such table: ``RECRAWL_CHANGE_TEST = "chi2"`` and the
-``D*`` terminals refuse it at start-up (:func:`refuse_store`). ``C*`` and
-``Q`` need the visit log, which only the SQLite store has a reader for:
-they refuse Redis as well.
+**On Redis** (:class:`~scrapy_recrawl.history.redis.RedisHistoryStore`) the
+same bags and distances are two hashes, ``{p}:bags`` and ``{p}:dists`` (id ->
+the same bytes as the SQLite columns), written by one Lua script per visit;
+the ``C*`` window is kept in each URL's row (its ``cwin`` byte, updated by the
+visit's own script), and ``Q`` reads only the last ``RECRAWL_EXPERTS_HISTORY``
+cycles of the visit log (``{p}:logstart``). For the same visits both stores
+give the same columns (``tests/test_redis_content.py``). Any other store is
+refused at start-up (:func:`refuse_store`).
 
 **Columns.** :func:`plan_columns` gives the scheduler's ``_plan_cycle`` the
 ``C*``, ``D*`` and ``Q`` columns (aligned with the store's ``arrays().ids``)
 from the visit log of the last ``RECRAWL_EXPERTS_HISTORY`` cycles, the bag
 table and a :class:`~scrapy_recrawl.content.related.RelatedIndex` kept
-between cycles and refreshed for the URLs visited since (at most
-``RECRAWL_EXPERTS_REFRESH`` per cycle).
+between cycles: extended with the URLs discovered since
+(:meth:`~scrapy_recrawl.content.related.RelatedIndex.extend`, no rebuild) and
+refreshed for the URLs visited since (at most ``RECRAWL_EXPERTS_REFRESH`` per
+cycle).
 """
 
 from __future__ import annotations
@@ -50,9 +56,20 @@ CONTENT_TERMINALS = WINDOW_TERMINALS | {"Q"}
 
 def refuse_store(store: Any, what: str) -> RecrawlSettingError:
     return RecrawlSettingError(
-        f"{what} keeps its state beside the SQLite history store; {store.location} "
-        "(RECRAWL_STORE) is not one: the Redis store does not support it yet (docs/content.md)"
+        f"{what} keeps its state beside the SQLite or Redis history store; "
+        f"{getattr(store, 'location', store)!r} (RECRAWL_STORE) is neither (docs/content.md)"
     )
+
+
+def _redis_store(store: Any) -> Any:
+    """``store`` if it is the Redis history store (imported lazily: redis is optional)."""
+    if isinstance(store, SqliteHistoryStore):
+        return None
+    try:
+        from ..history.redis import RedisHistoryStore
+    except ImportError:  # pragma: no cover -- redis not installed
+        return None
+    return store if isinstance(store, RedisHistoryStore) else None
 
 
 @dataclass(frozen=True)
@@ -113,15 +130,21 @@ def _unpack(data: bytes) -> list[Bag]:
 
 
 class BagStore:
-    """The ``content_bags`` table beside a SQLite history store."""
+    """The bags of words beside a history store: the ``content_bags`` table of a SQLite
+    store, the ``{p}:bags`` / ``{p}:dists`` hashes of a Redis one (module docstring)."""
 
     def __init__(self, history: HistoryStore, keep: int = 1, window: int = win.DEFAULT_WINDOW):
-        if not isinstance(history, SqliteHistoryStore):
+        self.redis = _redis_store(history)
+        if self.redis is None and not isinstance(history, SqliteHistoryStore):
             raise refuse_store(history, "RECRAWL_CHANGE_TEST='chi2' / the D* terminals")
         self.history, self.keep, self.window = history, max(1, keep), window
-        self.history.db.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
+        if self.redis is None:
+            self.history.db.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
 
     def bags(self, url_id: int) -> list[Bag]:
+        if self.redis is not None:
+            blob = self.redis.content_bags(url_id)
+            return [] if blob is None else _unpack(blob)
         row = self.history.db.execute(
             "SELECT bags FROM content_bags WHERE url_id = ?", (int(url_id),)
         ).fetchone()
@@ -133,16 +156,28 @@ class BagStore:
         d = np.full(self.window, np.nan)
         for i, b in enumerate(old[: self.window]):
             d[i] = cosine_distance(new, b)
+        dists = d.astype("<f8").tobytes()
+        if self.redis is not None:
+            # the older bags are taken from Redis by the script itself (another process
+            # may have written one since `previous` was read): one atomic step
+            self.redis.push_content_bag(url_id, _pack([new]), self.keep, dists)
+            return d
         kept = [new, *old][: self.keep]
         self.history.db.execute(
             "INSERT OR REPLACE INTO content_bags (url_id, bags, dists) VALUES (?, ?, ?)",
-            (int(url_id), _pack(kept), d.astype("<f8").tobytes()),
+            (int(url_id), _pack(kept), dists),
         )
         return d
 
     def d_columns(self, ids: np.ndarray) -> np.ndarray:
         """``[len(ids), window]`` of the distances measured at each URL's last visit (NaN: none)."""
         out = np.full((len(ids), self.window), np.nan)
+        if self.redis is not None:
+            for r, dists in enumerate(self.redis.content_dists(ids)):
+                if dists is not None:
+                    d = np.frombuffer(dists, dtype="<f8")[: self.window]
+                    out[r, : len(d)] = d
+            return out
         pos = {int(v): r for r, v in enumerate(np.asarray(ids))}
         for url_id, dists in self.history.db.execute("SELECT url_id, dists FROM content_bags"):
             r = pos.get(int(url_id))
@@ -157,7 +192,8 @@ class ContentColumns:
 
     def __init__(self, store: HistoryStore, cfg: ContentSettings, needed: Iterable[str]):
         self.needed = frozenset(needed) & CONTENT_TERMINALS
-        if not isinstance(store, SqliteHistoryStore):
+        self.redis = _redis_store(store)
+        if self.redis is None and not isinstance(store, SqliteHistoryStore):
             raise refuse_store(store, "the C*, D* and Q terminals")
         self.store, self.cfg = store, cfg
         self.index: RelatedIndex | None = None
@@ -167,17 +203,23 @@ class ContentColumns:
         """``[len(ids), history]``: 1/0 observed change per cycle (the last column is cycle-1)."""
         h = self.cfg.history
         out = np.full((len(ids), h), np.nan, dtype=np.float32)
-        rows = self.store.db.execute(
-            "SELECT url_id, cycle, changed FROM visits WHERE changed IS NOT NULL AND cycle >= ?"
-            " AND cycle < ?",
-            (cycle - h, cycle),
-        ).fetchall()
-        if rows:
-            a = np.array(rows, dtype=np.int64)
+        if self.redis is not None:
+            log = self.redis.recent_log(cycle - h)
+            keep = (log["changed"] >= 0) & (log["cycle"] >= cycle - h) & (log["cycle"] < cycle)
+            a = np.stack([log["url_id"][keep], log["cycle"][keep], log["changed"][keep]], axis=1)
+        else:
+            rows = self.store.db.execute(
+                "SELECT url_id, cycle, changed FROM visits WHERE changed IS NOT NULL"
+                " AND cycle >= ? AND cycle < ?",
+                (cycle - h, cycle),
+            ).fetchall()
+            a = np.array(rows, dtype=np.int64).reshape(-1, 3)
+        if len(a):
             pos = np.searchsorted(ids, a[:, 0])
             ok = (pos < len(ids)) & (ids[np.minimum(pos, len(ids) - 1)] == a[:, 0])
             col = a[:, 1] - (cycle - h)
-            out[pos[ok], col[ok]] = np.maximum(out[pos[ok], col[ok]], a[ok, 2])
+            # fmax: NaN (not seen) gives way; a URL seen twice in a cycle counts its change
+            np.fmax.at(out, (pos[ok], col[ok]), a[ok, 2].astype(np.float32))
         return out
 
     def columns(self, arrays: Any) -> dict[str, np.ndarray]:
@@ -186,8 +228,11 @@ class ContentColumns:
         sids = ids[order]
         out: dict[str, np.ndarray] = {}
         if self.needed & WINDOW_TERMINALS:
-            log = self.store.visit_log()
-            cwin = win.window_from_log(sids, log["url_id"], log["changed"], self.cfg.window)
+            if self.redis is not None:  # kept in each URL's row by the visit's own script
+                cwin = self.redis.change_window(sids, self.cfg.window)
+            else:
+                log = self.store.visit_log()
+                cwin = win.window_from_log(sids, log["url_id"], log["changed"], self.cfg.window)
             dwin = None
             if self.needed & set(win.d_names()):
                 dwin = BagStore(self.store, window=self.cfg.window).d_columns(sids)
@@ -200,7 +245,14 @@ class ContentColumns:
             seen = ~np.isnan(obs)
             mean = np.nansum(obs, axis=1, keepdims=True) / np.maximum(seen.sum(1, keepdims=True), 1)
             series = np.where(seen, obs, mean)
-            if self.index is None or self._index_ids is None or len(self._index_ids) != len(sids):
+            known = None if self._index_ids is None else self._index_ids
+            grown = (
+                self.index is not None
+                and known is not None
+                and len(known) <= len(sids)
+                and np.array_equal(sids[: len(known)], known)
+            )
+            if not grown:  # first cycle, or URLs left the store: build
                 groups = _hosts(self.store.urls(sids)) if self.cfg.same_host else None
                 self.index = RelatedIndex.build(
                     series,
@@ -209,10 +261,16 @@ class ContentColumns:
                     groups=groups,
                     max_candidates=self.cfg.candidates,
                 )
-                self._index_ids = sids
-            else:  # incremental: the URLs observed last cycle, at most RECRAWL_EXPERTS_REFRESH
+            else:
+                assert self.index is not None and known is not None
+                if len(sids) > len(known):  # new URLs (ids only grow): add them, no rebuild
+                    new = sids[len(known) :]
+                    groups = _hosts(self.store.urls(new)) if self.cfg.same_host else None
+                    self.index.extend(series, groups)
+                # the URLs observed last cycle, at most RECRAWL_EXPERTS_REFRESH
                 fresh = np.flatnonzero(seen[:, -1])[: self.cfg.refresh]
                 self.index.refresh(series, fresh)
+            self._index_ids = sids
             out["Q"] = _unsort(self.index.q(obs), order)
         return out
 

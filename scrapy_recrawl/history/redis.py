@@ -23,7 +23,10 @@ Encoding (keys under ``RECRAWL_REDIS_KEY``, default ``recrawl``):
     scoring by a few ``GETRANGE`` s of megabytes each straight into numpy, so
     rescoring a million URLs is a handful of round trips, not a million
     ``HGETALL`` s. A hash per URL would cost ~5x the memory and a command per
-    URL to read.
+    URL to read. The byte ``cwin`` keeps the URL's last change observations
+    for the ``C1..C5`` terminals: the count (0..5) in its top 3 bits, the
+    indicators in its low 5, newest in bit 0 (0 in rows written before it
+    was kept: no window yet).
 ``{p}:ids``  hash fingerprint -> id; ``{p}:next_id`` the id counter.
 ``{p}:urls`` ``{p}:etag`` ``{p}:lastmod`` ``{p}:sig`` ``{p}:req`` ``{p}:body``
     hashes id -> URL, validators, change signature, pickled request dict,
@@ -31,6 +34,16 @@ Encoding (keys under ``RECRAWL_REDIS_KEY``, default ``recrawl``):
 ``{p}:log``
     the visit log, a stream of packed :data:`LOG_DTYPE` entries, capped at
     ``RECRAWL_REDIS_LOG_MAXLEN`` entries (approximate ``MAXLEN ~``; 0: no cap).
+``{p}:logstart``
+    hash cycle -> id of the first log entry recorded for that cycle
+    (``HSETNX`` by the same script), so the last cycles of the log are read
+    without reading all of it (the ``Q`` terminal).
+``{p}:bags`` ``{p}:dists``
+    content-aware prediction (paper 004, :mod:`scrapy_recrawl.content.store`):
+    hashes id -> the bags of words of the URL's last versions (newest first,
+    the SQLite ``content_bags.bags`` encoding) and id -> the ``D_1..D_l``
+    distances measured at its last visit (float64 each), written by one
+    script per visit (:data:`PUSH_BAG_LUA`).
 ``{p}:cycle``  the cycle counter (``INCR``).
 ``{p}:frontier`` (zset) ``{p}:frontier:fp`` ``{p}:frontier:req``
     discovered requests waiting for a cycle with budget.
@@ -71,7 +84,7 @@ ROW_DTYPE = np.dtype(
         ("gone", "u1"),
         ("has_body", "u1"),
         ("present", "u1"),
-        ("pad", "u1"),
+        ("cwin", "u1"),  # the last <= 5 change observations (content window, C1..C5)
         ("sad", "<f8"),
         ("aad_sum", "<f8"),
         ("gad", "<f8"),
@@ -153,7 +166,7 @@ local cycle = cur
 if vcycle ~= '' then cycle = tonumber(vcycle) end
 local nan = 0 / 0
 
-local n, X, visits, st, lvc, lcc, fc, gone, hb, present, pad
+local n, X, visits, st, lvc, lcc, fc, gone, hb, present, cw
 local sad, aad, gad, lvt, lct, fs, D, A, R, M
 local id = redis.call('HGET', P .. ':ids', fp)
 local shard, off
@@ -162,14 +175,14 @@ if id then
   shard = math.floor((id - 1) / rps)
   off = ((id - 1) % rps) * ROWSIZE
   local row = redis.call('GETRANGE', P .. ':rows:' .. shard, off, off + ROWSIZE - 1)
-  n, X, visits, st, lvc, lcc, fc, gone, hb, present, pad,
+  n, X, visits, st, lvc, lcc, fc, gone, hb, present, cw,
     sad, aad, gad, lvt, lct, fs, D, A, R, M = struct.unpack(FMT, row)
 else
   id = redis.call('INCR', P .. ':next_id')
   redis.call('HSET', P .. ':ids', fp, id)
   shard = math.floor((id - 1) / rps)
   off = ((id - 1) % rps) * ROWSIZE
-  n, X, visits, st, lvc, lcc, fc, gone, hb, present, pad = 0, 0, 0, 0, -1, -1, cur, 0, 0, 1, 0
+  n, X, visits, st, lvc, lcc, fc, gone, hb, present, cw = 0, 0, 0, 0, -1, -1, cur, 0, 0, 1, 0
   sad, aad, gad, lvt, lct, fs, D, A, R, M = 0, 0, 0, nan, nan, t, nan, nan, nan, nan
 end
 
@@ -188,6 +201,11 @@ if observed then
   aad = aad + n1 * ind
   n = n1
   D, A, R, M = distance, added, removed, modified
+  -- the change window: count (<= 5) in the top 3 bits, indicators newest in bit 0
+  local count = math.min(math.floor(cw / 32) + 1, 5)
+  local bits = (cw % 16) * 2
+  if ind > 0 then bits = bits + 1 end
+  cw = count * 32 + bits
   if ind > 0 then
     lcc = cycle
     lct = t
@@ -223,7 +241,7 @@ if body ~= '' and good then
 end
 redis.call('HSET', P .. ':urls', id, url)
 
-local newrow = struct.pack(FMT, n, X, visits, st, lvc, lcc, fc, gone, hb, present, pad,
+local newrow = struct.pack(FMT, n, X, visits, st, lvc, lcc, fc, gone, hb, present, cw,
   sad, aad, gad, lvt, lct, fs, D, A, R, M)
 redis.call('SETRANGE', P .. ':rows:' .. shard, off, newrow)
 
@@ -231,11 +249,13 @@ local obs = -1
 if observed then obs = changed end
 local entry = struct.pack(LOGFMT, id, t, cycle, status, obs, distance, added, removed,
   modified, attributes, size)
+local entry_id
 if logcap > 0 then
-  redis.call('XADD', P .. ':log', 'MAXLEN', '~', logcap, '*', 'v', entry)
+  entry_id = redis.call('XADD', P .. ':log', 'MAXLEN', '~', logcap, '*', 'v', entry)
 else
-  redis.call('XADD', P .. ':log', '*', 'v', entry)
+  entry_id = redis.call('XADD', P .. ':log', '*', 'v', entry)
 end
+redis.call('HSETNX', P .. ':logstart', cycle, entry_id)
 return {id, newrow, redis.call('HGET', E, id), redis.call('HGET', L, id), stored_sig}
 """
 
@@ -286,6 +306,29 @@ for i = 1, #popped, 2 do
   redis.call('HDEL', P .. ':frontier:fp', string.sub(member, 9))
 end
 return out
+"""
+
+
+PUSH_BAG_LUA = r"""
+-- Keep a URL's newest bag of words and its D distances (paper 004), atomically:
+-- ARGV prefix, id, keep (bags kept), the new bag (u32 length + bytes), the distances.
+local P = ARGV[1]
+local id = ARGV[2]
+local keep = tonumber(ARGV[3])
+local out = ARGV[4]
+local old = redis.call('HGET', P .. ':bags', id)
+if old and keep > 1 then
+  local pos, kept = 1, 1
+  while pos <= string.len(old) and kept < keep do
+    local len = struct.unpack('<I4', string.sub(old, pos, pos + 3))
+    out = out .. string.sub(old, pos, pos + 3 + len)
+    pos = pos + 4 + len
+    kept = kept + 1
+  end
+end
+redis.call('HSET', P .. ':bags', id, out)
+redis.call('HSET', P .. ':dists', id, ARGV[5])
+return 1
 """
 
 
@@ -426,6 +469,7 @@ class RedisHistoryStore:
             "get": client.register_script(GET_LUA),
             "push_frontier": client.register_script(PUSH_FRONTIER_LUA),
             "pop_frontier": client.register_script(POP_FRONTIER_LUA),
+            "push_bag": client.register_script(PUSH_BAG_LUA),
         }
 
     def close(self) -> None:
@@ -446,13 +490,13 @@ class RedisHistoryStore:
     def _k(self, name: str) -> str:
         return f"{self.key}:{name}"
 
-    def _call(self, what: str, fn: Any) -> Any:
+    def _call(self, what: str, fn: Any, for_: str = "") -> Any:
         client = self.client
         try:
             return fn(client)
         except _redis_errors() as exc:
             raise HistoryStoreError(
-                f"cannot {what} the history store at {self.location} (RECRAWL_STORE): {exc}"
+                f"cannot {what} the history store at {self.location} (RECRAWL_STORE){for_}: {exc}"
             ) from exc
 
     def _script(self, name: str) -> Any:
@@ -724,6 +768,85 @@ class RedisHistoryStore:
         )
         sig = visit.signature if visit.signature is not None else stored_sig
         return self._record_from(int(uid), visit.fingerprint, row, visit.url, etag, lastmod, sig)
+
+    # -- content-aware prediction (paper 004) ------------------------------------
+
+    _FOR_BAGS = " for the bags of words (RECRAWL_CHANGE_TEST='chi2', the D* terminals)"
+    _FOR_LOG = " for the change window and Q (the C*, Q terminals, RECRAWL_EXPERTS_HISTORY)"
+
+    def content_bags(self, url_id: int) -> bytes | None:
+        """The packed bags of ``url_id`` (newest first), as :data:`PUSH_BAG_LUA` keeps them."""
+        return self._call(
+            "read", lambda c: c.hget(self._k("bags"), int(url_id)), for_=self._FOR_BAGS
+        )
+
+    def push_content_bag(self, url_id: int, packed: bytes, keep: int, dists: bytes) -> None:
+        """Make ``packed`` (one bag, length-prefixed) the URL's newest, keep ``keep`` bags,
+        set its distances: one script, atomic."""
+        script = self._script("push_bag")
+        self._call(
+            "write to",
+            lambda c: script(args=[self.key, int(url_id), int(keep), packed, dists], client=c),
+            for_=self._FOR_BAGS,
+        )
+
+    def content_dists(self, ids: Iterable[int] | np.ndarray) -> list[bytes | None]:
+        """The distances blob of each of ``ids`` (None: no bag kept)."""
+        wanted = [int(i) for i in ids]
+        out: list[bytes | None] = []
+        for start in range(0, len(wanted), 10_000):
+            chunk = wanted[start : start + 10_000]
+            out.extend(
+                self._call(
+                    "read",
+                    lambda c, chunk=chunk: c.hmget(self._k("dists"), chunk),
+                    for_=self._FOR_BAGS,
+                )
+            )
+        return out
+
+    def change_window(
+        self, ids: Iterable[int] | np.ndarray, window: int, table: np.ndarray | None = None
+    ) -> np.ndarray:
+        """``[len(ids), window]`` of the last change observations, newest first (NaN: none),
+        from the rows' ``cwin`` byte (``table``: rows already read by :meth:`rows`)."""
+        if table is None:
+            table = self.rows()[0]
+        idx = np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids, dtype=np.int64)
+        cw = np.zeros(len(idx), dtype=np.int64)
+        ok = (idx >= 1) & (idx <= len(table))
+        cw[ok] = table["cwin"][idx[ok] - 1]
+        count, bits = cw >> 5, cw & 31
+        out = np.full((len(idx), window), np.nan)
+        for i in range(window):
+            out[:, i] = np.where(count > i, (bits >> i) & 1, np.nan)
+        return out
+
+    def recent_log(self, since_cycle: int) -> dict[str, np.ndarray]:
+        """The visit log's ``url_id``, ``cycle``, ``changed`` from the first entry of the
+        cycles ``>= since_cycle`` on (may include older cycles: filter on ``cycle``)."""
+
+        def read(c: Any) -> bytes:
+            cur = int(c.get(self._k("cycle")) or 0)
+            cycles = list(range(max(0, since_cycle), cur + 1))
+            starts = [s for s in c.hmget(self._k("logstart"), cycles) if s] if cycles else []
+            if not starts:
+                return b""
+            start = min(starts, key=lambda s: tuple(int(x) for x in s.split(b"-")))
+            parts = []
+            while True:
+                batch = c.xrange(self._k("log"), min=start, max="+", count=50_000)
+                if not batch:
+                    break
+                parts.extend(fields[b"v"] for _, fields in batch)
+                ms, seq = batch[-1][0].split(b"-")
+                start = b"%d-%d" % (int(ms), int(seq) + 1)
+                if len(batch) < 50_000:
+                    break
+            return b"".join(parts)
+
+        table = np.frombuffer(self._call("read", read, for_=self._FOR_LOG), dtype=LOG_DTYPE)
+        return {name: table[name].astype(np.int64) for name in ("url_id", "cycle", "changed")}
 
     # -- maintenance -----------------------------------------------------------
 
