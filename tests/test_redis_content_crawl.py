@@ -10,26 +10,16 @@ import pytest
 from scrapy_recrawl.content.store import _unpack
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
-from .helpers import LocalSite, run_crawl
-from .redis_server import RedisServer
+from . import redis_server as servers
+from . import test_content_crawl as on_sqlite
+from .helpers import run_crawl
 from .test_content_crawl import BIG, PAGES, TRIVIAL, publish
-from .test_scheduler import index, page_items
+from .test_scheduler import page_items
 
 pytestmark = pytest.mark.slow
 
-
-@pytest.fixture
-def site():
-    with LocalSite() as s:
-        s.pages["/"] = index(PAGES)
-        publish(s, 0)
-        yield s
-
-
-@pytest.fixture
-def redis_server():
-    with RedisServer() as server:
-        yield server
+site = on_sqlite.site  # the same changing site as the SQLite crawl
+redis_server = servers.redis_server
 
 
 def _num(url: str) -> int:

@@ -65,11 +65,12 @@ URL without experts.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from ..blas import one_blas_thread
 
 __all__ = ["RelatedIndex", "cross_correlation", "best_lag_correlation", "standardize"]
 
@@ -77,24 +78,6 @@ DEFAULT_K = 20
 DEFAULT_MAX_LAG = 3
 DEFAULT_CANDIDATES = 512
 _NO_ID = np.iinfo(np.int64).max  # sorts after every real id
-
-
-@contextmanager
-def _one_blas_thread() -> Iterator[None]:
-    """One BLAS thread for the index's many small products (threadpoolctl, when installed).
-
-    They are ``[<= max_candidates, N] x [N, <= 2 max_candidates]``: on a busy
-    machine multi-threaded OpenBLAS spends far more time syncing its threads
-    than computing (measured: a build at 100,000 URLs took 7-10 s instead of
-    about 1 s), as in planning/webfountain.py.
-    """
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - depends on the environment
-        yield
-        return
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
 
 
 def _standardize64(series: np.ndarray) -> np.ndarray:
@@ -356,7 +339,7 @@ class RelatedIndex:
         self._ensure_rate(s)
         where = np.zeros(len(self), dtype=bool)
         where[rows] = True
-        with _one_blas_thread():
+        with one_blas_thread():
             for order in self._orders(np.unique(self.block[rows])).values():
                 # standardized per group (row by row: the same numbers as all at once)
                 self._recompute(_standardize64(s[order]), order, np.flatnonzero(where[order]))
@@ -401,7 +384,7 @@ class RelatedIndex:
         self.rate = np.concatenate([self.rate, _rates(s[old:])])
         m = self.max_candidates
         touched: list[np.ndarray] = []
-        with _one_blas_thread():
+        with one_blas_thread():
             for order in self._orders(np.unique(self.block[old:])).values():
                 # the group's new order, old and new rows (the old rows keep their relative order)
                 size = len(order)

@@ -87,6 +87,8 @@ from typing import Any
 
 import numpy as np
 
+from ..blas import one_blas_thread
+
 __all__ = [
     "PAPER_LIFETIME_CDF",
     "STRATEGIES",
@@ -607,24 +609,6 @@ class _Reduced:
 
 
 @contextmanager
-def _one_blas_thread() -> Iterator[None]:
-    """One BLAS thread while solving (with threadpoolctl, when installed).
-
-    The solver's vectors are small (thousands of entries) and it makes many
-    thousand products: on a machine that is busy, multi-threaded OpenBLAS
-    spends far more time waking and syncing threads than computing (measured
-    here: the paper-size solve took over 120 s instead of about 10 s).
-    """
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - depends on the environment
-        yield
-        return
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
-
-
-@contextmanager
 def _symmetric_ordering() -> Iterator[None]:
     """Factorise trust-constr's augmented systems with a symmetric fill-reducing order.
 
@@ -800,7 +784,7 @@ def solve_plan(
             return True
         return False
 
-    with warnings.catch_warnings(), _symmetric_ordering(), _one_blas_thread():
+    with warnings.catch_warnings(), _symmetric_ordering(), one_blas_thread():
         # "delta_grad == 0.0": only raised by quasi-Newton updates, which are not used
         warnings.simplefilter("ignore", UserWarning)
         res = minimize(
