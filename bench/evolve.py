@@ -15,10 +15,13 @@ individuals the GP kept, and extrapolated to every fitness lookup of the run
 index as the batched one does (``IndexTieScorer``), so the two fitness values
 can be compared; the bench prints how many agree.
 
-**Quality.** ``recrawl-evolve`` on every history (and ``--history FILE``
-more), trained for ChangeRate, then for NDCG: the test-fold table (winner,
-every preset, the oracle) and the papers' Fig. 5 check (both winners at
-k = 1% and 5%).
+**Quality.** ``recrawl-evolve`` on every history (``--history FILE`` to
+choose, ``--site`` for the example site's 120-day history from
+``example_project/site.py``, as bench/planner.py builds it), trained for
+ChangeRate, then for NDCG: the test-fold table (winner, every preset, the
+oracle) and the papers' Fig. 5 check (both winners at k = 1% and 5%); at the
+end one summary table over all histories. ``--seed-presets`` /
+``--no-seed-presets`` (the default) is ``recrawl-evolve``'s option of that name.
 """
 
 from __future__ import annotations
@@ -117,10 +120,24 @@ def speed(args: argparse.Namespace) -> None:
     print(f"expression: {result.expression}")
 
 
+def site_changes(pages: int = 2000, days: int = 120, seed: int = 1) -> np.ndarray:
+    """The example site's change matrix [page, day] (bench/planner.py's, its truth pages)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from planner import site_changes as make
+
+    return make(pages=pages, days=days, seed=seed)
+
+
 def quality(args: argparse.Namespace) -> None:
-    files = [Path(f) for f in args.history] or sorted(DATA.glob("*.npz"))
-    for path in files:
-        changes = load_changes(str(path))
+    files = [Path(f) for f in args.history] or (
+        [] if args.site and not args.all else sorted(DATA.glob("*.npz"))
+    )
+    sources: list[tuple[str, object]] = [(p.stem, p) for p in files]
+    if args.site:
+        sources.append(("example_site", None))
+    summary = []
+    for name, path in sources:
+        changes = site_changes() if path is None else load_changes(str(path))
         if args.cycles:
             changes = changes[:, : args.cycles]
         runs = {}
@@ -129,18 +146,21 @@ def quality(args: argparse.Namespace) -> None:
                 population=args.population,
                 generations=args.generations,
                 seeds=args.seeds,
-                terminals="all",
+                terminals=args.terminals,
                 fitness=fitness,
+                selection=args.selection,
                 jobs=args.jobs,
+                seed_presets=args.seed_presets,
             )
             t0 = time.perf_counter()
             runs[fitness] = evolve(changes, config, progress=not args.quiet, source=str(path))
             runs[fitness].seconds = time.perf_counter() - t0
         res = runs["changerate"]
-        print(f"\n### {path.stem}: {changes.shape[0]} pages x {changes.shape[1]} cycles\n")
+        print(f"\n### {name}: {changes.shape[0]} pages x {changes.shape[1]} cycles\n")
         print(
             f"trained for ChangeRate in {res.seconds:.0f} s (population {args.population}, "
-            f"{args.generations} generations, {args.seeds} seeds, terminals all)\n"
+            f"{args.generations} generations, {args.seeds} seeds, terminals {args.terminals}, "
+            f"selection {args.selection}, seed presets {'on' if args.seed_presets else 'off'})\n"
         )
         print(res.table())
         rows = {label: cr for label, _e, cr, _n, _f, _s in res.rows()}
@@ -154,8 +174,8 @@ def quality(args: argparse.Namespace) -> None:
         )
         print(f"expression: {res.expression}")
         # Fig. 5: both winners at smaller k (trained at k = 5%)
-        folds = split_folds(changes.shape[0], 5, 0)
-        test = changes[folds[fold_roles(5)[2]]]
+        folds = split_folds(changes.shape[0], res.config.folds, res.config.seed)
+        test = changes[folds[fold_roles(res.config.folds)[2]]]
         print("\nFig. 5 check (test fold; both trained at k = 5%):\n")
         print("| trained for | k | ChangeRate | NDCG |")
         print("|---|---:|---:|---:|")
@@ -174,6 +194,25 @@ def quality(args: argparse.Namespace) -> None:
             f" (ndcg-trained expression: {runs['ndcg'].expression})",
             flush=True,
         )
+        fig5 = "tie" if nd[0] == cr[0] else ("yes" if holds else "no")
+        beats = (
+            "tie"
+            if rows["winner"] == presets[best_name]
+            else ("yes" if rows["winner"] > presets[best_name] else "no")
+        )
+        summary.append(
+            f"| {name} | {rows['winner']:.4f} | {best_name} {presets[best_name]:.4f} | "
+            f"{rows['winner'] / rows['oracle']:.3f} | {beats} | "
+            f"{fig5} ({nd[0]:.4f} vs {cr[0]:.4f}) | {res.seconds + runs['ndcg'].seconds:.0f} s |"
+        )
+    print("\n## summary (test fold, k = 5%, ChangeRate)\n")
+    print(
+        "| history | winner | best preset | winner / oracle | beats every preset | "
+        "NDCG-trained beats ChangeRate-trained at k = 1% (Fig. 5) | both runs, wall |"
+    )
+    print("|---|---:|---|---:|---|---|---:|")
+    for line in summary:
+        print(line)
 
 
 def main() -> None:
@@ -187,6 +226,18 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--naive", type=int, default=30, help="individuals timed on the naive engine")
+    ap.add_argument("--site", action="store_true", help="(quality) the example site's history")
+    ap.add_argument(
+        "--all", action="store_true", help="(quality) with --site: the shared histories too"
+    )
+    ap.add_argument("--terminals", default="all", help="(quality) terminal set")
+    ap.add_argument("--selection", default="best", help="(quality) final selection")
+    ap.add_argument(
+        "--seed-presets",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="(quality) presets in the initial population (recrawl-evolve's option)",
+    )
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
     if args.quality:

@@ -88,14 +88,83 @@ def test_batched_replay_with_window_equals_simulate_content_exactly():
     assert replay.compactions > 0
 
 
-def test_window_terminals_need_a_window_and_q_is_refused():
+def test_window_terminals_need_a_window():
     changes = _history(pages=60, cycles=10)
     with pytest.raises(ValueError, match="window="):
         PopulationReplay(changes).evaluate([("+", "C1", "t")])
-    with pytest.raises(ValueError, match="Q"):
-        PopulationReplay(changes, window=3).evaluate([("+", "Q", "t")])
+    with pytest.raises(ValueError, match="related-page parameter"):
+        PopulationReplay(changes, related={"k": 3})
     assert gp.window_of(["t", "X"]) == 0
     assert gp.window_of(["C1", "t"]) == 3 and gp.window_of(["D5"]) == 5
+
+
+def _q_trees(seed: int, count: int) -> list:
+    rng = random.Random(seed)
+    trees = gp.ramped_half_and_half(rng, count, gp.TERMINAL_SETS["window"])
+    trees += gp.ramped_half_and_half(rng, count // 2, ("Q", "t", "X", "AADp", "C1"), max_depth=4)
+    return trees + [
+        "Q",
+        ("*", "Q", "t"),
+        ("+", ("*", "Q", "t"), ("*", "AADp", "t")),
+        gp.PRESET_TREES["experts"],
+        ("+", "C1", ("*", "Q", 10.0)),  # Q and the window together
+        ("*", "t", "X"),  # no Q in a Q batch: the class-level path
+        ("-", 1.0, ("exp", ("-", 0.0, ("*", "AADp", "t")))),
+    ]
+
+
+def test_batched_replay_with_q_equals_simulate_content_exactly():
+    """Q (paper 004's related pages) per group: simulate_content's numbers, split groups too."""
+    from scrapy_recrawl.content.replay import simulate_content
+
+    changes = _history(pages=160, cycles=36, seed=6)
+    trees = _q_trees(13, 40)
+    assert sum("Q" in gp.terminals_used(t) for t in trees) >= 10
+    groups = np.arange(160) % 3  # "hosts": the candidate blocks follow them
+    for k, related in (
+        (0.05, {}),
+        (9, {"experts": 4, "max_lag": 2, "refresh_every": 3, "history": 12}),
+        (0.1, {"experts": 6, "max_candidates": 20, "groups": groups, "refresh_every": 5}),
+    ):
+        replay = PopulationReplay(changes, k=k, warmup=2, window=3, related=related)
+        replay.compact_above = 64
+        fit = replay.evaluate(trees)
+        for i, tree in enumerate(trees):
+            scorer = IndexTieScorer(TreeScorer(tree))
+            r = simulate_content(changes, scorer, warmup=2, k=k, window=3, **related)
+            label = (k, gp.to_expression(tree))
+            assert r.mean_change_rate == fit.change_rate[i], label
+            assert r.mean_ndcg == fit.ndcg[i], label
+            assert r.mean_freshness == fit.freshness[i], label
+    # the Q individuals did not all fetch alike: their groups split and copied the Q state
+    assert replay.q_copies > 0
+
+
+def test_q_replay_leaves_the_other_trees_alone():
+    """A batch with Q trees gives the others the numbers of a batch without them."""
+    changes = _history(pages=200, cycles=30, seed=8)
+    trees = _q_trees(3, 30)
+    plain = [t for t in trees if "Q" not in gp.terminals_used(t)]
+    with_q = PopulationReplay(changes, k=0.05, window=3).evaluate(trees)
+    without = PopulationReplay(changes, k=0.05, window=3).evaluate(plain)
+    rows = [i for i, t in enumerate(trees) if "Q" not in gp.terminals_used(t)]
+    assert (with_q.change_rate[rows] == without.change_rate).all()
+    assert (with_q.ndcg[rows] == without.ndcg).all()
+
+
+def test_short_evolve_with_q_and_its_json(tmp_path):
+    changes = _history(pages=200, cycles=24, seed=2)
+    config = EvolveConfig(**SMALL, terminals="t,X,AADp,Q", related={"experts": 5})
+    result = evolve(changes, config, progress=False, baselines=("aad+", "oracle"))
+    assert "Q" in result.terminals
+    # the presets over these terminals started every seed: experts and aad+ among them
+    assert gp.PRESET_TREES["experts"] in gp.preset_trees(result.terminals)
+    out = tmp_path / "q.json"
+    save_json(result, str(out))
+    data = json.loads(out.read_text())
+    assert data["related"]["RECRAWL_EXPERTS"] == 5 and data["window"] == 0
+    assert data["terminals_used"] == sorted(gp.terminals_used(result.winner.tree))
+    assert np.isfinite(result.test["winner"].mean_change_rate)
 
 
 def test_short_evolve_with_window_terminals():
@@ -156,6 +225,42 @@ def test_final_selection_methods():
     # Sum-sigma: 0.9 - 0.05 = 0.85 beats 0.83 - 0.005
     assert select_final(cands, "sum").expression == "t + X"
     assert select_final(cands, "avg").expression == "t * X"  # 0.45 - 0.05 < 0.415 - 0.005
+
+
+def test_one_standard_error_selection_prefers_the_simplest_close_candidate():
+    rng = np.random.default_rng(0)
+    base = rng.random(200)
+    big = ("+", ("*", "t", "X"), ("log", ("+", "n", "AADp")))
+    cands = [
+        # the best validation, by a hair over a much smaller tree: noise
+        Candidate(big, train=0.6, seed=0, generation=3, validation=0.501),
+        Candidate(("*", "t", "X"), train=0.5, seed=0, generation=1, validation=0.500),
+        Candidate("t", train=0.4, seed=0, generation=0, validation=0.300),  # clearly worse
+    ]
+    cands[0].validation_cycles = base + 0.001
+    noise = rng.normal(0, 0.05, 200)
+    cands[1].validation_cycles = base + noise - noise.mean()  # 0.001 below, se ~0.0035
+    cands[2].validation_cycles = base - 0.2
+    assert select_final(cands, "best").tree == big
+    assert select_final(cands, "1se").expression == "t * X"
+    cands[1].validation_cycles = base - 0.05  # now clearly worse than the best
+    assert select_final(cands, "1se").tree == big
+    for c in cands:
+        c.validation_cycles = None  # without per-cycle values: best
+    assert select_final(cands, "1se").tree == big
+
+
+def test_seeded_presets_stay_candidates():
+    changes = _history()
+    config = EvolveConfig(**SMALL, terminals="t,X,AADp,NADp", seed_presets=True)
+    res = evolve(changes, config, progress=False, baselines=("aad+", "oracle"))
+    trees = {c.tree for c in res.candidates}
+    assert set(gp.preset_trees(res.terminals)) <= trees
+    assert all(c.validation_cycles is not None for c in res.candidates)
+    off = evolve(
+        changes, EvolveConfig(**SMALL, seed_presets=False), progress=False, baselines=("oracle",)
+    )
+    assert not set(gp.PRESET_TREES.values()) & {c.tree for c in off.candidates if c.generation == 0}
 
 
 def test_config_errors_name_the_option():

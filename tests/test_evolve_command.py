@@ -54,6 +54,39 @@ def test_runs_on_a_file_and_saves_a_scorer(npz, outside, capsys):
     assert data["parameters"]["population"] == 12
 
 
+def test_seed_presets_option(npz, outside, capsys):
+    run(["--history", npz, *TINY, "--output", str(outside / "a.json")])
+    run(["--history", npz, *TINY, "--seed-presets", "--output", str(outside / "b.json")])
+    a = json.loads((outside / "a.json").read_text())
+    b = json.loads((outside / "b.json").read_text())
+    assert a["parameters"]["seed_presets"] is False and b["parameters"]["seed_presets"] is True
+
+
+def test_window_is_saved_and_checked_against_recrawl_window(npz, outside, capsys):
+    from scrapy_recrawl.scoring import Scorer
+    from scrapy_recrawl.settings import RecrawlSettingError
+
+    def load(path, window):
+        return Scorer.from_settings({"RECRAWL_SCORER": str(path), "RECRAWL_WINDOW": window})
+
+    out = outside / "w.json"
+    run(["--history", npz, *TINY, "--terminals", "t,X,C1,C5,Q", "--output", str(out)])
+    data = json.loads(out.read_text())
+    assert data["window"] == 5 and data["related"]["RECRAWL_EXPERTS"] == 20
+    # a file that uses C5 / D4 needs RECRAWL_WINDOW >= 5 / 4
+    data["expression"] = "t*C5 + D4"
+    out.write_text(json.dumps(data))
+    load(out, 5)
+    with pytest.raises(RecrawlSettingError, match=r"RECRAWL_WINDOW=3.*RECRAWL_WINDOW = 5") as e:
+        load(out, 3)
+    assert str(out) in str(e.value) and "C5" in str(e.value) and "window of 5" in str(e.value)
+    data["expression"] = "t*C2"
+    out.write_text(json.dumps(data))
+    load(out, 3)  # C2 is kept by a window of 3
+    with pytest.raises(RecrawlSettingError, match="RECRAWL_WINDOW"):
+        Scorer.from_settings({"RECRAWL_SCORER": "D4 + t", "RECRAWL_WINDOW": 3})
+
+
 def test_progress_is_one_line_per_generation_and_seed(npz, capsys):
     run(["--history", npz, "--population", "8", "--generations", "3", "--seeds", "2"])
     err = capsys.readouterr().err

@@ -115,11 +115,36 @@ def test_terminal_sets():
         gp.terminal_set("t,bogus")
     with pytest.raises(ValueError, match="change magnitudes"):
         gp.terminal_set("t,D")
-    # paper 004's window is replayed (PopulationReplay(window=...)); Q is not
-    assert gp.terminal_set("window") == full + gp.WINDOW_TERMINALS
+    # paper 004's window and Q are replayed (PopulationReplay(window=..., related=...))
+    assert gp.terminal_set("window") == full + gp.WINDOW_TERMINALS + ("Q",)
     assert gp.terminal_set("t,C1,D2") == ("t", "C1", "D2")
-    with pytest.raises(ValueError, match="unknown: Q"):
-        gp.terminal_set("t,Q")
+    assert gp.terminal_set("t,Q") == ("t", "Q") and gp.uses_related(("t", "Q"))
+    with pytest.raises(ValueError, match="unknown: hours"):
+        gp.terminal_set("t,hours")
+
+
+def test_preset_trees_score_as_the_presets():
+    """Seeding (--seed-presets): each tree ranks the URLs exactly as its preset."""
+    terms = _terms()
+    terms["Q"] = np.linspace(0.0, 1.0, terms["t"].shape[0])
+    for name, tree in gp.PRESET_TREES.items():
+        preset = Scorer.from_spec(name)
+        expected = preset.score(terms)
+        printed = Scorer.from_spec(gp.to_expression(tree)).score(terms)
+        if name == "experts":  # sympy reorders the sum: equal up to rounding
+            assert np.allclose(gp.evaluate(tree, terms), expected, rtol=1e-12), name
+            assert np.allclose(printed, expected, rtol=1e-12), name
+            continue
+        assert np.array_equal(gp.evaluate(tree, terms), expected, equal_nan=True), name
+        assert np.array_equal(printed, expected, equal_nan=True), name
+    assert set(gp.preset_trees(ALL)) == {t for n, t in gp.PRESET_TREES.items() if n != "experts"}
+    assert gp.preset_trees(("t", "X")) == ["t", ("*", "t", "X")]
+
+
+def test_a_lone_estimator_terminal_is_not_read_back_as_a_preset():
+    for name in ("CG", "NAD", "AADp", "t"):
+        scorer = Scorer.from_spec(gp.to_expression(name))
+        assert scorer.expression.strip("()") == name and str(scorer.sympy_expr) == name
 
 
 def test_interner_shares_equal_subtrees():

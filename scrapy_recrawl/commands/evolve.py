@@ -123,15 +123,16 @@ class Command(RecrawlCommand):
             default=d.terminals,
             metavar="SET",
             help="basic (n X t), all (+ CG NAD SAD AAD GAD and the smoothed "
-            "CGp NADp SADp AADp GADp), window (all + C1..C3 D1..D3, paper 004) "
-            "or a comma list of terminal names",
+            "CGp NADp SADp AADp GADp), window (all + C1..C3 D1..D3 + Q, paper 004; "
+            "Q with the RECRAWL_EXPERTS* defaults) or a comma list of terminal names",
         )
         g.add_argument("--fitness", choices=FITNESS, default=d.fitness)
         g.add_argument(
             "--selection",
             choices=SELECTION,
             default=d.selection,
-            help="final pick: best validation fitness, or Sum-sigma / Avg-sigma",
+            help="final pick: best validation fitness, Sum-sigma / Avg-sigma, or 1se: the "
+            "smallest expression within one standard error of the best validation fitness",
         )
         g.add_argument(
             "--budget",
@@ -155,6 +156,14 @@ class Command(RecrawlCommand):
             default=d.prior,
             metavar="A,B",
             help="pseudo-counts of the smoothed terminals (RECRAWL_PRIOR)",
+        )
+        g.add_argument(
+            "--seed-presets",
+            action=argparse.BooleanOptionalAction,
+            default=d.seed_presets,
+            help="start every seed's population with the presets over the terminal set "
+            "(cg ... gad, age, gp4c, cg+ ... gad+; experts with Q), the rest ramped "
+            "half-and-half (default: off, the papers' random start; helps small runs)",
         )
         g.add_argument(
             "--jobs",
@@ -197,6 +206,7 @@ class Command(RecrawlCommand):
             seed=opts.seed,
             prior=opts.prior,
             jobs=opts.jobs,
+            seed_presets=opts.seed_presets,
         )
         if opts.output and not opts.output.lower().endswith(".json"):
             raise UsageError(f"--output {opts.output!r}: expected a .json file name")

@@ -11,10 +11,33 @@ cycles, then top ``budget`` per cycle). The ``keep_best`` (50) fittest
 individuals across all generations are kept; after the last generation they
 are replayed on the validation pages and one is picked (``best``: the best
 validation fitness; ``sum`` / ``avg``: the highest Sum-sigma / Avg-sigma of
-the training and validation fitness). The winner and every preset are then
+the training and validation fitness; ``1se``, not in the papers: the smallest
+tree within one standard error of the best validation fitness, see
+:func:`select_final`). The winner and every preset are then
 replayed on the test pages with :func:`~scrapy_recrawl.learn.simulate.simulate`
 itself, scoring with ``Scorer.from_spec(<printed expression>)``: the numbers
 reported are what ``RECRAWL_SCORER`` would do.
+
+**Seeding with the presets** (``seed_presets``, ``--seed-presets``; off by
+default: the papers' purely random start). Every
+seed's initial population starts with the presets that can be written over
+the terminal set (:func:`gp.preset_trees`: ``cg`` ... ``gad``, ``age``,
+``gp4c``, ``cg_raw``, ``cg+`` ... ``gad+``, and ``experts`` when ``Q`` is a
+terminal; 13 of 300 individuals with ``all``), the rest ramped half-and-half
+as usual. Seeding a GP with known solutions is standard practice, and it
+fits what recrawl-evolve is for: its winner is reported against these very
+presets, and without them in the population a run has to rediscover the
+shape ``1 - exp(-rate*t)`` from random trees before it can improve on it
+(on the example site's history a small unseeded run ended 3 points of
+ChangeRate below ``aad+``). The presets the run started from also stay
+candidates of the final pick beside the ``keep_best``, so that pick on the
+validation pages is a choice between the presets and what the GP made of
+them: an evolved expression wins only where it validates better.
+Tournaments of size 2 keep the selection pressure low, so 13 seeds do not
+take over the population in a few generations. Seeding adds no replay: the
+seeds are individuals of the first generation like the others. Why it is not
+the default: at the papers' size (300 x 50) the unseeded GP did as well or
+better on the test folds (docs/benchmarks.md); seeding helps small searches.
 
 **Genetic operations.** The papers' rates (crossover 90%, reproduction 15%,
 replacement and swap mutation 5% each) sum to 115%: they are applied as in
@@ -44,6 +67,8 @@ it gives simulate's numbers exactly (tests/test_evolve.py checks it).
 
 from __future__ import annotations
 
+import copy
+import inspect
 import json
 import math
 import os
@@ -78,7 +103,7 @@ from scrapy_recrawl.scoring import (
 )
 
 FITNESS = ("changerate", "ndcg", "freshness")
-SELECTION = ("best", "sum", "avg")
+SELECTION = ("best", "sum", "avg", "1se")
 #: Every preset the winner is compared with on the test fold, then the oracle.
 BASELINES: tuple[str, ...] = (*PAPER_PRESETS, *SMOOTHED_PRESETS, ORACLE)
 
@@ -109,6 +134,12 @@ class EvolveConfig:
     init_max_depth: int = 6
     prior: tuple[float, float] = DEFAULT_PRIOR
     jobs: int = 1
+    #: put the presets (gp.PRESET_TREES over the terminal set) in every seed's
+    #: initial population (``--seed-presets``; see the module docstring)
+    seed_presets: bool = False
+    #: the Q replay's related-page parameters (``RELATED_PARAMETERS``; empty: the
+    #: defaults of simulate_content, i.e. of the RECRAWL_EXPERTS* settings)
+    related: dict[str, Any] = field(default_factory=dict)
 
     def check(self, cycles: int | None = None, pages: int | None = None) -> None:
         """Raise ValueError naming the option for any value GP4C cannot run with."""
@@ -278,6 +309,8 @@ class PopulationFitness:
     change_rate: np.ndarray
     ndcg: np.ndarray
     freshness: np.ndarray
+    #: the per-cycle values behind the means: {"changerate"|"ndcg"|"freshness": [tree, cycle]}
+    per_cycle: dict[str, np.ndarray] | None = None
 
     def of(self, fitness: str) -> np.ndarray:
         return {"changerate": self.change_rate, "ndcg": self.ndcg, "freshness": self.freshness}[
@@ -288,7 +321,19 @@ class PopulationFitness:
 class _Group:
     """Per-cycle values shared by the individuals of one state group."""
 
-    __slots__ = ("_cum", "_sub", "counts", "memo", "page_class", "present", "size", "terms")
+    __slots__ = (
+        "_cum",
+        "_sub",
+        "_url",
+        "counts",
+        "memo",
+        "page_class",
+        "present",
+        "q",
+        "size",
+        "terms",
+        "url_memo",
+    )
 
     def __init__(self, page_class: np.ndarray, size: int, terms: Mapping[str, np.ndarray]):
         self.page_class = page_class
@@ -299,6 +344,17 @@ class _Group:
         self.memo: dict[int, Any] = {}
         self._sub: dict[str, np.ndarray] = {}
         self._cum = self.counts[self.present]
+        #: the group's Q column this cycle (groups with Q individuals only)
+        self.q: np.ndarray | None = None
+        self.url_memo: dict[int, Any] = {}
+        self._url: dict[str, np.ndarray] = {}
+
+    def per_url(self, used: Sequence[str]) -> dict[str, np.ndarray]:
+        """The terminals of every URL (class values gathered), ``Q`` included: for Q trees."""
+        for name in used:
+            if name not in self._url:
+                self._url[name] = self.q if name == "Q" else self.terms[name][self.page_class]
+        return self._url
 
     def sub(self, used: Sequence[str]) -> dict[str, np.ndarray]:
         """The terminals of the classes present (gathered once per group and name)."""
@@ -309,6 +365,35 @@ class _Group:
 
     def cum_of(self, order: np.ndarray) -> np.ndarray:
         return np.cumsum(self._cum[order])
+
+
+#: The related-page parameters of simulate_content (content/replay.py) that the Q
+#: replay takes: ``experts`` (RECRAWL_EXPERTS), ``max_lag`` (RECRAWL_EXPERTS_LAG),
+#: ``max_candidates`` (RECRAWL_EXPERTS_CANDIDATES), ``history``
+#: (RECRAWL_EXPERTS_HISTORY), ``refresh_every`` and ``groups`` (host of each page).
+RELATED_PARAMETERS = ("experts", "max_lag", "max_candidates", "history", "refresh_every", "groups")
+
+
+def related_parameters(related: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """simulate_content's defaults of :data:`RELATED_PARAMETERS`, updated with ``related``."""
+    from scrapy_recrawl.content.replay import simulate_content
+
+    sig = inspect.signature(simulate_content).parameters
+    out = {name: sig[name].default for name in RELATED_PARAMETERS}
+    if related:
+        unknown = set(related) - set(out)
+        if unknown:
+            raise ValueError(
+                f"unknown related-page parameter(s) {sorted(unknown)}; known: {sorted(out)}"
+            )
+        out.update(related)
+    return out
+
+
+def _q_column(state: Any, cycle: int) -> np.ndarray:
+    """``Q`` of every URL for ``cycle`` from a content replay state, as a float64 terminal."""
+    q = state.columns(cycle)["Q"]
+    return compute_terminals({"n": q, "Q": q}, cycle, needed=("Q",))["Q"]
 
 
 class PopulationReplay:
@@ -326,9 +411,26 @@ class PopulationReplay:
     ``D_i = max(C_1..C_i)`` on change matrices); the numbers then equal
     :func:`~scrapy_recrawl.content.replay.simulate_content` with the same
     ``window`` (tests check it). 0 (the default) keeps none: a tree using
-    ``C*`` / ``D*`` is refused, and the class table merges more URLs. ``Q`` is
-    not replayed (it depends on other pages' observations, not only on a
-    URL's state).
+    ``C*`` / ``D*`` is refused, and the class table merges more URLs.
+
+    **Q** (paper 004's related pages) depends on what the *other* pages were
+    seen doing, so it is no column of a URL's state: two URLs in one class can
+    have different experts. Each group that has an individual using ``Q``
+    keeps its own observation log and related-page index, the very object
+    :func:`~scrapy_recrawl.content.replay.simulate_content` keeps
+    (``content.replay._ContentState``: same build at the end of the warm-up,
+    same refresh every ``refresh_every`` cycles, same ``Q``), copied only when
+    a group splits (groups never merge, so at most one copy per individual per
+    batch). Q trees are evaluated per URL (their class-level subterminals
+    gathered per URL, ``Q`` added) and select with :func:`top_k_by_index`;
+    they still share the group's state and, when they pick the same URLs, one
+    selection. Trees without ``Q`` keep the class-level path and cost what
+    they cost without it. ``related`` sets the index
+    (``experts``, ``max_lag``, ``max_candidates``, ``history``,
+    ``refresh_every``, ``groups``: simulate_content's parameters, same
+    defaults, i.e. ``RECRAWL_EXPERTS``, ``RECRAWL_EXPERTS_LAG``,
+    ``RECRAWL_EXPERTS_CANDIDATES``, ``RECRAWL_EXPERTS_HISTORY``); the numbers
+    then equal ``simulate_content(changes, scorer, **related)`` (tests check it).
     """
 
     def __init__(
@@ -340,8 +442,10 @@ class PopulationReplay:
         prior: tuple[float, float] | None = None,
         cycle_hours: float = 24.0,
         window: int = 0,
+        related: Mapping[str, Any] | None = None,
     ) -> None:
         c = np.asarray(changes)
+        self.related = related_parameters(related)
         self.window = 0 if window == 0 else win.check_window(window)
         self.columns = _STATE_COLUMNS + _window_columns(self.window)
         if c.ndim != 2 or c.shape[0] == 0:
@@ -358,8 +462,11 @@ class PopulationReplay:
         state = new_state(self.pages)
         cwin = win.empty_window(self.pages, max(1, self.window))
         stale = np.zeros(self.pages, dtype=bool)
+        #: what the warm-up fetches saw (the Q groups' observation log starts with it)
+        self._warmup_hits: list[np.ndarray] = []
         for cyc in range(warmup):
             stale |= self.by_cycle[cyc]
+            self._warmup_hits.append(stale.copy())
             _record_fetch(state, slice(None), stale.copy(), cyc, cyc * self.seconds, first=cyc == 0)
             if cyc > 0:  # as simulate_content: the first fetch is not an observation
                 win.push(cwin, slice(None), stale.astype(np.float64))
@@ -377,6 +484,31 @@ class PopulationReplay:
         self.compactions = 0
         #: (group, cycle) pairs replayed: the per-URL work actually done
         self.groups_seen = 0
+        #: Q states copied when a group with Q individuals split
+        self.q_copies = 0
+
+    def _q_state(self) -> Any:
+        """The Q state (observation log, related-page index) after the warm-up, as
+        simulate_content builds it."""
+        from scrapy_recrawl.content.replay import _ContentState
+
+        r = self.related
+        st = _ContentState(
+            self.pages,
+            self.cycles,
+            self.warmup,
+            window=1,  # the C window is the class table's; this one is unused
+            wants_q=True,
+            experts=r["experts"],
+            max_lag=r["max_lag"],
+            groups=r["groups"],
+            max_candidates=r["max_candidates"],
+            history=r["history"],
+            refresh_every=r["refresh_every"],
+        )
+        for cyc, hit in enumerate(self._warmup_hits):
+            st.fetched(slice(None), hit.copy(), cyc)
+        return st
 
     @staticmethod
     def _classes(
@@ -411,11 +543,10 @@ class PopulationReplay:
             return PopulationFitness(cr.mean(1), nd.mean(1), fr.mean(1))
         roots = [self.interner.intern(t) for t in trees]
         used = [tuple(sorted(gp.terminals_used(t))) for t in trees]
-        needed = frozenset().union(*used)
-        if "Q" in needed:
-            raise ValueError(
-                "PopulationReplay does not replay the Q terminal (use simulate_content)"
-            )
+        uses_q = np.array(["Q" in u for u in used], dtype=bool)
+        needed = frozenset().union(*used) - {"Q"}
+        # one Q state per group that has an individual using Q (group 0: everyone)
+        q_states: dict[int, Any] = {0: self._q_state()} if uses_q.any() else {}
         wants_window = any(n[0] in "CD" and n[1:].isdigit() for n in needed)
         if wants_window and not self.window:
             raise ValueError(
@@ -446,7 +577,16 @@ class PopulationReplay:
                     grp = groups.get(gid)
                     if grp is None:
                         grp = groups[gid] = _Group(page_class[gid], size, terms)
-                    sel_of[i] = self._select(root, used[i], grp, gid, chosen, sel_group, sel_idx)
+                        if gid in q_states:  # once per cycle and Q group, as simulate_content
+                            grp.q = _q_column(q_states[gid], cyc)
+                    if uses_q[i]:
+                        sel_of[i] = self._select_per_url(
+                            root, used[i], grp, gid, chosen, sel_group, sel_idx
+                        )
+                    else:
+                        sel_of[i] = self._select(
+                            root, used[i], grp, gid, chosen, sel_group, sel_idx
+                        )
             s_group = np.array(sel_group, dtype=np.intp)
             s_idx = np.stack(sel_idx)
             hit = stale[s_group[:, None], s_idx]
@@ -475,6 +615,10 @@ class PopulationReplay:
                 next_of_sel[sid] = new_gid
             group_of = next_of_sel[sel_of]
             rep = np.array(reps)
+            if q_states:
+                q_states = self._next_q_states(
+                    q_states, group_of, uses_q, s_group, rep, s_idx, hit, cyc
+                )
             r_idx = s_idx[rep]
             r_rows = np.arange(rep.shape[0])[:, None]
             r_old_group = s_group[rep]
@@ -519,6 +663,7 @@ class PopulationReplay:
             np.array([r.mean() for r in cr]),
             np.array([r.mean() for r in nd]),
             np.array([r.mean() for r in fr]),
+            per_cycle={"changerate": cr, "ndcg": nd, "freshness": fr},
         )
 
     def _select(
@@ -572,6 +717,63 @@ class PopulationReplay:
         chosen_cache[key] = len(sel_idx) - 1
         return chosen_cache[key]
 
+    def _select_per_url(
+        self,
+        root: int,
+        used: tuple[str, ...],
+        grp: _Group,
+        gid: int,
+        chosen_cache: dict[tuple, int],
+        sel_group: list[int],
+        sel_idx: list[np.ndarray],
+    ) -> int:
+        """The selection of a tree using ``Q``: scored per URL, :func:`top_k_by_index`."""
+        pages = grp.page_class.shape[0]
+        scores = np.asarray(
+            self.interner.evaluate(root, grp.per_url(used), grp.url_memo), dtype=np.float64
+        )
+        if scores.shape != (pages,):
+            scores = np.broadcast_to(scores, (pages,))
+        idx = top_k_by_index(scores, self.k)
+        key = (gid, b"url", idx.tobytes())
+        found = chosen_cache.get(key)
+        if found is not None:
+            return found
+        sel_idx.append(idx)
+        sel_group.append(gid)
+        chosen_cache[key] = len(sel_idx) - 1
+        return chosen_cache[key]
+
+    def _next_q_states(
+        self,
+        q_states: dict[int, Any],
+        group_of: np.ndarray,
+        uses_q: np.ndarray,
+        s_group: np.ndarray,
+        rep: np.ndarray,
+        s_idx: np.ndarray,
+        hit: np.ndarray,
+        cyc: int,
+    ) -> dict[int, Any]:
+        """The Q states of the next groups: the parent's (copied if it split), plus this fetch."""
+        wanted = set(np.unique(group_of[uses_q]).tolist())
+        children: dict[int, list[int]] = {}
+        for new_gid, sid in enumerate(rep.tolist()):
+            if new_gid in wanted:
+                children.setdefault(int(s_group[sid]), []).append(new_gid)
+        out: dict[int, Any] = {}
+        for parent, kids in children.items():
+            st = q_states[parent]
+            # copies first: the parent's state is still the one before this fetch
+            for new_gid in kids[1:]:
+                out[new_gid] = copy.deepcopy(st)
+                self.q_copies += 1
+            out[kids[0]] = st
+        for new_gid, st in out.items():
+            sid = int(rep[new_gid])
+            st.fetched(s_idx[sid], hit[sid].copy(), cyc)
+        return out
+
     def _compact(
         self, table: dict[str, np.ndarray], page_class: np.ndarray
     ) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -613,6 +815,8 @@ class Candidate:
     seed: int
     generation: int
     validation: float = float("nan")
+    #: the fitness per validation cycle (the ``1se`` final selection compares them)
+    validation_cycles: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def expression(self) -> str:
@@ -658,19 +862,25 @@ def run_seed(
     progress: Progress | None = None,
     seed_index: int = 0,
 ) -> list[Candidate]:
-    """One GP run (Listing 1, lines 5-13); returns the ``keep_best`` fittest, best first."""
+    """One GP run (Listing 1, lines 5-13); returns the ``keep_best`` fittest, best first,
+    then the seeded presets (``seed_presets``) that are not among them."""
     rng = random.Random(seed)
-    population = gp.ramped_half_and_half(
+    seeded = gp.preset_trees(terminals)[: config.population] if config.seed_presets else []
+    population = seeded + gp.ramped_half_and_half(
         rng,
-        config.population,
+        config.population - len(seeded),
         terminals,
         min_depth=min(config.init_min_depth, config.max_depth),
         max_depth=min(config.init_max_depth, config.max_depth),
     )
     kept: dict[Tree, Candidate] = {}
     n_repro = int(round(config.reproduction * config.population))
+    seeds_kept: list[Candidate] = []
     for generation in range(config.generations):
         fitness = cache(population)
+        if generation == 0:
+            # the presets the run started from stay candidates of the final pick
+            seeds_kept = [Candidate(t, f, seed, 0) for t, f in zip(seeded, fitness, strict=False)]
         for tree, fit in zip(population, fitness, strict=True):
             if tree not in kept:
                 kept[tree] = Candidate(tree, fit, seed, generation)
@@ -709,11 +919,21 @@ def run_seed(
                 child = gp.swap_mutation(rng, child, max_depth=config.max_depth)
             nxt.append(child)
         population = nxt
-    return sorted(kept.values(), key=lambda c: _rank_key(c.tree, c.train))
+    best = sorted(kept.values(), key=lambda c: _rank_key(c.tree, c.train))
+    return best + [c for c in seeds_kept if c.tree not in kept]
 
 
 def select_final(candidates: Sequence[Candidate], method: str) -> Candidate:
-    """Listing 1 line 17: ``best`` (validation), ``sum`` / ``avg`` (Sum-sigma / Avg-sigma)."""
+    """Listing 1 line 17: ``best`` (validation), ``sum`` / ``avg`` (Sum-sigma / Avg-sigma).
+
+    ``1se`` (not in the papers) is the one-standard-error rule with parsimony
+    (Breiman et al.'s rule for CART, the usual guard against the "winner's curse"
+    of picking the maximum of many noisy validation scores): the smallest tree
+    whose validation fitness is within one standard error of the best one's,
+    the error of the paired per-cycle difference between the two
+    (``validation_cycles``; without them, ``best``). Among equally small ones,
+    the better validated.
+    """
 
     def sigma(c: Candidate) -> float:
         return float(np.std([c.train, c.validation]))
@@ -724,15 +944,28 @@ def select_final(candidates: Sequence[Candidate], method: str) -> Candidate:
         key = lambda c: (c.train + c.validation - sigma(c), c.validation)  # noqa: E731
     elif method == "avg":
         key = lambda c: ((c.train + c.validation) / 2.0 - sigma(c), c.validation)  # noqa: E731
+    elif method == "1se":
+        key = lambda c: (c.validation, c.train)  # noqa: E731
     else:
-        raise ValueError(f"--selection={method!r}: expected best, sum or avg")
+        raise ValueError(f"--selection={method!r}: expected best, sum, avg or 1se")
     # a constant scores every URL alike: not a scorer (RECRAWL_SCORER needs a terminal)
     usable = [c for c in candidates if gp.terminals_used(c.tree)]
     if not usable:
         raise ValueError("every kept individual is a constant: evolve longer or with more seeds")
     # max over a deterministic order: on a full tie the simpler, then the earlier
     ordered = sorted(usable, key=lambda c: (gp.size(c.tree), c.expression))
-    return max(ordered, key=key)
+    top = max(ordered, key=key)
+    if method != "1se" or top.validation_cycles is None:
+        return top
+    close = []
+    for c in ordered:
+        if c.validation_cycles is None:
+            continue
+        d = np.asarray(top.validation_cycles) - np.asarray(c.validation_cycles)
+        se = float(np.std(d, ddof=1) / math.sqrt(d.size)) if d.size > 1 else 0.0
+        if float(d.mean()) <= se:
+            close.append(c)
+    return min(close, key=lambda c: (gp.size(c.tree), -c.validation, c.expression))
 
 
 # --------------------------------------------------------------------------- one seed per process
@@ -740,16 +973,23 @@ def select_final(candidates: Sequence[Candidate], method: str) -> Candidate:
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(
-    train: np.ndarray, config: EvolveConfig, terminals: Sequence[str], quiet: bool
-) -> None:
-    replay = PopulationReplay(
-        train,
+def _replay(
+    changes: np.ndarray, config: EvolveConfig, terminals: Sequence[str]
+) -> PopulationReplay:
+    return PopulationReplay(
+        changes,
         k=config.budget,
         warmup=config.warmup,
         prior=config.prior,
         window=gp.window_of(terminals),
+        related=config.related,
     )
+
+
+def _init_worker(
+    train: np.ndarray, config: EvolveConfig, terminals: Sequence[str], quiet: bool
+) -> None:
+    replay = _replay(train, config, terminals)
     _WORKER.update(
         cache=FitnessCache(replay, config.fitness),
         config=config,
@@ -854,11 +1094,37 @@ class EvolveResult:
                 label: {"change_rate": cr, "ndcg": nd, "freshness": fr, "change_rate_vs_oracle": s}
                 for label, _e, cr, nd, fr, s in self.rows()
             },
-            "parameters": {**asdict(self.config), "terminal_names": list(self.terminals)},
+            # paper 004's parameters the expression needs at crawl time: RECRAWL_WINDOW
+            # must be at least the largest i of its C_i / D_i (checked on loading)
+            "window": gp.window_of(self.terminals),
+            "terminals_used": sorted(gp.terminals_used(w.tree)),
+            **(
+                {"related": _related_json(self.config.related)}
+                if gp.uses_related(self.terminals)
+                else {}
+            ),
+            "parameters": {
+                **{k: v for k, v in asdict(self.config).items() if k != "related"},
+                "terminal_names": list(self.terminals),
+            },
             "history": {"source": self.source, **self.pages},
             "seconds": self.seconds,
             "stats": self.stats,
         }
+
+
+def _related_json(related: Mapping[str, Any]) -> dict[str, Any]:
+    """The Q replay's related-page parameters, named as the RECRAWL_* settings they mirror."""
+    r = related_parameters(related)
+    groups = r["groups"]
+    return {
+        "RECRAWL_EXPERTS": r["experts"],
+        "RECRAWL_EXPERTS_LAG": r["max_lag"],
+        "RECRAWL_EXPERTS_CANDIDATES": r["max_candidates"],
+        "RECRAWL_EXPERTS_HISTORY": r["history"],
+        "refresh_every": r["refresh_every"],
+        "groups": None if groups is None else "per page (hosts / site folders)",
+    }
 
 
 from scrapy_recrawl.scoring import PRESETS as _PRESETS  # noqa: E402
@@ -917,23 +1183,28 @@ def evolve(
                 worker_cpu += st["cpu_seconds"]
     # validation (Listing 1, lines 14-16), one replay for all seeds' best
     window = gp.window_of(terminals)
-    vreplay = PopulationReplay(
-        valid, k=config.budget, warmup=config.warmup, prior=config.prior, window=window
-    )
+    vreplay = _replay(valid, config, terminals)
     trees = gp.unique(cand.tree for cand in candidates)
-    vfit = dict(zip(trees, vreplay.evaluate(trees).of(config.fitness), strict=True))
+    vres = vreplay.evaluate(trees)
+    vfit = dict(zip(trees, vres.of(config.fitness), strict=True))
+    assert vres.per_cycle is not None
+    vcyc = dict(zip(trees, vres.per_cycle[config.fitness], strict=True))
     for cand in candidates:
         cand.validation = float(vfit[cand.tree])
+        cand.validation_cycles = vcyc[cand.tree]
     winner = select_final(candidates, config.selection)
     # the test fold, with simulate() and the scorer the printed expression makes
     test_results: dict[str, ReplayResult] = {}
     kw = {"warmup": config.warmup, "k": config.budget, "seed": config.seed, "prior": config.prior}
     scorer = Scorer.from_spec(winner.expression, prior=config.prior, seed=config.seed)
-    if gp.window_of(gp.terminals_used(winner.tree)):
-        # simulate() has no window columns; simulate_content is simulate plus them
+    winner_terms = gp.terminals_used(winner.tree)
+    if gp.window_of(winner_terms) or gp.uses_related(winner_terms):
+        # simulate() has no window / Q columns; simulate_content is simulate plus them
         from scrapy_recrawl.content.replay import simulate_content
 
-        test_results["winner"] = simulate_content(test, scorer, window=window, **kw)
+        test_results["winner"] = simulate_content(
+            test, scorer, window=max(1, window), **kw, **related_parameters(config.related)
+        )
     else:
         test_results["winner"] = simulate(test, scorer, **kw)
     for name in baselines:

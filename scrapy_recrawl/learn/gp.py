@@ -30,6 +30,7 @@ import numpy as np
 
 from scrapy_recrawl.scoring import pdiv, plog
 from scrapy_recrawl.scoring.expression import _ppow as ppow  # the scorer's protected power
+from scrapy_recrawl.scoring.presets import PRESETS
 from scrapy_recrawl.scoring.terminals import TERMINALS
 
 Tree = Union[str, float, tuple]  # noqa: UP007 -- a recursive alias, readable in 3.10
@@ -49,11 +50,21 @@ CONTENT_TERMINALS: tuple[str, ...] = ("D", "A", "R", "M")
 #: change indicators of the last 3 observations and the distances 1..3 visits
 #: back (on change matrices D_i = max(C_1..C_i), see content/window.py).
 WINDOW_TERMINALS: tuple[str, ...] = ("C1", "C2", "C3", "D1", "D2", "D3")
+#: Paper 004's related pages: ``Q``, the experts' recent change evidence weighted by
+#: their cross-correlation (content/related.py). PopulationReplay keeps, per group of
+#: individuals that fetched the same URLs, the observation log and related-page index
+#: simulate_content keeps, and evaluates Q trees per URL (slower than the others).
+RELATED_TERMINALS: tuple[str, ...] = ("Q",)
 TERMINAL_SETS: dict[str, tuple[str, ...]] = {
     "basic": BASIC_TERMINALS,
     "all": BASIC_TERMINALS + ESTIMATOR_TERMINALS + SMOOTHED_TERMINALS,
-    # ``all`` plus the window (PopulationReplay keeps it as state columns)
-    "window": BASIC_TERMINALS + ESTIMATOR_TERMINALS + SMOOTHED_TERMINALS + WINDOW_TERMINALS,
+    # ``all`` plus paper 004's terminals: the window (PopulationReplay keeps it as
+    # state columns) and Q (kept per group of individuals)
+    "window": BASIC_TERMINALS
+    + ESTIMATOR_TERMINALS
+    + SMOOTHED_TERMINALS
+    + WINDOW_TERMINALS
+    + RELATED_TERMINALS,
 }
 
 _BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
@@ -66,11 +77,16 @@ _BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
 _UNARY_OPS: dict[str, Callable[[Any], Any]] = {"log": plog, "exp": np.exp}
 
 
-#: Terminals the replay cannot give yet: wall-clock hours, `due` (needs a basket
-#: model), and paper 004's experts terminal `Q`, which PopulationReplay does not
-#: compute (it would silently evaluate to NaN). The window terminals C1..C5 and
-#: D1..D5 are replayed (PopulationReplay's ``window``).
-_NOT_REPLAYED = frozenset({"hours", "due", "Q"})
+#: Terminals the replay cannot give: wall-clock hours and `due` (needs a basket
+#: model). Paper 004's window terminals C1..C5 / D1..D5 (PopulationReplay's
+#: ``window``) and its related-pages terminal Q (PopulationReplay's ``related``)
+#: are replayed.
+_NOT_REPLAYED = frozenset({"hours", "due"})
+
+
+def uses_related(terminals: Iterable[str]) -> bool:
+    """Whether the terminals include paper 004's related-pages terminal ``Q``."""
+    return "Q" in set(terminals)
 
 
 def window_of(terminals: Iterable[str]) -> int:
@@ -84,7 +100,7 @@ def window_of(terminals: Iterable[str]) -> int:
 
 def terminal_set(spec: str, *, content: bool = False) -> tuple[str, ...]:
     """``basic``, ``all`` (plus D A R M when ``content``), ``window`` (``all`` + C1..C3
-    D1..D3) or a comma list of terminal names."""
+    D1..D3 + Q, paper 004) or a comma list of terminal names."""
     key = spec.strip()
     if key.lower() in TERMINAL_SETS:
         names = TERMINAL_SETS[key.lower()]
@@ -185,6 +201,10 @@ def to_expression(tree: Tree) -> str:
     text = _fmt(tree)
     if isinstance(tree, tuple) and tree[0] in _BINARY_OPS and tree[0] != "pow":
         text = text[1:-1]
+    elif isinstance(tree, str) and tree.lower() in PRESETS:
+        # a lone ``CG`` / ``NAD`` ... would be read back as the preset of that name
+        # (``1 - exp(-CG*t)``): parenthesised, it is the terminal
+        text = f"({text})"
     return text
 
 
@@ -308,6 +328,46 @@ def ramped_half_and_half(
         seen.add(tree)
         out.append(tree)
     return out
+
+
+def _chance_of_change(rate: str) -> Tree:
+    """``1 - exp(-rate*t)`` (Tan & Mitra's score) as a tree printed the way sympy parses it."""
+    return ("-", 1.0, ("exp", ("-", 0.0, ("*", rate, "t"))))
+
+
+#: The scoring presets (scrapy_recrawl/scoring/presets.py) as trees, in the order of
+#: PAPER_PRESETS, SMOOTHED_PRESETS, CONTENT_PRESETS (``rand`` is no formula, ``basket``
+#: needs a model). Each scores exactly as its preset (``0.0 - x`` is ``-x``; ``experts``
+#: up to rounding, sympy reorders its sum); tests/test_gp.py checks it.
+PRESET_TREES: dict[str, Tree] = {
+    "cg": _chance_of_change("CG"),
+    "nad": _chance_of_change("NAD"),
+    "sad": _chance_of_change("SAD"),
+    "aad": _chance_of_change("AAD"),
+    "gad": _chance_of_change("GAD"),
+    "age": "t",
+    "gp4c": ("*", "t", "X"),
+    "cg_raw": "CG",
+    "cg+": _chance_of_change("CGp"),
+    "nad+": _chance_of_change("NADp"),
+    "sad+": _chance_of_change("SADp"),
+    "aad+": _chance_of_change("AADp"),
+    "gad+": _chance_of_change("GADp"),
+    # paper 004's weighted majority of the page and its experts (needs Q)
+    "experts": ("/", ("+", _chance_of_change("AADp"), _chance_of_change("Q")), 2.0),
+}
+
+
+def preset_trees(terminals: Sequence[str]) -> list[Tree]:
+    """The :data:`PRESET_TREES` whose terminals are all in ``terminals`` (seeding the population).
+
+    Seeding a GP's initial population with known good solutions is a standard
+    practice (Langdon & Poli, *Foundations of GP*; Koza's "seeding"): the search
+    then starts no worse than the baselines it is compared with, and crossover
+    can recombine their parts (``1 - exp(-AADp*t)``'s ``AADp*t``, ...).
+    """
+    allowed = set(terminals)
+    return [t for t in PRESET_TREES.values() if terminals_used(t) <= allowed]
 
 
 # --------------------------------------------------------------------------- operators

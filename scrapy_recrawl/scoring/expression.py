@@ -30,7 +30,7 @@ import keyword
 import os
 import re
 import tokenize
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import reduce
 from typing import Any
 
@@ -572,7 +572,36 @@ class Scorer:
         if prior is not None:
             prior = check_prior(prior)
         seed = get(settings, "RECRAWL_SEED", int, expect="an integer")
-        return cls.from_spec(spec, prior=prior, seed=seed)
+        scorer = cls.from_spec(spec, prior=prior, seed=seed)
+        check_window(scorer, spec, get(settings, "RECRAWL_WINDOW", int, expect="1..5"))
+        return scorer
+
+
+def window_needed(terminals: Iterable[str]) -> int:
+    """The largest ``i`` of the ``C_i`` / ``D_i`` among ``terminals`` (0: none)."""
+    return max(
+        (int(n[1:]) for n in terminals if len(n) == 2 and n[0] in "CD" and n[1].isdigit()),
+        default=0,
+    )
+
+
+def check_window(scorer: Scorer, spec: str, window: int) -> None:
+    """Refuse a scorer whose C_i / D_i need more than RECRAWL_WINDOW = ``window`` visits.
+
+    The window keeps the last ``window`` observations, so a C_i / D_i beyond it is
+    NaN all crawl long and the expression would not score what it scored when it
+    was written or evolved (a ``recrawl-evolve`` file records its ``window``).
+    """
+    needed = window_needed(getattr(scorer, "terminals_needed", ()))
+    if needed <= window:
+        return
+    evolved = getattr(scorer, "metadata", {}).get("window")
+    told = f" (the file was evolved with a window of {evolved})" if evolved else ""
+    raise RecrawlSettingError(
+        f"RECRAWL_SCORER={spec!r} uses C{needed}/D{needed}{told} but RECRAWL_WINDOW={window}: "
+        f"those terminals would be NaN in this crawl; set RECRAWL_WINDOW = "
+        f"{max(needed, evolved or 0)} (at most 5)"
+    )
 
 
 class ExpressionScorer(Scorer):
