@@ -712,10 +712,8 @@ class PopulationReplay:
             above = np.flatnonzero(page_code == 2)
             tied = np.flatnonzero(page_code == 1)[: k - above.shape[0]]
             chosen = np.sort(np.concatenate((above, tied)))
-        sel_idx.append(chosen[np.argsort(-full[page_class[chosen]], kind="stable")][:k])
-        sel_group.append(gid)
-        chosen_cache[key] = len(sel_idx) - 1
-        return chosen_cache[key]
+        chosen = chosen[np.argsort(-full[page_class[chosen]], kind="stable")][:k]
+        return _remember(key, chosen, gid, chosen_cache, sel_group, sel_idx)
 
     def _select_per_url(
         self,
@@ -739,10 +737,7 @@ class PopulationReplay:
         found = chosen_cache.get(key)
         if found is not None:
             return found
-        sel_idx.append(idx)
-        sel_group.append(gid)
-        chosen_cache[key] = len(sel_idx) - 1
-        return chosen_cache[key]
+        return _remember(key, idx, gid, chosen_cache, sel_group, sel_idx)
 
     def _next_q_states(
         self,
@@ -788,6 +783,21 @@ class PopulationReplay:
 
 
 # --------------------------------------------------------------------------- folds
+
+
+def _remember(
+    key: tuple,
+    chosen: np.ndarray,
+    gid: int,
+    chosen_cache: dict[tuple, int],
+    sel_group: list[int],
+    sel_idx: list[np.ndarray],
+) -> int:
+    """Keep a selection (the URLs a group's individual fetches) once; its id."""
+    sel_idx.append(chosen)
+    sel_group.append(gid)
+    chosen_cache[key] = len(sel_idx) - 1
+    return chosen_cache[key]
 
 
 def split_folds(pages: int, folds: int, seed: int) -> list[np.ndarray]:
