@@ -87,6 +87,20 @@ def test_window_is_saved_and_checked_against_recrawl_window(npz, outside, capsys
         Scorer.from_settings({"RECRAWL_SCORER": "D4 + t", "RECRAWL_WINDOW": 3})
 
 
+def test_related_settings_differing_from_the_evolved_ones_are_told(npz, outside, caplog):
+    from scrapy_recrawl.scoring import Scorer
+
+    out = outside / "q.json"
+    run(["--history", npz, *TINY, "--terminals", "t,X,Q", "--output", str(out)])
+    data = json.loads(out.read_text())
+    data["expression"] = "Q + t"
+    out.write_text(json.dumps(data))
+    Scorer.from_settings({"RECRAWL_SCORER": str(out)})
+    assert "evolved with" not in caplog.text  # the defaults, as evolved
+    Scorer.from_settings({"RECRAWL_SCORER": str(out), "RECRAWL_EXPERTS": 5})
+    assert "RECRAWL_EXPERTS=20, this crawl has 5" in caplog.text
+
+
 def test_progress_is_one_line_per_generation_and_seed(npz, capsys):
     run(["--history", npz, "--population", "8", "--generations", "3", "--seeds", "2"])
     err = capsys.readouterr().err

@@ -27,6 +27,7 @@ from __future__ import annotations
 import io
 import json
 import keyword
+import logging
 import os
 import re
 import tokenize
@@ -47,6 +48,8 @@ from scrapy_recrawl.scoring.terminals import (
     compute_terminals,
 )
 from scrapy_recrawl.settings import RecrawlSettingError
+
+logger = logging.getLogger(__name__)
 
 SETTING = "RECRAWL_SCORER"
 
@@ -574,6 +577,7 @@ class Scorer:
         seed = get(settings, "RECRAWL_SEED", int, expect="an integer")
         scorer = cls.from_spec(spec, prior=prior, seed=seed)
         check_window(scorer, spec, get(settings, "RECRAWL_WINDOW", int, expect="1..5"))
+        _warn_related(scorer, spec, settings)
         return scorer
 
 
@@ -583,6 +587,27 @@ def window_needed(terminals: Iterable[str]) -> int:
         (int(n[1:]) for n in terminals if len(n) == 2 and n[0] in "CD" and n[1].isdigit()),
         default=0,
     )
+
+
+def _warn_related(scorer: Scorer, spec: str, settings: Mapping[str, Any] | Any) -> None:
+    """Q means what it meant when evolved only with the same related-page settings."""
+    from scrapy_recrawl.settings import DEFAULTS
+
+    evolved = getattr(scorer, "metadata", {}).get("related")
+    if "Q" not in getattr(scorer, "terminals_needed", ()) or not isinstance(evolved, dict):
+        return
+    for name, value in evolved.items():
+        if name.startswith("RECRAWL_") and name in DEFAULTS:
+            here = settings.get(name, DEFAULTS[name]) if settings is not None else DEFAULTS[name]
+            if here != value:
+                logger.warning(
+                    "RECRAWL_SCORER=%r was evolved with %s=%r, this crawl has %r: its Q "
+                    "terminal will weigh related pages differently",
+                    spec,
+                    name,
+                    value,
+                    here,
+                )
 
 
 def check_window(scorer: Scorer, spec: str, window: int) -> None:
