@@ -571,11 +571,7 @@ class RedisRecrawlScheduler(RecrawlScheduler):
                 self.stats.set_value("recrawl/cycle", self._cycle)
 
     def _maybe_roll_over(self) -> None:
-        spent = not self._budget_left()
-        timed_out = time.monotonic() - self.cycle_started >= self.config.cycle_seconds
-        if not (spent or timed_out):
-            return
-        if self.config.max_cycles and self._cycles_run >= self.config.max_cycles:
+        if not self._cycle_over():
             return
         lock = self._lock()
         if not lock.acquire(blocking=False):

@@ -686,12 +686,16 @@ class RecrawlScheduler(Scheduler):
         self.df.request_seen(request)
         self.newqs.push(request)
 
-    def _maybe_roll_over(self) -> None:
+    def _cycle_over(self) -> bool:
+        """Continuous mode: the budget is spent or the cycle's time is up, and cycles remain."""
         spent = not self._budget_left()
         timed_out = time.monotonic() - self.cycle_started >= self.config.cycle_seconds
         if not (spent or timed_out):
-            return
-        if self.config.max_cycles and self._cycles_run >= self.config.max_cycles:
+            return False
+        return not (self.config.max_cycles and self._cycles_run >= self.config.max_cycles)
+
+    def _maybe_roll_over(self) -> None:
+        if not self._cycle_over():
             return
         self._recrawls.drain()  # unfetched recrawls are rescored with the rest
         self._start_cycle()

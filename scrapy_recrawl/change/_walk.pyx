@@ -160,17 +160,32 @@ cdef struct Walk:
     Vec attrs
 
 
+#: Elements skipped with their content (their tails are read): scripts and styles,
+#: and what no reader sees (asset links with build hashes, CSRF <meta> tokens).
+#: Comments and processing instructions are dropped by the parser.
+NOISE_TAGS = ("script", "style", "template", "link", "meta", "base")
+cdef list _noise_names = [t.encode("ascii") for t in NOISE_TAGS]  # keeps the bytes alive
+cdef const char* NOISE[8]
+cdef int N_NOISE = len(_noise_names)
+
+
+cdef void _point_at_noise_names():
+    cdef bytes name
+    cdef int i
+    for i in range(N_NOISE):
+        name = _noise_names[i]
+        NOISE[i] = name
+
+
+_point_at_noise_names()
+
+
 cdef inline bint is_noise(const uint8_t* name) noexcept nogil:
-    """Tags removed with their content (``elements.NOISE_TAGS``); their tails stay."""
-    cdef const char* s = <const char*>name
-    return (
-        strcmp(s, b"script") == 0
-        or strcmp(s, b"style") == 0
-        or strcmp(s, b"template") == 0
-        or strcmp(s, b"link") == 0
-        or strcmp(s, b"meta") == 0
-        or strcmp(s, b"base") == 0
-    )
+    cdef int i
+    for i in range(N_NOISE):
+        if strcmp(<const char*>name, NOISE[i]) == 0:
+            return True
+    return False
 
 
 cdef inline uint8_t lower(uint8_t c) noexcept nogil:
@@ -188,7 +203,7 @@ cdef inline int matches(const uint8_t* name, const char* word) noexcept nogil:
 
 
 cdef bint noise_attribute(const uint8_t* name) noexcept nogil:
-    """``elements.keep_attribute`` negated: on*, data-*, nonce, integrity (any case)."""
+    """Attributes that are noise by name: on*, data-*, nonce, integrity (any case)."""
     return (
         matches(name, b"on") != 0
         or matches(name, b"data-") != 0
@@ -217,7 +232,8 @@ cdef int end_word(Walk* w) except -1 nogil:
 
 
 cdef inline uint64_t sequence_hash(uint64_t seq, int64_t count) noexcept nogil:
-    """``shingles.sequence_hashes`` of a run, from its sum of value * SEQ_BASE**i."""
+    """Order-sensitive hash of a run of ``count`` hashes from its sum of value * SEQ_BASE**i
+    (0 for an empty run, so "no text" is recognisable)."""
     if count == 0:
         return 0
     return fmix(seq ^ (<uint64_t>count * LEN_MIX))

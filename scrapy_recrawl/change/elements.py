@@ -69,25 +69,12 @@ import numpy as np
 from lxml import etree
 
 from ._diff import diff as _diff
-from ._walk import walk
+from ._walk import NOISE_TAGS, walk
 from .shingles import fmix64
 
-__all__ = ["NOISE_TAGS", "ElementArrays", "diff", "extract", "keep_attribute"]
+__all__ = ["NOISE_TAGS", "ElementArrays", "diff", "extract"]
 
 _U64 = np.uint64
-
-#: Elements skipped with their content when signatures are computed (comments
-#: and processing instructions are dropped by the parser). ``_walk.pyx`` holds
-#: the same list in C.
-NOISE_TAGS: tuple[str, ...] = ("script", "style", "template", "link", "meta", "base")
-
-_NOISE_ATTRS = frozenset({"nonce", "integrity"})
-
-
-def keep_attribute(name: str) -> bool:
-    """False for attributes that are noise by name (see the module docstring)."""
-    name = name.lower()
-    return not (name in _NOISE_ATTRS or name.startswith("data-") or name.startswith("on"))
 
 
 class ElementArrays(NamedTuple):

@@ -1,16 +1,14 @@
 """Words, word shingles and the vectorised 64-bit hashing they rest on.
 
-A page's visible text is hashed word by word in a handful of numpy passes over
-its UTF-8 bytes, never one Python call per word. :func:`span_hashes` hashes
-many byte spans of one buffer at once: it reads each span as little-endian
-64-bit chunks straight from the buffer (an unaligned, 1-byte-strided uint64
-view, see :func:`u64_view`), so a span of up to 8 bytes (most words, tag names
-and attribute names) costs one gather, and longer spans one gather per 8 bytes;
-a murmur3 finaliser spreads the bits. Shingles and whole text pieces are hashed
-the same way one level up, over word hashes. That keeps the cost of a page at a
-few numpy operations on arrays the size of its word and element counts, which
-is what lets :class:`~scrapy_recrawl.change.ChangeDetector` stay within a small
-multiple of the parse time (see ``bench/change_detection.py``).
+The word, shingle and fmix64 hashing of the change detector, in numpy, for
+plain text: :func:`text_shingles` gives a string the shingles a page with that
+visible text gets from the compiled walk (``_walk.pyx`` uses the same constants
+and rules; the tests check the two agree), and :func:`shingle_hashes` is the
+readable statement of the shingling that ``_walk.shingle_simhash`` fuses with
+the simhash. :func:`span_hashes` hashes many byte spans of one buffer at once:
+it reads each span as little-endian 64-bit chunks straight from the buffer (an
+unaligned, 1-byte-strided uint64 view, see :func:`u64_view`); a murmur3
+finaliser spreads the bits.
 
 The hashes are stable across processes and platforms (no ``hash()``; explicit
 little-endian layout), so signatures can be stored and compared later. They are
@@ -25,7 +23,6 @@ import numpy as np
 __all__ = [
     "fmix64",
     "run_edges",
-    "sequence_hashes",
     "shingle_hashes",
     "span_hashes",
     "text_shingles",
@@ -48,30 +45,6 @@ _S33 = _U64(33)
 _PAD = bytes(8)
 #: _LOW_BYTES[k] keeps the k low bytes of a little-endian uint64 (k = 0..8).
 _LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=_U64)
-
-
-class _Powers:
-    """``base**i`` and ``base**-i`` mod 2**64 for i < n, grown by doubling on demand."""
-
-    def __init__(self, base: int) -> None:
-        self.base = base
-        self.inverse = pow(base, -1, 1 << 64)
-        self.pow = np.ones(1, dtype=_U64)
-        self.inv = np.ones(1, dtype=_U64)
-
-    def get(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        if n > len(self.pow):
-            size = max(n, 2 * len(self.pow), 4096)
-            pw = np.full(size, self.base, dtype=_U64)
-            pw[0] = 1
-            iv = np.full(size, self.inverse, dtype=_U64)
-            iv[0] = 1
-            # cumprod on uint64 wraps mod 2**64, which is exactly the ring we want.
-            self.pow, self.inv = np.cumprod(pw), np.cumprod(iv)
-        return self.pow[:n], self.inv[:n]
-
-
-_SEQ_POWERS = _Powers(_SEQ_BASE)
 
 
 def fmix64(x: np.ndarray) -> np.ndarray:
@@ -114,7 +87,7 @@ def span_hashes(
 
     With ``mix=False`` the final murmur3 finaliser is skipped, so a span of up
     to 8 bytes "hashes" to its own bytes: cheaper, and fine for values that are
-    only combined by :func:`sequence_hashes` or :func:`shingle_hashes`, which mix.
+    only combined by :func:`shingle_hashes`, which mixes.
     """
     h = view[starts]
     h &= _LOW_BYTES.take(np.minimum(lengths, 8))
@@ -148,25 +121,6 @@ def word_hashes(data: bytes) -> tuple[np.ndarray, np.ndarray]:
     data = b" " + data + b" "
     starts, ends = run_edges(np.frombuffer(data, dtype=np.uint8) > 32)
     return span_hashes(u64_view(data), starts, ends - starts, mix=False), starts - 1
-
-
-def sequence_hashes(values: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
-    """Order-sensitive hash of each run ``values[first[i]:last[i]]`` of 64-bit hashes.
-
-    Empty runs hash to 0, so "no text" is a recognisable value.
-    """
-    n = len(values)
-    pw, iv = _SEQ_POWERS.get(n + 1)
-    prefix = np.empty(n + 1, dtype=_U64)
-    prefix[0] = 0
-    if n:
-        (values * pw[:n]).cumsum(out=prefix[1:])
-    safe_first = np.minimum(first, n)
-    h = (prefix[last] - prefix[safe_first]) * iv[safe_first]
-    count = (last - first).astype(_U64)
-    h = fmix64(h ^ (count * _LEN_MIX))
-    h[count == 0] = 0
-    return h
 
 
 def shingle_hashes(words: np.ndarray, size: int) -> np.ndarray:

@@ -245,7 +245,7 @@ class ContentColumns:
             seen = ~np.isnan(obs)
             mean = np.nansum(obs, axis=1, keepdims=True) / np.maximum(seen.sum(1, keepdims=True), 1)
             series = np.where(seen, obs, mean)
-            known = None if self._index_ids is None else self._index_ids
+            known = self._index_ids
             grown = (
                 self.index is not None
                 and known is not None
