@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from scrapy_recrawl.content.bow import bag_from_text, chi2_test, cosine_distance  # noqa: E402
+from scrapy_recrawl.change.bow import bag_from_text, chi2_test, cosine_distance  # noqa: E402
 from scrapy_recrawl.content.evaluate import site_groups, table1  # noqa: E402
 from scrapy_recrawl.content.related import RelatedIndex  # noqa: E402
 from scrapy_recrawl.content.replay import simulate_content  # noqa: E402

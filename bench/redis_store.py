@@ -36,10 +36,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.redis_server
 
+from scrapy_recrawl.core.selection import select_recrawls  # noqa: E402
 from scrapy_recrawl.history.base import Visit  # noqa: E402
 from scrapy_recrawl.history.redis import ROW_DTYPE, RedisHistoryStore  # noqa: E402
 from scrapy_recrawl.scoring import Scorer  # noqa: E402
-from scrapy_recrawl.selection import select_recrawls  # noqa: E402
 from tests.redis_server import RedisServer  # noqa: E402
 
 SIGNATURE = bytes(range(256)) * 4
@@ -74,7 +74,7 @@ def visits(worker: int, count: int) -> list[Visit]:
 
 
 def record_worker(url: str, worker: int, count: int, start, out, bags: bool = False) -> None:  # noqa: ANN001
-    from scrapy_recrawl.content.bow import bag_from_hashes
+    from scrapy_recrawl.change.bow import bag_from_hashes
     from scrapy_recrawl.content.store import BagStore
 
     batch = visits(worker, count)

@@ -17,11 +17,12 @@ class RecrawlAddon:
         # Check every RECRAWL_* setting now, while a failure still reads clearly
         # (Scrapy builds the scheduler only once the spider opens).
         from .change import ChangeDetector
-        from .scheduler import SchedulerConfig, _make_planner
+        from .core.cycle import CycleConfig
+        from .plugins import check_plugins
+        from .scoring import Scorer
 
-        config = SchedulerConfig.from_settings(settings)
-        if config.planner:
-            _make_planner(config)
+        CycleConfig.from_settings(settings)
+        check_plugins(settings, Scorer.from_settings(settings).terminals_needed)
         ChangeDetector.from_settings(settings)
         settings.set("SCHEDULER", "scrapy_recrawl.scheduler.RecrawlScheduler", priority="addon")
         settings["DOWNLOADER_MIDDLEWARES"]["scrapy_recrawl.middleware.RecrawlMiddleware"] = (

@@ -31,26 +31,23 @@ from scrapy.http import Headers, Response
 from scrapy.responsetypes import responsetypes
 
 from .change import ChangeDetector, ChangeResult, Signature, SignatureVersionError
-from .content.store import BagStore
-from .content.window import d_names
+from .core.meta import META_CYCLE, META_ID, META_RANK, META_RESULT, META_SCORE
+from .core.plugins import BagKeeper
 from .history import HistoryStore, HistoryStoreError, UrlRecord, Visit, store_for_crawler
-from .settings import get
+from .plugins import plugins_for_crawler, scorer_for_crawler
+from .settings import RecrawlSettingError, get
 
 logger = logging.getLogger(__name__)
 
-#: meta key holding the ChangeResult of the response, for the spider
-META_RESULT = "recrawl"
-#: meta key the scheduler sets: the cycle a request was scheduled in
-META_CYCLE = "recrawl_cycle"
 #: meta key set when this middleware added the conditional headers
 _META_CONDITIONAL = "_recrawl_conditional"
 #: meta keys set while downloading: not part of the request to re-issue later
 _VOLATILE_META = {
     META_RESULT,
     META_CYCLE,
-    "recrawl_rank",
-    "recrawl_id",
-    "recrawl_score",
+    META_RANK,
+    META_ID,
+    META_SCORE,
     _META_CONDITIONAL,
     "download_slot",
     "download_latency",
@@ -69,18 +66,6 @@ _NOT_OBSERVED = ChangeResult(False, 0, 0, 0, 0, 0)
 def _header(response: Response, name: str) -> str | None:
     value = response.headers.get(name)
     return value.decode("latin-1") if value else None
-
-
-def _scorer_uses(settings: Any, names: set[str]) -> bool:
-    """Whether RECRAWL_SCORER uses any of ``names`` (an unparsable scorer: no; the
-    scheduler reports it)."""
-    from .scoring import Scorer
-
-    try:
-        scorer = Scorer.from_spec(get(settings, "RECRAWL_SCORER", str))
-    except Exception:
-        return False
-    return bool(set(scorer.terminals_needed) & names)
 
 
 def _headers_to_dict(headers: Headers) -> dict[str, list[str]]:
@@ -104,21 +89,26 @@ class RecrawlMiddleware:
         # Opened now, so an unusable RECRAWL_STORE stops the crawl at start-up.
         self.store: HistoryStore = store_for_crawler(crawler)
         self._unpicklable_warned = False
-        # Content-aware prediction (paper 004, docs/content.md): bags of words beside the
-        # store, for the chi-squared rule (previous bag) and the D* terminals (last l bags).
-        self.bags: BagStore | None = None
-        window = get(settings, "RECRAWL_WINDOW", int)
-        uses_d = _scorer_uses(settings, set(d_names()))
-        if self.detector.change_test == "chi2" or uses_d:
+        # A plug-in may keep each version's bag of words beside the store (content-aware
+        # prediction: the chi-squared rule needs the previous bag, the D* terminals the last l).
+        try:
+            plugins = plugins_for_crawler(
+                crawler, self.store, scorer_for_crawler(crawler).terminals_needed
+            )
+        except RecrawlSettingError as exc:
+            logger.error("recrawl: %s", exc)
+            raise
+        keeper = plugins.bag_keeper
+        self.bags: BagKeeper | None = keeper if getattr(keeper, "keeps_bags", False) else None
+        if self.bags is not None:
             self.detector.keep_bags = True
-            self.bags = BagStore(self.store, keep=window if uses_d else 1, window=window)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RecrawlMiddleware:
         return cls(crawler)
 
     def _fingerprint(self, request: Request) -> bytes:
-        return self.crawler.request_fingerprinter.fingerprint(request)  # type: ignore[union-attr]
+        return self.crawler.request_fingerprinter.fingerprint(request)
 
     @staticmethod
     def _handled(request: Request) -> bool:
@@ -194,7 +184,7 @@ class RecrawlMiddleware:
             new = self.detector.deferred(body)
         else:
             new = self.detector.signature(body, response.url, content_type, previous=old)
-        old_bags = self.bags.bags(rec.id) if self.bags is not None and rec is not None else []
+        old_bags = self.bags.previous(rec.id) if self.bags is not None and rec is not None else []
         result = self.detector.compare(old, new, old_bag=old_bags[0] if old_bags else None)
         first = rec is None or rec.last_visit_cycle < 0
         saved = self._record(
@@ -209,7 +199,7 @@ class RecrawlMiddleware:
         # paper 004: keep this version's bag (a byte-identical body reuses the last one)
         bag = new.bag if new.bag is not None else (old_bags[0] if new is old and old_bags else None)
         if self.bags is not None and bag is not None:
-            self.bags.update(saved.id, bag, old_bags)
+            self.bags.keep(saved.id, bag, old_bags)
         self._inc("visits")
         if first:
             self._inc("new")

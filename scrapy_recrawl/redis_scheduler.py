@@ -47,16 +47,15 @@ from scrapy.crawler import Crawler
 from scrapy.utils.misc import load_object
 from twisted.internet.defer import Deferred
 
+from .core.budget import Budget
+from .core.cycle import side_order
+from .core.meta import META_CYCLE, META_ID, META_RANK, META_SCORE
 from .history import HistoryStoreError
 from .history.redis import client_location, redis_from_settings
-from .middleware import META_CYCLE
-from .scheduler import RecrawlScheduler, _is_new
-from .selection import Budget
+from .scheduler import RecrawlScheduler, _is_new, _is_start
 from .settings import RecrawlSettingError, get
 
 logger = logging.getLogger(__name__)
-
-_RETRY_META = ("redirect_urls", "retry_times")
 
 #: Reserve one budgeted request: KEYS[1] the counters hash; ARGV total (-1: no
 #: limit), side ("new" or "recrawl"), side quota (-1: no limit). 1 if reserved.
@@ -202,12 +201,14 @@ class RedisRecrawlScheduler(RecrawlScheduler):
         from .history import store_for_crawler
 
         self._store = store_for_crawler(self.crawler)
-        if self._content_needed:  # paper 004: C*, D*, Q columns from the Redis store
-            from .content.store import ContentColumns
-
-            self.content_columns = ContentColumns(
-                self.store, self.content_settings, self._content_needed
+        self._open_plugins()
+        if self.prober is not None:
+            message = (
+                "loop-time probes (RECRAWL_PROBE, the `due` terminal) need RecrawlScheduler: "
+                "RedisRecrawlScheduler does not run them yet (docs/baskets.md)"
             )
+            logger.error("recrawl: %s", message)
+            raise RecrawlSettingError(message)
         self.skey = self.key_template % {"spider": spider.name}
         self.newqs = self.queue_cls(
             server=self.server,
@@ -295,7 +296,7 @@ class RedisRecrawlScheduler(RecrawlScheduler):
             return True
 
     def _enqueue(self, request: Request) -> bool:
-        if request.meta.get("is_start_request") and not any(k in request.meta for k in _RETRY_META):
+        if _is_start(request):
             fp = self.df.request_fingerprint(request)
             claim = self._key(f"starts:{self._cycle}")
             if not self.server.hsetnx(claim, fp, self.worker_id):
@@ -365,28 +366,14 @@ class RedisRecrawlScheduler(RecrawlScheduler):
         return request
 
     def _next_budgeted(self) -> Request | None:
-        b = self.budget
         taken = self._taken()
-        t_new, t_rec = taken.get("new", 0), taken.get("recrawl", 0)
-        rec_quota = b.recrawl is None or t_rec < b.recrawl
-        new_quota = b.new is None or t_new < b.new
-        order: list[tuple[str, int | None]]
-        if rec_quota and new_quota:
-            # interleave in proportion to the two quotas, so neither waits for the other
-            take_new = t_new / max(1, b.new or 1) < t_rec / max(1, b.recrawl or 1)
-            order = [("new", b.new), ("recrawl", b.recrawl)]
-            if not take_new:
-                order.reverse()
-        elif new_quota:
-            order = [("new", b.new)]
-        elif rec_quota:
-            order = [("recrawl", b.recrawl)]
-        else:
-            order = []
-        if len(order) < 2 and self._quiet() and not self._others_busy():
-            # One side's quota is spent and nothing in flight anywhere can discover
-            # more new URLs: the other side's unused share flows to what is left.
-            order += [(side, None) for side in ("new", "recrawl") if side not in dict(order)]
+        order = side_order(
+            self.budget,
+            taken.get("new", 0),
+            taken.get("recrawl", 0),
+            # nothing in flight anywhere can discover more new URLs
+            quiet=lambda: self._quiet() and not self._others_busy(),
+        )
         for side, quota in order:
             request = self._take(side, quota)
             if request is None:
@@ -537,9 +524,9 @@ class RedisRecrawlScheduler(RecrawlScheduler):
             d["meta"] = {
                 **(d.get("meta") or {}),
                 META_CYCLE: cycle,
-                "recrawl_id": int(url_id),
-                "recrawl_rank": rank,
-                "recrawl_score": float(scores[rank]),
+                META_ID: int(url_id),
+                META_RANK: rank,
+                META_SCORE: float(scores[rank]),
             }
             batch.append(serializer.dumps(d))
             fps.append(

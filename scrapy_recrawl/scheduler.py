@@ -33,7 +33,6 @@ import logging
 import os
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,140 +45,32 @@ from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.request import request_from_dict
 from twisted.internet.defer import Deferred
 
-from .change import ChangeDetector
-from .content.store import CONTENT_TERMINALS, ContentColumns, ContentSettings
-from .estimate.baskets import BasketSettings
-from .estimate.probes import Prober, probe_cap
+from .core.budget import Budget
+from .core.cycle import CycleConfig, CyclePlan, cycle_over, plan_cycle, side_order
+from .core.meta import META_CYCLE, META_ID, META_RANK, META_SCORE
+from .core.plugins import ProbeSource
 from .history import HistoryStore, store_for_crawler
-from .middleware import META_CYCLE
-from .scoring import Scorer
-from .selection import Budget, Selection, cycle_budget, select_recrawls
-from .settings import RecrawlSettingError, get
+from .plugins import Plugins, plugins_for_crawler, scorer_for_crawler
+from .settings import RecrawlSettingError
 
 logger = logging.getLogger(__name__)
 
 _CONTINUATION_META = ("redirect_urls", "retry_times", "is_start_request")
 
 
+_RETRY_META = ("redirect_urls", "retry_times")
+
+
+def _is_start(request: Request) -> bool:
+    """A start request itself, not its redirect or retry."""
+    return bool(request.meta.get("is_start_request")) and not any(
+        k in request.meta for k in _RETRY_META
+    )
+
+
 def _is_new(request: Request) -> bool:
     """Not a continuation (start request, redirect, retry, ``dont_filter``)."""
     return not request.dont_filter and not any(k in request.meta for k in _CONTINUATION_META)
-
-
-@dataclass(frozen=True)
-class CyclePlan:
-    """What a new cycle fetches: decided once when the cycle starts."""
-
-    cycle: int
-    warmup: bool
-    budget: Budget
-    selection: Selection
-    new_quota: int  # frontier URLs to take for this cycle's new share
-    score_seconds: float
-
-
-@dataclass(frozen=True)
-class SchedulerConfig:
-    """The scheduler's RECRAWL_* settings, checked (docs/settings.md has them all)."""
-
-    budget: int | float
-    new_share: float
-    warmup_cycles: int
-    continuous: bool
-    cycle_seconds: float
-    max_cycles: int
-    monitor_share: float
-    max_per_domain: int | None
-    seed: int
-    scorer: Scorer
-    planner: str | None = None
-    plan_strategy: str = "strategy1"
-    plan_periods: int = 14
-    plan_every: int = 7
-    buckets: int = 64
-
-    @classmethod
-    def from_settings(cls, s: Any) -> SchedulerConfig:
-        """Read and check every setting; a bad one raises RecrawlSettingError naming it."""
-        budget = get(
-            s,
-            "RECRAWL_BUDGET",
-            (int, float),
-            lambda v: v > 0 and (isinstance(v, int) or v < 1 or float(v).is_integer()),
-            "a positive number of pages (int) or a share of known URLs (0 < float < 1)",
-        )
-        return cls(
-            budget=int(budget) if isinstance(budget, float) and budget >= 1 else budget,
-            new_share=get(
-                s, "RECRAWL_NEW_SHARE", (int, float), lambda v: 0 <= v <= 1, "a share from 0 to 1"
-            ),
-            warmup_cycles=get(
-                s, "RECRAWL_WARMUP_CYCLES", int, lambda v: v >= 0, "a number of cycles >= 0"
-            ),
-            continuous=get(s, "RECRAWL_CONTINUOUS", bool),
-            cycle_seconds=get(
-                s,
-                "RECRAWL_CYCLE_SECONDS",
-                (int, float),
-                lambda v: v > 0,
-                "a number of seconds > 0",
-            ),
-            max_cycles=get(
-                s, "RECRAWL_MAX_CYCLES", int, lambda v: v >= 0, "a number of cycles (0: no limit)"
-            ),
-            monitor_share=get(
-                s,
-                "RECRAWL_MONITOR_SHARE",
-                (int, float),
-                lambda v: 0 <= v <= 1,
-                "a share from 0 to 1",
-            ),
-            max_per_domain=get(
-                s,
-                "RECRAWL_MAX_PER_DOMAIN",
-                int,
-                lambda v: v >= 1,
-                "a number of pages >= 1, or None",
-            ),
-            seed=get(s, "RECRAWL_SEED", int, expect="an integer"),
-            # Parsed now: a bad RECRAWL_SCORER stops the crawl before it starts.
-            scorer=Scorer.from_settings(s),
-            planner=get(
-                s,
-                "RECRAWL_PLANNER",
-                str,
-                lambda v: v == "webfountain",
-                "None or 'webfountain'",
-            ),
-            plan_strategy=get(s, "RECRAWL_PLAN_STRATEGY", str),
-            plan_periods=get(s, "RECRAWL_PLAN_PERIODS", int, lambda v: v >= 1, "periods >= 1"),
-            plan_every=get(s, "RECRAWL_PLAN_EVERY", int, lambda v: v >= 1, "cycles >= 1"),
-            buckets=get(s, "RECRAWL_BUCKETS", int, lambda v: 1 <= v <= 256, "1 to 256 buckets"),
-        )
-
-
-def _make_planner(config: SchedulerConfig) -> Any:
-    """The WebFountain planner of RECRAWL_PLANNER (it needs the `planning` extra)."""
-    try:
-        import scipy  # noqa: F401
-    except ImportError:
-        raise RecrawlSettingError(
-            "RECRAWL_PLANNER='webfountain' needs scipy: pip install 'scrapy-recrawl[planning]'"
-        ) from None
-    from .planning import PlanError, WebFountainPlanner
-
-    try:
-        return WebFountainPlanner(
-            config.plan_strategy,
-            periods=config.plan_periods,
-            plan_every=config.plan_every,
-            n_buckets=config.buckets,
-            prior=config.scorer.prior,
-        )
-    except PlanError as exc:
-        raise RecrawlSettingError(
-            f"RECRAWL_PLAN_STRATEGY={config.plan_strategy!r} / RECRAWL_PLAN_*: {exc}"
-        ) from None
 
 
 class _RecrawlQueue:
@@ -252,34 +143,25 @@ class RecrawlScheduler(Scheduler):
 
     def _configure(self, crawler: Crawler) -> None:
         try:
-            self.config = SchedulerConfig.from_settings(crawler.settings)
+            self.config = CycleConfig.from_settings(crawler.settings)
+            # Parsed now: a bad RECRAWL_SCORER stops the crawl before it starts.
+            self.scorer = scorer_for_crawler(crawler)
         except RecrawlSettingError as exc:
             # Scrapy builds the scheduler while opening the spider, where a failure
             # is reported as "Engine slot not assigned": say what really failed.
             logger.error("recrawl: %s", exc)
             raise
-        self.scorer = self.config.scorer
-        self.planner = _make_planner(self.config) if self.config.planner else None
         self._fingerprinter: Any = None
         self._recrawls: _RecrawlQueue = _RecrawlQueue(crawler)
         self._store: HistoryStore | None = None
         self._cycles_run = 0
         self._selected: np.ndarray = np.zeros(0, dtype=np.int64)  # this cycle's ids, by rank
         self._in_flight: set[int] = set()  # recrawl ids handed out, not yet downloaded
-        # Loop-time baskets (paper 001, docs/baskets.md): probes of new URLs, when on.
-        self.baskets = BasketSettings.from_settings(crawler.settings)
-        uses_due = "due" in getattr(self.scorer, "terminals_needed", ())
-        self._probing = self.baskets.probe if self.baskets.probe is not None else uses_due
-        if self._probing and getattr(type(self), "recrawl_store_backend", None) == "redis":
-            raise RecrawlSettingError(
-                "loop-time baskets (RECRAWL_PROBE, the `due` terminal) need the SQLite "
-                "history store: the Redis scheduler and store do not support them yet"
-            )
-        # Content-aware prediction (paper 004, docs/content.md): the C*, D*, Q columns.
-        self.content_settings = ContentSettings.from_settings(crawler.settings)
-        self._content_needed = set(getattr(self.scorer, "terminals_needed", ())) & CONTENT_TERMINALS
-        self.content_columns: ContentColumns | None = None
-        self.prober: Prober | None = None
+        # the papers' plug-ins (core/plugins.py), built when the store is open
+        self.plugins = Plugins()
+        self.prober: ProbeSource | None = None
+        # this cycle's recrawls, by fingerprint: a start request for one of them is dropped
+        self._recrawl_fps: set[bytes] = set()
         self.taken_probe = 0
         self._probe_cap: int | None = None
         self._wake_call: Any = None
@@ -308,15 +190,7 @@ class RecrawlScheduler(Scheduler):
         assert self.crawler is not None
         self.newqs = self._new_queue()
         self._store = store_for_crawler(self.crawler)
-        if self._content_needed:  # paper 004: columns for the C*, D*, Q terminals
-            self.content_columns = ContentColumns(
-                self.store, self.content_settings, self._content_needed
-            )
-        if self._probing:
-            # loop-time baskets: probe state lives in the store's file (estimate/probes.py)
-            self.prober = Prober(self.store, self.baskets, ChangeDetector.from_settings(
-                self.crawler.settings))  # fmt: skip
-            self.crawler.signals.connect(self._probe_response, signal=signals.response_received)
+        self._open_plugins()
         if self.config.continuous:
             self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
             self.crawler.signals.connect(
@@ -346,6 +220,10 @@ class RecrawlScheduler(Scheduler):
         return super().__len__() + len(self._recrawls) + len(self.newqs)
 
     def enqueue_request(self, request: Request) -> bool:
+        if _is_start(request) and self.fingerprinter.fingerprint(request) in self._recrawl_fps:
+            # its recrawl is queued this cycle: each URL at most once per cycle
+            self._inc("recrawl/start_is_recrawl")
+            return False
         if not _is_new(request):
             return super().enqueue_request(request)
         if not self._admit_new(request):
@@ -402,37 +280,22 @@ class RecrawlScheduler(Scheduler):
     # -- the budgeted streams ------------------------------------------------
 
     def _next_budgeted(self) -> Request | None:
-        b = self.budget
-        has_rec, has_new = len(self._recrawls) > 0, len(self.newqs) > 0
-        rec_quota = b.recrawl is None or self.taken_recrawl < b.recrawl
-        new_quota = b.new is None or self.taken_new < b.new
-        if has_rec and has_new and rec_quota and new_quota:
-            # interleave in proportion to the two quotas, so neither waits for the other
-            take_new = self.taken_new / max(1, b.new or 1) < self.taken_recrawl / max(
-                1, b.recrawl or 1
-            )
-        elif has_new and new_quota:
-            take_new = True
-        elif has_rec and rec_quota:
-            take_new = False
-        elif (has_rec or has_new) and self._quiet():
-            # One side's quota is spent and nothing in flight can discover more
-            # new URLs: the other side's unused share flows to what is left.
-            take_new = has_new
-        else:
-            return None  # wait: responses in flight may still bring new URLs
-        if not take_new:
-            self.taken_recrawl += 1
-            request = self._recrawls.pop()
-            if self.config.continuous and request is not None:
-                self._in_flight.add(request.meta["recrawl_id"])
-            return request
-        request = self.newqs.pop()
-        if request is not None:
-            self.taken_new += 1
-            request.meta[META_CYCLE] = self.store.cycle
-            self._inc("recrawl/fetched_new")
-        return request
+        order = side_order(self.budget, self.taken_new, self.taken_recrawl, quiet=self._quiet)
+        for side, _quota in order:
+            if side == "recrawl" and len(self._recrawls):
+                self.taken_recrawl += 1
+                request = self._recrawls.pop()
+                if self.config.continuous and request is not None:
+                    self._in_flight.add(request.meta[META_ID])
+                return request
+            if side == "new" and len(self.newqs):
+                request = self.newqs.pop()
+                if request is not None:
+                    self.taken_new += 1
+                    request.meta[META_CYCLE] = self.store.cycle
+                    self._inc("recrawl/fetched_new")
+                return request
+        return None  # wait: responses in flight may still bring new URLs
 
     def _quiet(self) -> bool:
         """Nothing downloading, scraping or left in start(): no new URL can turn up."""
@@ -481,28 +344,20 @@ class RecrawlScheduler(Scheduler):
             self._wake_at(prober.next_due_time())
             return None
         ids = np.asarray([url_id], dtype=np.int64)
-        d = self.store.requests(ids)[0]
-        request = None
-        if d is not None:
-            try:
-                request = request_from_dict(d, spider=self.spider)
-            except (ValueError, TypeError, AttributeError):
-                request = None
-        if request is None:
-            request = Request(self.store.urls(ids)[0])
+        request = self._rebuild(self.store.requests(ids)[0], ids)
         request.meta[META_CYCLE] = self.store.cycle
         prober.dispatched(self.fingerprinter.fingerprint(request), url_id)
         self.taken_probe += 1
-        self._inc("recrawl/probes/fetched")
         return request
 
-    def _probe_response(self, response: Any, request: Request, spider: Spider) -> None:
-        assert self.prober is not None
-        before = dict(self.prober.stats)
-        self.prober.on_response(self.fingerprinter.fingerprint(request), response.status)
-        for key, value in self.prober.stats.items():
-            if value != before[key] and key != "fetched":
-                self._inc(f"recrawl/probes/{key}", value - before[key])
+    def _rebuild(self, d: dict[str, Any] | None, ids: np.ndarray) -> Request:
+        """The stored request of ``ids[0]``, or a plain GET of its URL when unusable."""
+        if d is not None:
+            try:
+                return request_from_dict(d, spider=self.spider)
+            except (ValueError, TypeError, AttributeError):
+                pass
+        return Request(self.store.urls(ids)[0])
 
     def _wake_at(self, when: float | None) -> None:
         """Nudge the engine when the next probe comes due (its idle heartbeat is 5 s)."""
@@ -524,85 +379,35 @@ class RecrawlScheduler(Scheduler):
         assert self._store is not None, "the scheduler is not open"
         return self._store
 
+    def _open_plugins(self) -> None:
+        """Build the plug-ins this crawl needs (once per crawler, shared with the middleware)."""
+        assert self.crawler is not None
+        try:
+            self.plugins = plugins_for_crawler(
+                self.crawler, self.store, self.scorer.terminals_needed
+            )
+        except RecrawlSettingError as exc:
+            logger.error("recrawl: %s", exc)
+            raise
+        self.prober = self.plugins.probe_source
+
     def _plan_cycle(self, exclude: np.ndarray | None = None) -> CyclePlan:
-        """Start the next cycle in the store, then score and select its recrawls.
+        """Start the next cycle in the store and let the cycle core decide it.
 
         Shared by every scheduler (the Redis one runs it once, under its lock).
         """
         store = self.store
-        cycle = store.advance_cycle()
-        t0 = time.perf_counter()
-        arrays = store.arrays()
-        prober = getattr(self, "prober", None)
-        if prober is not None:  # loop-time baskets: the `due` terminal's basket interval
-            prober.classify_pending()
-            prober.forget_stuck()
-            arrays.columns["basket_seconds"] = prober.basket_column(arrays.ids)
-        content = getattr(self, "content_columns", None)
-        if content is not None:  # content-aware prediction (paper 004): C*, D*, Q columns
-            arrays.columns.update(content.columns(arrays))
-        warmup = cycle <= self.config.warmup_cycles
-        budget = cycle_budget(
-            self.config.budget,
-            self.config.new_share,
-            int((~arrays.columns["gone"]).sum()),
-            warmup=warmup,
+        store.advance_cycle()
+        return plan_cycle(
+            store.arrays(),
+            self.config,
+            self.scorer,
+            pending_new=store.frontier_size(),
+            exclude=exclude,
+            urls_of=store.urls,
+            providers=self.plugins.column_providers,
+            selector=self.plugins.selector,
         )
-        # New URLs waiting from earlier cycles get first call on the new share;
-        # whatever the recrawls leave of it flows to them (and back).
-        pending = store.frontier_size()
-        new_quota = pending if budget.new is None else min(pending, budget.total or 0)
-        k = None if budget.total is None else budget.total - min(budget.new or 0, pending)
-        planner = getattr(self, "planner", None)
-        if planner is not None and budget.total is not None:
-            # WebFountain plan mode: per-bucket quotas replace the scorer, and the
-            # plan's z_t replaces RECRAWL_NEW_SHARE (monitoring and the per-host cap
-            # do not apply: docs/planning.md)
-            selection, new_quota = self._planned_selection(arrays, cycle, budget, exclude, pending)
-        else:
-            selection = select_recrawls(
-                arrays,
-                self.scorer,
-                k,
-                now=time.time(),
-                exclude=exclude,
-                monitor_share=self.config.monitor_share,
-                seed=self.config.seed,
-                max_per_domain=self.config.max_per_domain,
-                urls_of=store.urls,
-            )
-        if selection.monitored and budget.total is not None:
-            # the monitoring sample is fetched on top of the budget
-            budget = Budget(budget.total + selection.monitored, budget.new)
-        return CyclePlan(cycle, warmup, budget, selection, new_quota, time.perf_counter() - t0)
-
-    def _planned_selection(
-        self, arrays: Any, cycle: int, budget: Budget, exclude: np.ndarray | None, pending: int
-    ) -> tuple[Selection, int]:
-        cols = arrays.columns
-        candidates = ~cols["gone"]
-        if exclude is not None and len(exclude):
-            candidates &= ~np.isin(arrays.ids, exclude)
-        picked = self.planner.select(
-            cols, cycle, int(budget.total or 0), candidates=candidates, new_waiting=pending
-        )
-        if self.stats is not None:
-            self.stats.set_value("recrawl/plan_period", picked.period)
-            self.stats.set_value("recrawl/plan_solves", self.planner.plans_solved)
-            self.stats.set_value("recrawl/plan_seconds", self.planner.solve_seconds)
-        if self.planner.last_error:
-            logger.warning(
-                "recrawl: the WebFountain plan failed (%s); oldest-first by bucket rate this cycle",
-                self.planner.last_error,
-            )
-        selection = Selection(
-            ids=arrays.ids[picked.indices],
-            scores=np.asarray(picked.scores, dtype=np.float64),
-            monitored=0,
-            scored=int(candidates.sum()),
-        )
-        new_quota = min(pending, max(0, int(budget.total or 0) - len(picked.indices)))
-        return selection, new_quota
 
     def _cycle_stats(self, plan: CyclePlan, scheduled: int) -> None:
         stats = self.crawler.stats if self.crawler else None
@@ -633,11 +438,12 @@ class RecrawlScheduler(Scheduler):
         self.cycle_started = time.monotonic()
         self.budget = plan.budget
         self._selected = plan.selection.ids
+        self._recrawl_fps = set()
         self._queue_recrawls(plan.selection.ids, plan.selection.scores, plan.cycle)
         self.taken_new = 0
         self.taken_recrawl = 0
         self.taken_probe = 0
-        self._probe_cap = probe_cap(self.baskets.probe_share, plan.budget.total)
+        self._probe_cap = None if self.prober is None else self.prober.cap(plan.budget.total)
         for d in self.store.pop_frontier(plan.new_quota):
             self._push_new(d)
         self._cycle_stats(plan, len(plan.selection.ids))
@@ -665,9 +471,10 @@ class RecrawlScheduler(Scheduler):
 
     def _push_recrawl(self, rank: int, request: Request, score: float, cycle: int) -> None:
         request.meta[META_CYCLE] = cycle
-        request.meta["recrawl_id"] = int(self._selected[rank])
-        request.meta["recrawl_rank"] = rank
-        request.meta["recrawl_score"] = score
+        request.meta[META_ID] = int(self._selected[rank])
+        request.meta[META_RANK] = rank
+        request.meta[META_SCORE] = score
+        self._recrawl_fps.add(self.fingerprinter.fingerprint(request))
         self.df.request_seen(request)  # the spider's own link to it is then a duplicate
         self._recrawls.push(rank, request)
 
@@ -688,11 +495,12 @@ class RecrawlScheduler(Scheduler):
 
     def _cycle_over(self) -> bool:
         """Continuous mode: the budget is spent or the cycle's time is up, and cycles remain."""
-        spent = not self._budget_left()
-        timed_out = time.monotonic() - self.cycle_started >= self.config.cycle_seconds
-        if not (spent or timed_out):
-            return False
-        return not (self.config.max_cycles and self._cycles_run >= self.config.max_cycles)
+        return cycle_over(
+            self.config,
+            budget_left=self._budget_left(),
+            elapsed=time.monotonic() - self.cycle_started,
+            cycles_run=self._cycles_run,
+        )
 
     def _maybe_roll_over(self) -> None:
         if not self._cycle_over():
@@ -701,7 +509,7 @@ class RecrawlScheduler(Scheduler):
         self._start_cycle()
 
     def _left_downloader(self, request: Request, spider: Spider) -> None:
-        self._in_flight.discard(request.meta.get("recrawl_id", -1))
+        self._in_flight.discard(request.meta.get(META_ID, -1))
 
     def _on_idle(self, spider: Spider) -> None:
         if (
@@ -753,7 +561,7 @@ class RecrawlScheduler(Scheduler):
         path = self._state_path()
         if path is None:
             return
-        left = [r.meta.get("recrawl_rank") for r in self._recrawls.drain()]
+        left = [r.meta.get(META_RANK) for r in self._recrawls.drain()]
         state = {
             "cycle": self.store.cycle,
             "finished": reason == "finished",
@@ -776,11 +584,12 @@ class RecrawlScheduler(Scheduler):
             return False
         self.budget = Budget(*state["budget"])
         self.taken_new, self.taken_recrawl = state["taken_new"], state["taken_recrawl"]
-        self._probe_cap = probe_cap(self.baskets.probe_share, self.budget.total)  # baskets
+        self._probe_cap = None if self.prober is None else self.prober.cap(self.budget.total)
         self.cycle_started = time.monotonic()
         self._cycles_run += 1
         ids = np.asarray(state["left_ids"], dtype=np.int64)
         self._selected = ids
+        self._recrawl_fps = set()
         self._queue_recrawls(ids, np.zeros(len(ids)), self.store.cycle)
         # The new requests pending when the job stopped were kept in the frontier
         # (close() spills them there): take them back, as Scrapy's scheduler takes its

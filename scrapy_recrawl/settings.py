@@ -67,6 +67,13 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_REDIS_WORKER_TIMEOUT": 30.0,
     "RECRAWL_REDIS_OUTAGE_SECONDS": 60.0,
     # scoring
+    # plug-ins (papers' policies and terminals), merged like DOWNLOADER_MIDDLEWARES
+    "RECRAWL_PLUGINS_BASE": {
+        "scrapy_recrawl.estimate.plugin.BasketsPlugin": 100,
+        "scrapy_recrawl.content.plugin.ContentPlugin": 200,
+        "scrapy_recrawl.planning.plugin.WebFountainPlugin": 300,
+    },
+    "RECRAWL_PLUGINS": {},
     "RECRAWL_SCORER": "aad+",  # measured best on average on the shared histories (docs/benchmarks.md)
     "RECRAWL_PRIOR": None,
     "RECRAWL_SEED": 0,

@@ -18,7 +18,13 @@ class TestSpider(scrapy.Spider):
 
     async def start(self):
         for url in args["urls"]:
-            yield scrapy.Request(url, callback=self.parse_page, meta={"tag": "kept"})
+            # dont_filter: as Spider.start() makes them from start_urls (--start-dont-filter)
+            yield scrapy.Request(
+                url,
+                callback=self.parse_page,
+                meta={"tag": "kept"},
+                dont_filter=bool(args.get("start_dont_filter")),
+            )
 
     def parse_page(self, response):
         if args.get("follow") and isinstance(response, HtmlResponse):

@@ -95,13 +95,27 @@ SPIDER_SCRIPT = Path(__file__).with_name("crawl_spider.py")
 
 
 def run_crawl(
-    urls: list[str], settings: dict, cwd: Path, timeout: float = 120, follow: bool = False
+    urls: list[str],
+    settings: dict,
+    cwd: Path,
+    timeout: float = 120,
+    follow: bool = False,
+    start_dont_filter: bool = False,
 ) -> dict:
     """Crawl ``urls`` once with ``settings`` in a fresh process; returns items and stats.
 
     ``follow``: also follow every link of every page (same callback and meta).
+    ``start_dont_filter``: start requests with ``dont_filter=True``, as Scrapy's
+    default ``Spider.start()`` makes them from ``start_urls``.
     """
-    args = json.dumps({"urls": urls, "settings": settings, "follow": follow})
+    args = json.dumps(
+        {
+            "urls": urls,
+            "settings": settings,
+            "follow": follow,
+            "start_dont_filter": start_dont_filter,
+        }
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     out = subprocess.run(
         [sys.executable, str(SPIDER_SCRIPT), args],

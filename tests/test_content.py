@@ -7,8 +7,7 @@ import pytest
 from scipy.stats import chi2_contingency
 
 from scrapy_recrawl.change import ChangeDetector
-from scrapy_recrawl.content import window as win
-from scrapy_recrawl.content.bow import (
+from scrapy_recrawl.change.bow import (
     Bag,
     bag_from_hashes,
     bag_from_text,
@@ -16,6 +15,7 @@ from scrapy_recrawl.content.bow import (
     cosine_distance,
     significant,
 )
+from scrapy_recrawl.content import window as win
 from scrapy_recrawl.content.related import (
     RelatedIndex,
     best_lag_correlation,

@@ -10,8 +10,8 @@ import random
 import numpy as np
 import pytest
 
+from scrapy_recrawl.change.bow import Bag, bag_from_text
 from scrapy_recrawl.content import window as win
-from scrapy_recrawl.content.bow import Bag, bag_from_text
 from scrapy_recrawl.content.store import BagStore, ContentColumns, ContentSettings
 from scrapy_recrawl.history import HistoryStoreError, SqliteHistoryStore, Visit
 from scrapy_recrawl.history.redis import RedisHistoryStore

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from scrapy_recrawl.core.budget import Budget, cycle_budget
+from scrapy_recrawl.core.selection import monitor_mask, select_recrawls
 from scrapy_recrawl.history import HistoryArrays
 from scrapy_recrawl.scoring import Scorer
-from scrapy_recrawl.selection import Budget, cycle_budget, monitor_mask, select_recrawls
 
 
 def arrays(n, X, last, gone=None, cycle=10):

@@ -22,7 +22,7 @@ The rule (``changed``), for two signatures ``old`` and ``new``:
 **Optional chi-squared rule** (``RECRAWL_CHANGE_TEST = "chi2"``, paper 004
 Eq. 1; off by default): for two HTML versions with different bodies,
 ``changed`` is instead "the word distributions differ by a chi-squared test
-at ``RECRAWL_CHI2_P``" (:mod:`scrapy_recrawl.content.bow`); it needs the
+at ``RECRAWL_CHI2_P``" (:mod:`scrapy_recrawl.change.bow`); it needs the
 previous version's bag of words (``old_bag``), kept beside the store by the
 middleware. Without a bag on either side the default rule applies.
 
@@ -54,9 +54,9 @@ from w3lib.encoding import (
     to_unicode,
 )
 
-from ..content.bow import Bag, bag_from_hashes, significant
 from ..settings import RecrawlSettingError, get
 from ._walk import shingle_simhash
+from .bow import Bag, bag_from_hashes, significant
 from .elements import diff, extract
 from .simhash import distance as simhash_distance
 

@@ -1,6 +1,6 @@
 """Content-aware change prediction (Radinsky & Bennett 2013, paper 004).
 
-* :mod:`~scrapy_recrawl.content.bow`: bounded bags of words, the chi-squared
+* :mod:`~scrapy_recrawl.change.bow` (in `change/`, as the detector computes bags): bounded bags of words, the chi-squared
   significant-change test (Eq. 1), cosine change magnitude;
 * :mod:`~scrapy_recrawl.content.window`: the 2D window features ``C1..Cl``,
   ``D1..Dl``;

@@ -37,10 +37,10 @@ from typing import Any
 
 import numpy as np
 
+from ..change.bow import DEFAULT_TERMS, Bag, cosine_distance
 from ..history import HistoryStore, SqliteHistoryStore
 from ..settings import RecrawlSettingError, get
 from . import window as win
-from .bow import DEFAULT_TERMS, Bag, cosine_distance
 from .related import DEFAULT_CANDIDATES, DEFAULT_K, DEFAULT_MAX_LAG, RelatedIndex
 
 _SCHEMA = """

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scrapy_recrawl.selection import monitor_mask
+from scrapy_recrawl.core.selection import monitor_mask
 
 MONITOR_HELP = (
     "Set RECRAWL_MONITOR_SHARE (e.g. 0.02) in the project's settings: each cycle the "

@@ -1,12 +1,11 @@
-"""What a cycle fetches: the budget split, the monitoring sample, the scored top-k.
+"""What a cycle recrawls: the monitoring sample and the scored top-k with a per-host cap.
 
-Pure functions over the store's numpy columns, so the scheduler stays a thin
-adapter to Scrapy's contract and this part is testable without a crawl.
+Pure functions over the store's numpy columns, so the schedulers stay thin
+adapters to Scrapy's contract and this part is testable without a crawl.
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,39 +13,8 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from .history import HistoryArrays
-from .scoring import Scorer
-
-
-@dataclass(frozen=True)
-class Budget:
-    """Pages one cycle may fetch, split between recrawls and never-fetched URLs.
-
-    ``None`` means unlimited (a warm-up cycle fetches everything).
-    """
-
-    total: int | None
-    new: int | None
-
-    @property
-    def recrawl(self) -> int | None:
-        if self.total is None or self.new is None:
-            return None
-        return self.total - self.new
-
-
-def cycle_budget(budget: int | float, new_share: float, known: int, *, warmup: bool) -> Budget:
-    """RECRAWL_BUDGET (int pages, or float share of known URLs) and RECRAWL_NEW_SHARE."""
-    if warmup:
-        return Budget(None, None)
-    if isinstance(budget, float) and budget < 1:
-        total = math.ceil(budget * known)
-    else:
-        total = int(budget)
-    # At least one page for discovery while nothing is known yet, else a fresh
-    # store with a share budget would fetch nothing for ever.
-    total = max(total, 1)
-    return Budget(total, int(round(total * new_share)))
+from ..history.base import HistoryArrays
+from ..scoring import Scorer, top_k_indices
 
 
 def monitor_mask(ids: np.ndarray, share: float, seed: int) -> np.ndarray:
@@ -120,8 +88,6 @@ def select_recrawls(
 
 
 def scorer_order(scores: np.ndarray, k: int) -> np.ndarray:
-    from .scoring import top_k_indices
-
     return top_k_indices(scores, k)
 
 

@@ -1,0 +1,67 @@
+"""Content-aware prediction (paper 004) as a plug-in: bags of words and C*, D*, Q columns.
+
+Listed in ``RECRAWL_PLUGINS_BASE``; on when ``RECRAWL_CHANGE_TEST = "chi2"`` or
+the scorer uses ``C*``, ``D*`` or ``Q``. Offers the middleware a bag keeper
+(the last versions' bags of words beside the store, for the chi-squared rule
+and the ``D*`` distances) and the scheduler a column provider.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..change.bow import Bag
+from ..history.base import HistoryArrays
+from ..settings import get
+from .store import CONTENT_TERMINALS, BagStore, ContentColumns, ContentSettings
+from .window import d_names
+
+
+class ContentPlugin:
+    """Bags of words, the 2D window and related pages as experts (docs/content.md)."""
+
+    terminals: ClassVar[tuple[Any, ...]] = tuple(sorted(CONTENT_TERMINALS))
+    selects = False
+
+    @classmethod
+    def enabled(cls, settings: Any, terminals_needed: frozenset[str]) -> bool:
+        chi2 = get(settings, "RECRAWL_CHANGE_TEST", str) == "chi2"
+        return chi2 or bool(terminals_needed & CONTENT_TERMINALS)
+
+    @classmethod
+    def check_settings(cls, settings: Any) -> None:
+        ContentSettings.from_settings(settings)
+
+    @classmethod
+    def from_crawler(
+        cls, crawler: Any, store: Any, terminals_needed: frozenset[str]
+    ) -> ContentPlugin:
+        return cls(store, ContentSettings.from_settings(crawler.settings), terminals_needed)
+
+    def __init__(self, store: Any, cfg: ContentSettings, terminals_needed: frozenset[str]):
+        needed = terminals_needed & CONTENT_TERMINALS
+        self.content = ContentColumns(store, cfg, needed) if needed else None
+        uses_d = bool(needed & set(d_names()))
+        #: the detector computes a bag of words with each signature only when kept
+        self.keeps_bags = cfg.change_test == "chi2" or uses_d
+        self.bags = (
+            BagStore(store, keep=cfg.window if uses_d else 1, window=cfg.window)
+            if self.keeps_bags
+            else None
+        )
+
+    # -- ColumnProvider --------------------------------------------------------
+
+    def columns(self, arrays: HistoryArrays, now: float) -> dict[str, np.ndarray]:
+        return {} if self.content is None else self.content.columns(arrays)
+
+    # -- BagKeeper -------------------------------------------------------------
+
+    def previous(self, url_id: int) -> list[Bag]:
+        return [] if self.bags is None else self.bags.bags(url_id)
+
+    def keep(self, url_id: int, bag: Bag, previous: list[Bag]) -> None:
+        if self.bags is not None:
+            self.bags.update(url_id, bag, previous)

@@ -1,0 +1,179 @@
+"""The cycle core: what a cycle fetches, decided once, the same way everywhere.
+
+Pure (no Scrapy, no I/O of its own): both Scrapy schedulers and the offline
+replay call :func:`plan_cycle` and :func:`side_order`, so a crawl and its
+replay cannot disagree on roll-over, the budget, the new/recrawl/monitor
+split or the top-k.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..history.base import HistoryArrays
+from ..scoring import Scorer
+from ..settings import get
+from .budget import Budget, cycle_budget
+from .plugins import ColumnProvider, Selector
+from .selection import Selection, select_recrawls
+
+
+@dataclass(frozen=True)
+class CycleConfig:
+    """The RECRAWL_* settings that shape a cycle (docs/settings.md has them all)."""
+
+    budget: int | float = 0.05
+    new_share: float = 0.2
+    warmup_cycles: int = 2
+    continuous: bool = False
+    cycle_seconds: float = 3600.0
+    max_cycles: int = 0
+    monitor_share: float = 0.0
+    max_per_domain: int | None = None
+    seed: int = 0
+
+    @classmethod
+    def from_settings(cls, s: Any) -> CycleConfig:
+        """Read and check each setting; a bad one raises RecrawlSettingError naming it."""
+        budget = get(
+            s,
+            "RECRAWL_BUDGET",
+            (int, float),
+            lambda v: v > 0 and (isinstance(v, int) or v < 1 or float(v).is_integer()),
+            "a positive number of pages (int) or a share of known URLs (0 < float < 1)",
+        )
+        share = (int, float)
+        return cls(
+            budget=int(budget) if isinstance(budget, float) and budget >= 1 else budget,
+            new_share=get(s, "RECRAWL_NEW_SHARE", share, lambda v: 0 <= v <= 1, "a share 0..1"),
+            warmup_cycles=get(
+                s, "RECRAWL_WARMUP_CYCLES", int, lambda v: v >= 0, "a number of cycles >= 0"
+            ),
+            continuous=get(s, "RECRAWL_CONTINUOUS", bool),
+            cycle_seconds=get(
+                s, "RECRAWL_CYCLE_SECONDS", share, lambda v: v > 0, "a number of seconds > 0"
+            ),
+            max_cycles=get(
+                s, "RECRAWL_MAX_CYCLES", int, lambda v: v >= 0, "a number of cycles (0: no limit)"
+            ),
+            monitor_share=get(
+                s, "RECRAWL_MONITOR_SHARE", share, lambda v: 0 <= v <= 1, "a share from 0 to 1"
+            ),
+            max_per_domain=get(
+                s,
+                "RECRAWL_MAX_PER_DOMAIN",
+                int,
+                lambda v: v >= 1,
+                "a number of pages >= 1, or None",
+            ),
+            seed=get(s, "RECRAWL_SEED", int, expect="an integer"),
+        )
+
+
+@dataclass(frozen=True)
+class CyclePlan:
+    """What a new cycle fetches: decided once when the cycle starts."""
+
+    cycle: int
+    warmup: bool
+    budget: Budget
+    selection: Selection
+    new_quota: int  # frontier URLs to take for this cycle's new share
+    score_seconds: float
+
+
+def plan_cycle(
+    arrays: HistoryArrays,
+    config: CycleConfig,
+    scorer: Scorer,
+    *,
+    pending_new: int,
+    now: float | None = None,
+    exclude: np.ndarray | None = None,
+    urls_of: Callable[[np.ndarray], list[str]] | None = None,
+    providers: Sequence[ColumnProvider] = (),
+    selector: Selector | None = None,
+) -> CyclePlan:
+    """Decide cycle ``arrays.cycle``: its budget, its recrawls and its new-URL quota.
+
+    ``pending_new`` frontier URLs wait from earlier cycles; ``exclude`` holds ids
+    still in flight (not candidates); ``providers`` add columns first; a
+    ``selector`` (plan mode) replaces the scored top-k once the warm-up is over.
+    """
+    t0 = time.perf_counter()
+    now = time.time() if now is None else now
+    for provider in providers:
+        arrays.columns.update(provider.columns(arrays, now))
+    cycle = arrays.cycle
+    warmup = cycle <= config.warmup_cycles
+    known = int((~arrays.columns["gone"]).sum())
+    budget = cycle_budget(config.budget, config.new_share, known, warmup=warmup)
+    # New URLs waiting from earlier cycles get first call on the new share;
+    # whatever the recrawls leave of it flows to them (and back).
+    new_quota = pending_new if budget.new is None else min(pending_new, budget.total or 0)
+    k = None if budget.total is None else budget.total - min(budget.new or 0, pending_new)
+    if selector is not None and budget.total is not None:
+        # Plan mode: the selector's pick replaces the scorer and RECRAWL_NEW_SHARE
+        # (monitoring and the per-host cap do not apply: docs/planning.md)
+        candidates = ~arrays.columns["gone"]
+        if exclude is not None and len(exclude):
+            candidates &= ~np.isin(arrays.ids, exclude)
+        selection, new_quota = selector.select(arrays, budget, candidates, pending_new)
+    else:
+        selection = select_recrawls(
+            arrays,
+            scorer,
+            k,
+            now=now,
+            exclude=exclude,
+            monitor_share=config.monitor_share,
+            seed=config.seed,
+            max_per_domain=config.max_per_domain,
+            urls_of=urls_of,
+        )
+    if selection.monitored and budget.total is not None:
+        # the monitoring sample is fetched on top of the budget
+        budget = Budget(budget.total + selection.monitored, budget.new)
+    return CyclePlan(cycle, warmup, budget, selection, new_quota, time.perf_counter() - t0)
+
+
+def cycle_over(config: CycleConfig, *, budget_left: bool, elapsed: float, cycles_run: int) -> bool:
+    """Continuous mode: the budget is spent or the cycle's time is up, and cycles remain."""
+    if budget_left and elapsed < config.cycle_seconds:
+        return False
+    return not (config.max_cycles and cycles_run >= config.max_cycles)
+
+
+def side_order(
+    budget: Budget, taken_new: int, taken_recrawl: int, *, quiet: Callable[[], bool]
+) -> list[tuple[str, int | None]]:
+    """Which queue a budgeted request comes from: ``[(side, quota), ...]`` to try in order.
+
+    Both sides within quota: interleaved in proportion to the two quotas, so
+    neither waits for the other. One side's quota spent and nothing in flight
+    can discover more new URLs (``quiet()``, asked only then): the other side's unused share flows
+    to what is left (quota None). Empty: wait, responses in flight may still
+    bring new URLs.
+    """
+    rec_quota = budget.recrawl is None or taken_recrawl < budget.recrawl
+    new_quota = budget.new is None or taken_new < budget.new
+    order: list[tuple[str, int | None]]
+    if rec_quota and new_quota:
+        take_new = taken_new / max(1, budget.new or 1) < taken_recrawl / max(1, budget.recrawl or 1)
+        order = [("new", budget.new), ("recrawl", budget.recrawl)]
+        if not take_new:
+            order.reverse()
+    elif new_quota:
+        order = [("new", budget.new)]
+    elif rec_quota:
+        order = [("recrawl", budget.recrawl)]
+    else:
+        order = []
+    if len(order) < 2 and quiet():
+        order += [(side, None) for side in ("new", "recrawl") if side not in dict(order)]
+    return order
