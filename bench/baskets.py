@@ -190,7 +190,7 @@ def replay_scorers(
     import importlib
 
     # the module (scrapy_recrawl.learn re-exports a function of the same name)
-    sim = importlib.import_module("scrapy_recrawl.learn.simulate")
+    sim = importlib.import_module("scrapy_recrawl.core.simulate")
 
     train = site_dataset(pages, train_seed, hours_per_day)
     model = BasketModel.fit(train["features"], train["basket"], seed=0)

@@ -37,6 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from scrapy_recrawl.core.simulate import load_changes, simulate  # noqa: E402
 from scrapy_recrawl.learn.evolve import (  # noqa: E402
     EvolveConfig,
     IndexTieScorer,
@@ -44,7 +45,6 @@ from scrapy_recrawl.learn.evolve import (  # noqa: E402
     fold_roles,
     split_folds,
 )
-from scrapy_recrawl.learn.simulate import load_changes, simulate  # noqa: E402
 from scrapy_recrawl.scoring import Scorer  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "changes"

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from scrapy_recrawl.content.replay import simulate_content  # noqa: E402
+from scrapy_recrawl.core.simulate import load_changes  # noqa: E402
 from scrapy_recrawl.learn import gp  # noqa: E402
 from scrapy_recrawl.learn.evolve import (  # noqa: E402
     EvolveConfig,
@@ -30,7 +31,6 @@ from scrapy_recrawl.learn.evolve import (  # noqa: E402
     fold_roles,
     split_folds,
 )
-from scrapy_recrawl.learn.simulate import load_changes  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "changes"
 

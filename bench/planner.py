@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from scrapy_recrawl.commands.plan import format_comparison  # noqa: E402
-from scrapy_recrawl.learn.simulate import load_changes, simulate  # noqa: E402
+from scrapy_recrawl.core.simulate import load_changes, simulate  # noqa: E402
 from scrapy_recrawl.planning import STRATEGIES, paper_instance, solve_plan  # noqa: E402
 from scrapy_recrawl.planning.replay import replay_plan  # noqa: E402
 

@@ -6,7 +6,7 @@
 Data: ``../shared/data/changes/*.npz`` beside the repository (array
 ``changes``, uint8 [pages, days]; see that directory's README, section 1).
 Simulation as in GP4C: warm-up W=2 cycles (days), then k = 5% of the pages
-per day (scrapy_recrawl.learn.simulate). Prints one row per dataset and
+per day (scrapy_recrawl.core.simulate). Prints one row per dataset and
 scorer: mean ChangeRate, NDCG@k, freshness, and ChangeRate as a share of the
 oracle's; then the mean of each over the datasets.
 
@@ -30,7 +30,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scrapy_recrawl.learn.simulate import load_changes, simulate  # noqa: E402
+from scrapy_recrawl.core.simulate import load_changes, simulate  # noqa: E402
 from scrapy_recrawl.scoring import DEFAULT_PRIOR, PAPER_PRESETS, SMOOTHED_PRESETS  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "changes"

@@ -23,8 +23,8 @@ from scrapy_recrawl.content.related import (
 )
 from scrapy_recrawl.content.replay import simulate_content
 from scrapy_recrawl.content.store import BagStore, ContentColumns, ContentSettings
+from scrapy_recrawl.core.simulate import simulate
 from scrapy_recrawl.history import SqliteHistoryStore, Visit
-from scrapy_recrawl.learn.simulate import simulate
 from scrapy_recrawl.scoring import PRESETS, Scorer, compute_terminals
 from scrapy_recrawl.settings import RecrawlSettingError
 

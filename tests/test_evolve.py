@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 
+from scrapy_recrawl.core.simulate import simulate
 from scrapy_recrawl.history import SqliteHistoryStore, Visit
 from scrapy_recrawl.learn import gp, histories
 from scrapy_recrawl.learn.evolve import (
@@ -22,7 +23,6 @@ from scrapy_recrawl.learn.evolve import (
     top_k_by_class,
     top_k_by_index,
 )
-from scrapy_recrawl.learn.simulate import simulate
 from scrapy_recrawl.scoring import Scorer
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import sympy
 
+from scrapy_recrawl.core.simulate import new_state
 from scrapy_recrawl.learn import gp
-from scrapy_recrawl.learn.simulate import new_state
 from scrapy_recrawl.scoring import Scorer, compute_terminals
 
 ALL = gp.TERMINAL_SETS["all"]

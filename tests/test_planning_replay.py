@@ -13,7 +13,7 @@ pytest.importorskip("scipy")
 from scrapy.exceptions import UsageError  # noqa: E402
 
 from scrapy_recrawl.commands.plan import Command  # noqa: E402
-from scrapy_recrawl.learn.simulate import simulate  # noqa: E402
+from scrapy_recrawl.core.simulate import simulate  # noqa: E402
 from scrapy_recrawl.planning import PlanError, WebFountainPlanner  # noqa: E402
 from scrapy_recrawl.planning.replay import replay_plan, simulate_policy  # noqa: E402
 from scrapy_recrawl.scoring import Scorer, compute_terminals  # noqa: E402

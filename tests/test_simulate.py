@@ -9,7 +9,7 @@ from collections.abc import Mapping
 import numpy as np
 import pytest
 
-from scrapy_recrawl.learn.simulate import resolve_k, simulate
+from scrapy_recrawl.core.simulate import resolve_k, simulate
 from scrapy_recrawl.scoring import PAPER_PRESETS, SMOOTHED_PRESETS, Scorer
 
 # page x cycle; cycle 0 is the first fetch (its change is not an observation)
@@ -157,7 +157,8 @@ def test_warmup_fetches_everything_and_age_round_robins():
 
 
 def test_resolve_k_and_bad_arguments():
-    assert resolve_k(0.05, 11203) == 560
+    # the crawl's rule: a share rounds up (560.15 -> 561)
+    assert resolve_k(0.05, 11203) == 561
     assert resolve_k(0.05, 10) == 1
     assert resolve_k(7, 5) == 5
     for bad in (0, -1, 1.5, "5", True):
@@ -167,3 +168,12 @@ def test_resolve_k_and_bad_arguments():
         simulate(np.zeros(5), "age")
     with pytest.raises(ValueError):
         simulate(np.zeros((5, 3)), "age", warmup=4)
+
+
+def test_the_replay_and_the_crawl_spend_the_same_budget():
+    from scrapy_recrawl.core.budget import cycle_budget
+
+    for share, pages in [(0.05, 50), (0.05, 60), (0.1, 7), (0.05, 11203), (0.5, 3)]:
+        crawl = cycle_budget(share, 0.0, pages, warmup=False).total
+        assert resolve_k(share, pages) == crawl, (share, pages)
+    assert resolve_k(0.05, 50) == 3  # 2.5 pages: rounded up, in both places

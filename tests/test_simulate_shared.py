@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scrapy_recrawl.learn.simulate import load_changes, simulate
+from scrapy_recrawl.core.simulate import load_changes, simulate
 from scrapy_recrawl.scoring import PAPER_PRESETS, RECOMMENDED_SCORER, SMOOTHED_PRESETS
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "changes"

@@ -231,7 +231,7 @@ class Command(RecrawlCommand):
     def _replay(self, opts: argparse.Namespace, out: TextIO) -> None:
         from pathlib import Path
 
-        from scrapy_recrawl.learn.simulate import load_changes, simulate
+        from scrapy_recrawl.core.simulate import load_changes, simulate
         from scrapy_recrawl.planning.replay import replay_plan
 
         path = Path(opts.history)

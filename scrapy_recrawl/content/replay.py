@@ -1,6 +1,6 @@
 """Replay a scorer over change matrices with the content terminals (``C*``, ``D*``, ``Q``).
 
-:func:`scrapy_recrawl.learn.simulate.simulate` keeps only the store's columns,
+:func:`scrapy_recrawl.core.simulate.simulate` keeps only the store's columns,
 so the content terminals are NaN there. :func:`simulate_content` is the same
 replay (same warm-up, budget, selection, metrics; it reuses simulate's
 building blocks and gives simulate's numbers for scorers that use none of the
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from scrapy_recrawl.learn.simulate import ReplayResult, simulate
+from scrapy_recrawl.core.simulate import ReplayResult, simulate
 from scrapy_recrawl.scoring import Scorer
 
 from . import window as win
@@ -113,7 +113,7 @@ def simulate_content(
     refresh_every: int = 7,
     cycle_hours: float = 24.0,
 ) -> ReplayResult:
-    """:func:`~scrapy_recrawl.learn.simulate.simulate` with ``C*``, ``D*`` and ``Q`` kept."""
+    """:func:`~scrapy_recrawl.core.simulate.simulate` with ``C*``, ``D*`` and ``Q`` kept."""
     c = np.asarray(changes)
     win.check_window(window)
     scorer = (

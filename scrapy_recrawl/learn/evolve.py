@@ -6,7 +6,7 @@ between training (2) and validation (2). For each of ``seeds`` (5) random
 seeds a population of ``population`` (300) ramped half-and-half trees evolves
 for ``generations`` (50); every individual's fitness is the mean ChangeRate,
 NDCG or freshness of replaying it as the scheduler's score function over the
-training pages (:mod:`scrapy_recrawl.learn.simulate`: warm-up ``warmup``
+training pages (:mod:`scrapy_recrawl.core.simulate`: warm-up ``warmup``
 cycles, then top ``budget`` per cycle). The ``keep_best`` (50) fittest
 individuals across all generations are kept; after the last generation they
 are replayed on the validation pages and one is picked (``best``: the best
@@ -14,7 +14,7 @@ validation fitness; ``sum`` / ``avg``: the highest Sum-sigma / Avg-sigma of
 the training and validation fitness; ``1se``, not in the papers: the smallest
 tree within one standard error of the best validation fitness, see
 :func:`select_final`). The winner and every preset are then
-replayed on the test pages with :func:`~scrapy_recrawl.learn.simulate.simulate`
+replayed on the test pages with :func:`~scrapy_recrawl.core.simulate.simulate`
 itself, scoring with ``Scorer.from_spec(<printed expression>)``: the numbers
 reported are what ``RECRAWL_SCORER`` would do.
 
@@ -83,10 +83,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from scrapy_recrawl.content import window as win
-from scrapy_recrawl.history.state import observe
-from scrapy_recrawl.learn import gp
-from scrapy_recrawl.learn.gp import Tree
-from scrapy_recrawl.learn.simulate import (
+from scrapy_recrawl.core.simulate import (
     ORACLE,
     ReplayResult,
     _record_fetch,
@@ -94,6 +91,9 @@ from scrapy_recrawl.learn.simulate import (
     resolve_k,
     simulate,
 )
+from scrapy_recrawl.history.state import observe
+from scrapy_recrawl.learn import gp
+from scrapy_recrawl.learn.gp import Tree
 from scrapy_recrawl.scoring import (
     DEFAULT_PRIOR,
     PAPER_PRESETS,

@@ -1,7 +1,7 @@
 """Replay the WebFountain planner over change histories, beside the scorers.
 
 The setting, the state and the metrics are those of
-:func:`scrapy_recrawl.learn.simulate.simulate` (GP4C's replay): a change
+:func:`scrapy_recrawl.core.simulate.simulate` (GP4C's replay): a change
 matrix ``changes[page, cycle]``, a warm-up of ``warmup`` cycles fetching
 every page, then ``k`` pages per cycle; ChangeRate, NDCG@k and freshness per
 cycle. Only the choice of the ``k`` pages differs: instead of a scorer's
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from scrapy_recrawl.learn.simulate import ReplayResult, SelectFn, simulate
+from scrapy_recrawl.core.simulate import ReplayResult, SelectFn, simulate
 
 from .webfountain import WebFountainPlanner, Weights
 
@@ -58,7 +58,7 @@ def replay_plan(
 ) -> tuple[ReplayResult, WebFountainPlanner]:
     """Replay the planner policy over ``changes``; returns the metrics and the planner.
 
-    Same ``warmup`` and ``k`` as :func:`~scrapy_recrawl.learn.simulate.simulate`,
+    Same ``warmup`` and ``k`` as :func:`~scrapy_recrawl.core.simulate.simulate`,
     so the numbers compare with ``simulate(changes, "aad+")``. The planner
     (its plans, solve times, last error) is returned for inspection.
     """

@@ -40,6 +40,7 @@ from typing import Protocol
 
 import numpy as np
 
+from scrapy_recrawl.core.budget import budget_pages
 from scrapy_recrawl.history.state import observe
 from scrapy_recrawl.scoring import Scorer, compute_terminals, top_k_indices
 
@@ -100,13 +101,17 @@ class ReplayResult:
 
 
 def resolve_k(k: int | float, pages: int) -> int:
-    """Budget per cycle: an int is a page count, a float in (0, 1) a share of the pages."""
+    """Budget per cycle: an int is a page count, a float in (0, 1) a share of the pages.
+
+    The crawl's own rule (:func:`scrapy_recrawl.core.budget.budget_pages`), so a
+    replay spends what the crawl would; at most ``pages``.
+    """
     if isinstance(k, bool) or not isinstance(k, (int, float, np.integer, np.floating)):
         raise ValueError(f"k={k!r}: expected a page count or a share in (0, 1)")
     if isinstance(k, (float, np.floating)) and not float(k).is_integer():
         if not 0.0 < k < 1.0:
             raise ValueError(f"k={k!r}: a share of the pages must be in (0, 1)")
-        return max(1, min(pages, int(round(float(k) * pages))))
+        return min(pages, budget_pages(float(k), pages))
     if k < 1:
         raise ValueError(f"k={k!r}: expected at least 1 page")
     return min(int(k), pages)
