@@ -14,6 +14,7 @@ from typing import Any
 DEFAULTS: dict[str, Any] = {
     # history store
     "RECRAWL_STORE": None,  # None: <project data dir>/recrawl/history.sqlite3
+    "RECRAWL_STORE_CLASS": None,  # a backend of your own (class path), instead of RECRAWL_STORE
     "RECRAWL_STORE_BODIES": True,
     "RECRAWL_FLUSH_EVERY": 500,  # visits buffered before one write transaction
     "RECRAWL_FLUSH_SECONDS": 5.0,

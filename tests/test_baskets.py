@@ -177,14 +177,6 @@ def test_prober_records_change_values_at_the_offsets(tmp_path):
         assert prober.stats["completed"] == 1
 
 
-def test_probing_refuses_a_redis_store():
-    class FakeRedis:
-        location = "redis://localhost:6379/0"
-
-    with pytest.raises(RecrawlSettingError, match="Redis"):
-        ProbeStore(FakeRedis())
-
-
 @pytest.fixture
 def no_sklearn(monkeypatch):
     """An import blocker: `import sklearn` fails as when the extra is not installed."""

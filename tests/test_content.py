@@ -25,6 +25,7 @@ from scrapy_recrawl.content.replay import simulate_content
 from scrapy_recrawl.content.store import BagStore, ContentColumns, ContentSettings
 from scrapy_recrawl.core.simulate import simulate
 from scrapy_recrawl.history import SqliteHistoryStore, Visit
+from scrapy_recrawl.history.records import window_from_log
 from scrapy_recrawl.scoring import PRESETS, Scorer, compute_terminals
 from scrapy_recrawl.settings import RecrawlSettingError
 
@@ -314,7 +315,7 @@ def test_window_push_and_degenerate_d():
 def test_window_from_log_newest_first():
     url = np.array([5, 7, 5, 5, 7, 5])
     changed = np.array([-1, 1, 0, 1, -1, 1])  # -1: not an observation
-    w = win.window_from_log(np.array([5, 7, 9]), url, changed, 3)
+    w = window_from_log(np.array([5, 7, 9]), url, changed, 3)
     np.testing.assert_array_equal(w[0], [1, 1, 0])
     np.testing.assert_array_equal(w[1], [1, np.nan, np.nan])
     assert np.isnan(w[2]).all()
@@ -403,13 +404,3 @@ def test_bag_store_and_columns(tmp_path):
         obs = cols.observations(np.sort(arrays.ids), arrays.cycle)
         np.testing.assert_array_equal(obs[:, -4:], [[np.nan, 1, 0, 1]] * 2)
         assert np.isnan(obs[:, :-4]).all()
-
-
-def test_other_stores_are_refused():
-    class Fake:
-        location = "memcached://x"
-
-    with pytest.raises(RecrawlSettingError, match="SQLite or Redis.*memcached"):
-        BagStore(Fake())  # type: ignore[arg-type]
-    with pytest.raises(RecrawlSettingError, match="C\\*, D\\* and Q"):
-        ContentColumns(Fake(), ContentSettings(), {"Q"})  # type: ignore[arg-type]

@@ -75,7 +75,7 @@ def test_chi2_flags_rewrites_not_one_word_edits(site, tmp_path):
         assert {n for n, _c in flagged} == set(BIG)
         assert len(flagged) == 2 * len(BIG)  # two observed cycles each
         # the bag table is kept beside the store (one row per HTML URL seen)
-        rows = store.db.execute("SELECT COUNT(*) FROM content_bags").fetchone()[0]
+        rows = len(list(store.side_items("content_bags")))
         assert rows >= PAGES
 
 

@@ -14,6 +14,7 @@ from scrapy_recrawl.change.bow import Bag, bag_from_text
 from scrapy_recrawl.content import window as win
 from scrapy_recrawl.content.store import BagStore, ContentColumns, ContentSettings
 from scrapy_recrawl.history import HistoryStoreError, SqliteHistoryStore, Visit
+from scrapy_recrawl.history.records import window_from_log
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
 from . import redis_server as servers
@@ -41,7 +42,6 @@ def test_bag_store_keeps_the_same_bags_and_distances(store, tmp_path):
     with SqliteHistoryStore(tmp_path / "h.sqlite3") as sqlite:
         for keep, window in ((1, 3), (3, 3), (5, 5)):
             a, b = BagStore(store, keep=keep, window=window), BagStore(sqlite, keep, window)
-            assert a.redis is store and b.redis is None
             for i, bag in enumerate(_bags(keep, 40)):
                 url_id = 100 * keep + i % 4
                 da = a.update(url_id, bag, a.bags(url_id))
@@ -53,7 +53,8 @@ def test_bag_store_keeps_the_same_bags_and_distances(store, tmp_path):
             np.testing.assert_array_equal(a.d_columns(ids), b.d_columns(ids))
     # one hash each, id -> bytes, under the store's prefix
     client = store.client
-    assert client.hlen("recrawl:bags") == 12 and client.hlen("recrawl:dists") == 12
+    assert client.hlen("recrawl:side:content_bags") == 12
+    assert client.hlen("recrawl:side:content_dists") == 12
 
 
 def _replay(stores, seed):
@@ -90,7 +91,7 @@ def test_window_columns_and_q_equal_sqlite(store, tmp_path, seed):
     ids = store.arrays().ids
     log = store.visit_log()
     np.testing.assert_array_equal(
-        store.change_window(ids, 5), win.window_from_log(ids, log["url_id"], log["changed"], 5)
+        store.change_window(ids, 5), window_from_log(ids, log["url_id"], log["changed"], 5)
     )
     sqlite.close()
 
@@ -104,11 +105,11 @@ def test_q_reads_only_the_last_cycles_of_the_log(store):
                 Visit(u.to_bytes(20, "big"), f"http://h{u % 2}/{u}", float(cycle), 200, changed)
             )
         store.advance_cycle()
-    log = store.recent_log(8)
+    log = store.visit_log(since_cycle=8)
     assert log["cycle"].min() == 8 and log["cycle"].max() == 11
     assert len(log["url_id"]) == 4 * 6
-    assert len(store.recent_log(100)["url_id"]) == 0
-    assert len(store.recent_log(0)["url_id"]) == 12 * 6
+    assert len(store.visit_log(since_cycle=100)["url_id"]) == 0
+    assert len(store.visit_log(since_cycle=0)["url_id"]) == 12 * 6
 
 
 def test_rows_written_before_the_window_was_kept_have_none(store):

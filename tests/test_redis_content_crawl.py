@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scrapy_recrawl.content.store import _unpack
+from scrapy_recrawl.history.records import unpack_list
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
 from . import redis_server as servers
@@ -68,9 +68,11 @@ def test_chi2_and_window_and_experts_terminals_on_redis(site, redis_server, tmp_
         assert changed and changed <= set(BIG), changed
         # the bags (the last RECRAWL_WINDOW versions: a D* terminal is used) and distances
         client = store.client
-        assert client.hlen("recrawl:bags") >= PAGES
+        assert client.hlen("recrawl:side:content_bags") >= PAGES
         ids = store.arrays().ids
-        kept = [len(_unpack(b)) for b in client.hmget("recrawl:bags", ids.tolist()) if b]
+        kept = [len(unpack_list(b)) for b in store.side_get("content_bags", ids) if b]
         assert max(kept) == 3 and min(kept) >= 1
-        d = np.array([np.frombuffer(b, "<f8") for b in store.content_dists(ids) if b is not None])
+        d = np.array(
+            [np.frombuffer(b, "<f8") for b in store.side_get("content_dists", ids) if b is not None]
+        )
         assert d.shape[1] == 3 and (d[:, 0] > 0).any()

@@ -142,14 +142,9 @@ class Command(RecrawlCommand):
         if opts.history:
             data, offsets, baskets = training_from_file(opts.history, cfg)
         else:
-            from scrapy_recrawl.history import SqliteHistoryStore, open_store
+            from scrapy_recrawl.history import open_store
 
             store = open_store(settings)
-            if not isinstance(store, SqliteHistoryStore):
-                raise UsageError(
-                    f"{store.location}: loop-time baskets need the SQLite history store "
-                    "(the Redis store keeps no probe state yet); use --history"
-                )
             store.open()
             min_span = 2 * cfg.baskets[-1] if opts.min_span is None else opts.min_span
             data = training_from_store(

@@ -68,30 +68,3 @@ def columns(c_window: np.ndarray, d_window: np.ndarray | None = None) -> dict[st
     out = {f"C{i + 1}": c_window[:, i] for i in range(c_window.shape[1])}
     out.update({f"D{i + 1}": d[:, i] for i in range(d.shape[1])})
     return out
-
-
-def window_from_log(
-    ids: np.ndarray,
-    url_id: np.ndarray,
-    changed: np.ndarray,
-    window: int = DEFAULT_WINDOW,
-) -> np.ndarray:
-    """``C`` window of the URLs ``ids`` from a visit log (oldest first; ``changed`` -1 =
-    not an observation), ``[len(ids), window]`` newest first."""
-    out = empty_window(len(ids), window)
-    obs = np.asarray(changed) >= 0
-    u, ch = np.asarray(url_id)[obs], np.asarray(changed)[obs].astype(np.float64)
-    if u.size == 0:
-        return out
-    # newest first per URL: stable sort on url of the reversed log
-    rev = np.arange(u.size)[::-1]
-    order = rev[np.argsort(u[rev], kind="stable")]
-    su, sc = u[order], ch[order]
-    start = np.searchsorted(su, su, side="left")
-    rank = np.arange(su.size) - start
-    keep = rank < window
-    row_of = {int(v): r for r, v in enumerate(np.asarray(ids))}
-    rows = np.fromiter((row_of.get(int(v), -1) for v in su[keep]), np.int64, int(keep.sum()))
-    ok = rows >= 0
-    out[rows[ok], rank[keep][ok]] = sc[keep][ok]
-    return out

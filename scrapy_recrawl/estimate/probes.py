@@ -1,16 +1,15 @@
 """Probing new URLs for loop-time baskets: where the state lives, when a probe is due.
 
-**State.** Two tables in the SQLite history store's file (created here, on the
-store's own connection; the history store's schema does not change):
+**State.** Two side-storage tables of the history store (the store contract of
+:mod:`scrapy_recrawl.history.base`, so every backend keeps them), each value a
+record of plain fields (:func:`scrapy_recrawl.history.records.pack_record`):
 
-* ``basket_probes``, one row per probed URL id: the first fetch's time, how
+* ``basket_probes``, one record per probed URL id: the first fetch's time, how
   many offsets are behind it, the signatures of the first version and of the
   previous probe (dropped when probing ends), the 64 feature values, and the
   basket once classified;
-* ``basket_model``, one row: the classifier ``scrapy recrawl-baskets`` saved.
-
-The Redis store has no such tables yet: probing refuses it with an error that
-says so (docs/baskets.md).
+* ``basket_model``, one record (key 1): the classifier ``scrapy recrawl-baskets``
+  saved, and when.
 
 **Timing.** A URL's first good fetch starts its probes; probe ``j`` is due at
 ``first_time + RECRAWL_PROBE_OFFSETS[j] * RECRAWL_HOUR_SECONDS`` (wall clock).
@@ -30,7 +29,6 @@ from __future__ import annotations
 import heapq
 import logging
 import math
-import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -38,38 +36,15 @@ from typing import Any
 import numpy as np
 
 from ..change import ChangeDetector, Signature, SignatureVersionError
-from ..history import HistoryStore, SqliteHistoryStore
-from ..settings import RecrawlSettingError
+from ..history import HistoryStore
+from ..history.records import pack_record, unpack_record
 from .baskets import BasketModel, BasketSettings, due_index, empty_features, set_probe
 
 logger = logging.getLogger(__name__)
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS basket_probes (
-    url_id INTEGER PRIMARY KEY,
-    first_time REAL NOT NULL,
-    taken INTEGER NOT NULL DEFAULT 0,
-    first_sig BLOB,
-    prev_sig BLOB,
-    features BLOB NOT NULL,
-    done INTEGER NOT NULL DEFAULT 0,
-    basket INTEGER
-);
-CREATE TABLE IF NOT EXISTS basket_model (
-    id INTEGER PRIMARY KEY CHECK (id = 1), model BLOB NOT NULL, saved REAL NOT NULL
-);
-"""
+_PROBES, _MODEL = "basket_probes", "basket_model"
 
 _STUCK_SECONDS = 600.0  # a dispatched probe with no response by then may go out again
-
-
-def _refuse_store(store: Any) -> RecrawlSettingError:
-    return RecrawlSettingError(
-        f"loop-time baskets (RECRAWL_PROBE, the `due` terminal, the `basket` scorer) keep "
-        f"their probe state and model in the SQLite history store; {store.location} "
-        "(RECRAWL_STORE) is not one: the Redis store does not support them yet "
-        "(docs/baskets.md)"
-    )
 
 
 @dataclass
@@ -83,95 +58,103 @@ class ProbeState:
     done: bool = False
 
 
+def _to_record(st: ProbeState, basket: int | None) -> bytes:
+    return pack_record(
+        {
+            "first_time": float(st.first_time),
+            "taken": int(st.taken),
+            "first_sig": None if st.done else st.first_sig,
+            "prev_sig": None if st.done else st.prev_sig,
+            "features": st.features.astype(np.float64).tobytes(),
+            "done": int(st.done),
+            "basket": basket,
+        }
+    )
+
+
+def _from_record(url_id: int, data: bytes) -> tuple[ProbeState, int | None]:
+    r = unpack_record(data)
+    features = r["features"]
+    assert isinstance(features, bytes)
+    st = ProbeState(
+        url_id,
+        float(r["first_time"] or 0.0),  # type: ignore[arg-type]
+        int(r["taken"] or 0),  # type: ignore[arg-type]
+        r["first_sig"],  # type: ignore[arg-type]
+        r["prev_sig"],  # type: ignore[arg-type]
+        np.frombuffer(features, dtype=np.float64).copy(),
+        bool(r["done"]),
+    )
+    basket = r.get("basket")
+    return st, None if basket is None else int(basket)  # type: ignore[arg-type]
+
+
 class ProbeStore:
-    """The ``basket_probes`` and ``basket_model`` tables beside a SQLite history store."""
+    """The ``basket_probes`` and ``basket_model`` side tables of a history store."""
 
     def __init__(self, history: HistoryStore) -> None:
-        if not isinstance(history, SqliteHistoryStore):
-            raise _refuse_store(history)
         self.history = history
-        self.db.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
 
-    @property
-    def db(self) -> sqlite3.Connection:
-        return self.history.db
+    def _all(self) -> list[tuple[ProbeState, int | None]]:
+        return [_from_record(k, v) for k, v in self.history.side_items(_PROBES)]
+
+    def states(self) -> dict[int, ProbeState]:
+        """Every probe state by URL id, finished ones included (tests, reports)."""
+        return {st.url_id: st for st, _ in self._all()}
 
     def active(self) -> list[ProbeState]:
-        rows = self.db.execute(
-            "SELECT url_id, first_time, taken, first_sig, prev_sig, features FROM basket_probes"
-            " WHERE done = 0"
-        ).fetchall()
-        return [
-            ProbeState(i, t, k, fs, ps, np.frombuffer(f, dtype=np.float64).copy())
-            for i, t, k, fs, ps, f in rows
-        ]
+        return [st for st, _ in self._all() if not st.done]
 
     def save(self, st: ProbeState) -> None:
-        self.db.execute(
-            "INSERT OR REPLACE INTO basket_probes"
-            " (url_id, first_time, taken, first_sig, prev_sig, features, done, basket)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?,"
-            " (SELECT basket FROM basket_probes WHERE url_id = ?))",
-            (
-                st.url_id,
-                st.first_time,
-                st.taken,
-                None if st.done else st.first_sig,
-                None if st.done else st.prev_sig,
-                st.features.astype(np.float64).tobytes(),
-                int(st.done),
-                st.url_id,
-            ),
-        )
+        old = self.history.side_get(_PROBES, [st.url_id])[0]
+        basket = None if old is None else _from_record(st.url_id, old)[1]
+        self.history.side_put(_PROBES, [(st.url_id, _to_record(st, basket))])
 
     def knows(self, url_id: int) -> bool:
-        q = "SELECT 1 FROM basket_probes WHERE url_id = ?"
-        return self.db.execute(q, (url_id,)).fetchone() is not None
+        return self.history.side_get(_PROBES, [int(url_id)])[0] is not None
 
     def features(self, *, done_only: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """``(url_ids, features[url, 64])`` of the probed URLs (finished ones by default)."""
-        sql = "SELECT url_id, features FROM basket_probes" + (
-            " WHERE done = 1" if done_only else ""
-        )
-        rows = self.db.execute(sql + " ORDER BY url_id").fetchall()
-        if not rows:
-            return np.zeros(0, dtype=np.int64), np.zeros((0, 0))
-        ids = np.asarray([r[0] for r in rows], dtype=np.int64)
-        return ids, np.vstack([np.frombuffer(r[1], dtype=np.float64) for r in rows])
+        states = [st for st, _ in self._all() if st.done or not done_only]
+        return _stack(states)
 
     def unclassified(self) -> tuple[np.ndarray, np.ndarray]:
-        rows = self.db.execute(
-            "SELECT url_id, features FROM basket_probes WHERE done = 1 AND basket IS NULL"
-        ).fetchall()
-        if not rows:
-            return np.zeros(0, dtype=np.int64), np.zeros((0, 0))
-        ids = np.asarray([r[0] for r in rows], dtype=np.int64)
-        return ids, np.vstack([np.frombuffer(r[1], dtype=np.float64) for r in rows])
+        return _stack([st for st, basket in self._all() if st.done and basket is None])
 
     def set_baskets(self, ids: np.ndarray, baskets: np.ndarray) -> None:
-        self.db.execute("BEGIN")
-        self.db.executemany(
-            "UPDATE basket_probes SET basket = ? WHERE url_id = ?",
-            [(int(b), int(i)) for i, b in zip(ids, baskets, strict=True)],
-        )
-        self.db.execute("COMMIT")
+        ids = [int(i) for i in ids]
+        items = []
+        for url_id, data, basket in zip(
+            ids, self.history.side_get(_PROBES, ids), baskets, strict=True
+        ):
+            if data is not None:
+                items.append((url_id, _to_record(_from_record(url_id, data)[0], int(basket))))
+        self.history.side_put(_PROBES, items)
 
     def baskets(self) -> tuple[np.ndarray, np.ndarray]:
         """``(url_ids, basket index)`` of every classified URL."""
-        rows = self.db.execute(
-            "SELECT url_id, basket FROM basket_probes WHERE basket IS NOT NULL"
-        ).fetchall()
-        a = np.asarray(rows, dtype=np.int64).reshape(-1, 2)
+        pairs = [(st.url_id, b) for st, b in self._all() if b is not None]
+        a = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
         return a[:, 0], a[:, 1]
 
     def save_model(self, model: BasketModel) -> None:
-        self.db.execute(
-            "INSERT OR REPLACE INTO basket_model VALUES (1, ?, ?)", (model.to_bytes(), time.time())
-        )
+        record = pack_record({"model": model.to_bytes(), "saved": time.time()})
+        self.history.side_put(_MODEL, [(1, record)])
 
     def load_model(self) -> BasketModel | None:
-        row = self.db.execute("SELECT model FROM basket_model WHERE id = 1").fetchone()
-        return None if row is None else BasketModel.from_bytes(row[0])
+        data = self.history.side_get(_MODEL, [1])[0]
+        if data is None:
+            return None
+        model = unpack_record(data)["model"]
+        assert isinstance(model, bytes)
+        return BasketModel.from_bytes(model)
+
+
+def _stack(states: list[ProbeState]) -> tuple[np.ndarray, np.ndarray]:
+    if not states:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, 0))
+    ids = np.asarray([st.url_id for st in states], dtype=np.int64)
+    return ids, np.vstack([st.features for st in states])
 
 
 def basket_seconds(

@@ -48,6 +48,9 @@ def open_store(settings: Any) -> HistoryStore:
     ``redis://host:port/db`` (``rediss://``, ``unix://``): that Redis, with
     ``REDIS_PARAMS``; ``"redis"``: the Redis scrapy-redis's ``REDIS_URL`` names.
     """
+    cls_path = get(settings, "RECRAWL_STORE_CLASS", str)
+    if cls_path:
+        return _third_party_store(cls_path, settings)
     spec = get(settings, "RECRAWL_STORE", (str, os.PathLike))
     options = {
         "store_bodies": get(settings, "RECRAWL_STORE_BODIES", bool),
@@ -82,6 +85,32 @@ def open_store(settings: Any) -> HistoryStore:
             "use a file path, sqlite:///path or redis://host:port/db"
         )
     return SqliteHistoryStore(spec, **options)
+
+
+def _third_party_store(path: str, settings: Any) -> HistoryStore:
+    """RECRAWL_STORE_CLASS: a backend of your own, as HTTPCACHE_STORAGE names one.
+
+    Built with ``from_settings(settings)`` when the class has it, else
+    ``cls(settings)``; it must offer the whole store contract (base.HistoryStore).
+    """
+    from scrapy.utils.misc import load_object
+
+    try:
+        cls = load_object(path)
+    except (ImportError, ValueError, NameError, AttributeError) as exc:
+        raise RecrawlSettingError(f"RECRAWL_STORE_CLASS={path!r}: cannot load it: {exc}") from None
+    store = cls.from_settings(settings) if hasattr(cls, "from_settings") else cls(settings)
+    if not isinstance(store, HistoryStore):
+        missing = sorted(
+            name
+            for name in dir(HistoryStore)
+            if not name.startswith("_") and not hasattr(store, name)
+        )
+        raise RecrawlSettingError(
+            f"RECRAWL_STORE_CLASS={path!r} is not a history store: it lacks {', '.join(missing)} "
+            "(scrapy_recrawl.history.base.HistoryStore)"
+        )
+    return store
 
 
 def _scheduler_uses_redis(settings: Any) -> bool:

@@ -10,13 +10,14 @@ so scoring a million URLs is a few vector operations.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 #: Schema version written by this release; backends migrate older ones up.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class HistoryStoreError(RuntimeError):
@@ -112,14 +113,31 @@ class HistoryArrays:
 
 @runtime_checkable
 class HistoryStore(Protocol):
-    """What the middleware, the scheduler and `recrawl-evolve` need of a store."""
+    """The store contract: what the middleware, the schedulers, the plug-ins and the
+    offline commands need of a backend.
+
+    A third-party backend implements every method below and is named by
+    ``RECRAWL_STORE_CLASS`` (docs/architecture.md, "How to add a backend");
+    ``tests/store_contract.py`` is the test suite it should pass. Errors of the
+    backend itself (unreachable, read-only, corrupt) raise
+    :class:`HistoryStoreError` with a message that names the store and the
+    setting (``RECRAWL_STORE``); nothing read back is ever unpickled or evaluated.
+    """
 
     #: Where the store lives, for messages ("sqlite:///path", "redis://…").
     location: str
 
-    def open(self) -> None: ...
+    def open(self) -> None:
+        """Connect, create or migrate the schema to :data:`SCHEMA_VERSION`; idempotent.
 
-    def close(self) -> None: ...
+        A store of a newer schema is refused; an older one is migrated in the one
+        schema-version sequence, all of a step or none of it.
+        """
+        ...
+
+    def close(self) -> None:
+        """Flush what is buffered and release the connection; idempotent."""
+        ...
 
     @property
     def cycle(self) -> int:
@@ -139,19 +157,39 @@ class HistoryStore(Protocol):
         ...
 
     def record(self, visit: Visit) -> UrlRecord:
-        """Fold one visit into the URL's state and append it to the visit log."""
+        """Fold one visit into the URL's state (the one update rule of
+        :mod:`~scrapy_recrawl.history.state`) and append it to the visit log,
+        atomically per URL; returns the updated record. A new URL gets the next id."""
         ...
 
-    def body(self, fingerprint: bytes) -> StoredBody | None: ...
+    def body(self, fingerprint: bytes) -> StoredBody | None:
+        """The last good body kept for the URL (None: none kept)."""
+        ...
 
     def requests(self, ids: np.ndarray) -> list[dict[str, Any] | None]:
         """The stored request dicts of these URL ids, in the same order."""
         ...
 
-    def arrays(self) -> HistoryArrays: ...
+    def arrays(self) -> HistoryArrays:
+        """Every URL's numbers as numpy columns (:class:`HistoryArrays`), ids ascending."""
+        ...
 
     def urls(self, ids: np.ndarray) -> list[str]:
         """The URLs of these ids, in the same order."""
+        ...
+
+    def visit_log(
+        self, url_ids: Iterable[int] | None = None, *, since_cycle: int | None = None
+    ) -> dict[str, np.ndarray]:
+        """The visit log, oldest first, as numpy columns ``url_id``, ``cycle``, ``time``,
+        ``status``, ``changed`` (1/0, -1: not an observation), ``distance``, ``added``,
+        ``removed``, ``modified``, ``attributes``, ``bytes``; only ``url_ids`` and
+        only the cycles from ``since_cycle`` on when given."""
+        ...
+
+    def change_window(self, ids: np.ndarray, window: int) -> np.ndarray:
+        """``[len(ids), window]``: each URL's last ``window`` change observations
+        (1/0), newest first, NaN where there are fewer."""
         ...
 
     def push_frontier(self, items: list[tuple[bytes, dict[str, Any], int]]) -> int:
@@ -163,8 +201,43 @@ class HistoryStore(Protocol):
         """Take up to ``limit`` frontier requests, highest priority first, oldest first."""
         ...
 
-    def frontier_size(self) -> int: ...
+    def frontier_size(self) -> int:
+        """How many requests wait in the frontier."""
+        ...
 
-    def flush(self) -> None: ...
+    # -- side storage: what plug-ins keep beside the history --------------------
+    #
+    # ``table`` is a plug-in's namespace (``[a-z][a-z0-9_]{0,39}``, ValueError
+    # otherwise); keys are ints (URL ids, or 1 for a singleton); values are bytes
+    # (:mod:`scrapy_recrawl.history.records` has the encodings the built-in
+    # plug-ins use). Writes are not buffered: they are visible at once.
 
-    def __len__(self) -> int: ...
+    def side_get(self, table: str, keys: Sequence[int]) -> list[bytes | None]:
+        """The values of ``keys`` in ``table``, in order (None: absent)."""
+        ...
+
+    def side_put(self, table: str, items: Sequence[tuple[int, bytes]]) -> None:
+        """Set ``key -> value`` for each item, replacing what was there."""
+        ...
+
+    def side_delete(self, table: str, keys: Sequence[int]) -> None:
+        """Remove these keys from ``table`` (absent ones are ignored)."""
+        ...
+
+    def side_items(self, table: str) -> Iterator[tuple[int, bytes]]:
+        """Every ``(key, value)`` of ``table``, keys ascending."""
+        ...
+
+    def side_push(self, table: str, key: int, item: bytes, keep: int) -> list[bytes]:
+        """Prepend ``item`` to the list kept at ``key`` and keep its newest ``keep``
+        items, atomically (another process may push to the same key); returns the
+        list as it was before, newest first."""
+        ...
+
+    def flush(self) -> None:
+        """Write what is buffered (visits); a failure keeps the buffer for a retry."""
+        ...
+
+    def __len__(self) -> int:
+        """How many URLs the store knows."""
+        ...

@@ -38,12 +38,12 @@ Encoding (keys under ``RECRAWL_REDIS_KEY``, default ``recrawl``):
     hash cycle -> id of the first log entry recorded for that cycle
     (``HSETNX`` by the same script), so the last cycles of the log are read
     without reading all of it (the ``Q`` terminal).
-``{p}:bags`` ``{p}:dists``
-    content-aware prediction (paper 004, :mod:`scrapy_recrawl.content.store`):
-    hashes id -> the bags of words of the URL's last versions (newest first,
-    the SQLite ``content_bags.bags`` encoding) and id -> the ``D_1..D_l``
-    distances measured at its last visit (float64 each), written by one
-    script per visit (:data:`PUSH_BAG_LUA`).
+``{p}:side:{table}``
+    side storage: what plug-ins keep beside the history (content-aware
+    prediction's bags and distances, loop-time probes and the basket model),
+    one hash key -> bytes per table (:mod:`scrapy_recrawl.history.records`
+    says what the bytes are; never a pickle). ``side_push`` is one script
+    (:data:`SIDE_PUSH_LUA`), atomic per key.
 ``{p}:cycle``  the cycle counter (``INCR``).
 ``{p}:frontier`` (zset) ``{p}:frontier:fp`` ``{p}:frontier:req``
     discovered requests waiting for a cycle with budget.
@@ -56,7 +56,7 @@ import json
 import pickle
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -70,6 +70,7 @@ from .base import (
     UrlRecord,
     Visit,
 )
+from .records import check_table, unpack_list
 
 #: One URL's numbers, as the Lua script packs them (struct format ``ROW_FORMAT``).
 ROW_DTYPE = np.dtype(
@@ -309,14 +310,12 @@ return out
 """
 
 
-PUSH_BAG_LUA = r"""
--- Keep a URL's newest bag of words and its D distances (paper 004), atomically:
--- ARGV prefix, id, keep (bags kept), the new bag (u32 length + bytes), the distances.
-local P = ARGV[1]
-local id = ARGV[2]
+SIDE_PUSH_LUA = r"""
+-- Prepend one item (u32 length + bytes) to a side-storage list, keep the newest
+-- ARGV[3]; returns the list as it was. KEYS[1] the table's hash; ARGV key, item, keep.
+local old = redis.call('HGET', KEYS[1], ARGV[1])
 local keep = tonumber(ARGV[3])
-local out = ARGV[4]
-local old = redis.call('HGET', P .. ':bags', id)
+local out = struct.pack('<I4', string.len(ARGV[2])) .. ARGV[2]
 if old and keep > 1 then
   local pos, kept = 1, 1
   while pos <= string.len(old) and kept < keep do
@@ -326,8 +325,17 @@ if old and keep > 1 then
     kept = kept + 1
   end
 end
-redis.call('HSET', P .. ':bags', id, out)
-redis.call('HSET', P .. ':dists', id, ARGV[5])
+redis.call('HSET', KEYS[1], ARGV[1], out)
+return old or ''
+"""
+
+MIGRATE_1_TO_2_LUA = r"""
+-- Version 2: paper 004's {p}:bags / {p}:dists hashes become side-storage tables.
+-- KEYS meta, bags, dists, side bags, side dists. Atomic: all of it or none.
+if tonumber(redis.call('HGET', KEYS[1], 'schema_version')) ~= 1 then return 0 end
+if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('RENAME', KEYS[2], KEYS[4]) end
+if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('RENAME', KEYS[3], KEYS[5]) end
+redis.call('HSET', KEYS[1], 'schema_version', 2)
 return 1
 """
 
@@ -456,6 +464,8 @@ class RedisHistoryStore:
                 f"cannot reach the history store at {self.location} (RECRAWL_STORE, "
                 f"REDIS_URL): {exc}"
             ) from exc
+        if int(version) < SCHEMA_VERSION:
+            self._migrate(int(version))
         if int(version) > SCHEMA_VERSION:
             self._client = None
             raise HistoryStoreError(
@@ -469,8 +479,15 @@ class RedisHistoryStore:
             "get": client.register_script(GET_LUA),
             "push_frontier": client.register_script(PUSH_FRONTIER_LUA),
             "pop_frontier": client.register_script(POP_FRONTIER_LUA),
-            "push_bag": client.register_script(PUSH_BAG_LUA),
+            "side_push": client.register_script(SIDE_PUSH_LUA),
         }
+
+    def _migrate(self, version: int) -> None:
+        """Bring a store of an older schema up to this release's, in one script per step."""
+        if version == 1:
+            keys = [self._k(n) for n in ("meta", "bags", "dists")]
+            keys += [self._side("content_bags"), self._side("content_dists")]
+            self._call("migrate", lambda c: c.eval(MIGRATE_1_TO_2_LUA, len(keys), *keys))
 
     def close(self) -> None:
         if self._client is None:
@@ -663,12 +680,31 @@ class RedisHistoryStore:
         }
         return HistoryArrays(ids=keep.astype(np.int64) + 1, columns=columns, cycle=cycle)
 
-    def visit_log(self, url_ids: Iterable[int] | None = None) -> dict[str, np.ndarray]:
-        """The visit log (oldest first) as numpy columns; ``changed`` is -1 for no observation."""
+    def visit_log(
+        self, url_ids: Iterable[int] | None = None, *, since_cycle: int | None = None
+    ) -> dict[str, np.ndarray]:
+        """The visit log (oldest first) as numpy columns; ``changed`` is -1 for no observation.
+
+        ``since_cycle``: only the cycles from that one on (read from the first log
+        entry of those cycles, ``{p}:logstart``, not from the start of the log).
+        """
+
+        def first_entry(c: Any) -> str | None:
+            cur = int(c.get(self._k("cycle")) or 0)
+            cycles = list(range(max(0, since_cycle or 0), cur + 1))
+            starts = [s for s in c.hmget(self._k("logstart"), cycles) if s] if cycles else []
+            if not starts:
+                return None
+            return min(starts, key=lambda s: tuple(int(x) for x in s.split(b"-"))).decode()
 
         def read(c: Any) -> bytes:
             parts = []
             start = "-"
+            if since_cycle is not None:
+                first = first_entry(c)
+                if first is None:
+                    return b""
+                start = first
             while True:
                 batch = c.xrange(self._k("log"), min=start, max="+", count=50_000)
                 if not batch:
@@ -682,6 +718,8 @@ class RedisHistoryStore:
             return b"".join(parts)
 
         table = np.frombuffer(self._call("read", read), dtype=LOG_DTYPE)
+        if since_cycle is not None:
+            table = table[table["cycle"] >= since_cycle]
         if url_ids is not None:
             table = table[np.isin(table["url_id"], np.fromiter(url_ids, dtype=np.int64))]
         return {
@@ -769,41 +807,45 @@ class RedisHistoryStore:
         sig = visit.signature if visit.signature is not None else stored_sig
         return self._record_from(int(uid), visit.fingerprint, row, visit.url, etag, lastmod, sig)
 
-    # -- content-aware prediction (paper 004) ------------------------------------
+    # -- side storage (what plug-ins keep) ---------------------------------------
 
-    _FOR_BAGS = " for the bags of words (RECRAWL_CHANGE_TEST='chi2', the D* terminals)"
-    _FOR_LOG = " for the change window and Q (the C*, Q terminals, RECRAWL_EXPERTS_HISTORY)"
+    def _side(self, table: str) -> str:
+        return self._k(f"side:{check_table(table)}")
 
-    def content_bags(self, url_id: int) -> bytes | None:
-        """The packed bags of ``url_id`` (newest first), as :data:`PUSH_BAG_LUA` keeps them."""
-        return self._call(
-            "read", lambda c: c.hget(self._k("bags"), int(url_id)), for_=self._FOR_BAGS
-        )
-
-    def push_content_bag(self, url_id: int, packed: bytes, keep: int, dists: bytes) -> None:
-        """Make ``packed`` (one bag, length-prefixed) the URL's newest, keep ``keep`` bags,
-        set its distances: one script, atomic."""
-        script = self._script("push_bag")
-        self._call(
-            "write to",
-            lambda c: script(args=[self.key, int(url_id), int(keep), packed, dists], client=c),
-            for_=self._FOR_BAGS,
-        )
-
-    def content_dists(self, ids: Iterable[int] | np.ndarray) -> list[bytes | None]:
-        """The distances blob of each of ``ids`` (None: no bag kept)."""
-        wanted = [int(i) for i in ids]
+    def side_get(self, table: str, keys: Sequence[int]) -> list[bytes | None]:
+        key, wanted = self._side(table), [int(k) for k in keys]
         out: list[bytes | None] = []
         for start in range(0, len(wanted), 10_000):
             chunk = wanted[start : start + 10_000]
-            out.extend(
-                self._call(
-                    "read",
-                    lambda c, chunk=chunk: c.hmget(self._k("dists"), chunk),
-                    for_=self._FOR_BAGS,
-                )
-            )
+            if chunk:
+                out.extend(self._call("read", lambda c, chunk=chunk: c.hmget(key, chunk)))
         return out
+
+    def side_put(self, table: str, items: Sequence[tuple[int, bytes]]) -> None:
+        key = self._side(table)
+        for start in range(0, len(items), 10_000):
+            mapping = {int(k): bytes(v) for k, v in items[start : start + 10_000]}
+            if mapping:
+                self._call("write to", lambda c, m=mapping: c.hset(key, mapping=m))
+
+    def side_delete(self, table: str, keys: Sequence[int]) -> None:
+        key, wanted = self._side(table), [int(k) for k in keys]
+        if wanted:
+            self._call("write to", lambda c: c.hdel(key, *wanted))
+
+    def side_items(self, table: str) -> Iterator[tuple[int, bytes]]:
+        key = self._side(table)
+        items = self._call("read", lambda c: dict(c.hscan_iter(key, count=1000)))
+        for k in sorted(items, key=int):
+            yield int(k), bytes(items[k])
+
+    def side_push(self, table: str, key: int, item: bytes, keep: int) -> list[bytes]:
+        script, name = self._script("side_push"), self._side(table)
+        old = self._call(
+            "write to",
+            lambda c: script(keys=[name], args=[int(key), bytes(item), int(keep)], client=c),
+        )
+        return unpack_list(old)
 
     def change_window(
         self, ids: Iterable[int] | np.ndarray, window: int, table: np.ndarray | None = None
@@ -821,32 +863,6 @@ class RedisHistoryStore:
         for i in range(window):
             out[:, i] = np.where(count > i, (bits >> i) & 1, np.nan)
         return out
-
-    def recent_log(self, since_cycle: int) -> dict[str, np.ndarray]:
-        """The visit log's ``url_id``, ``cycle``, ``changed`` from the first entry of the
-        cycles ``>= since_cycle`` on (may include older cycles: filter on ``cycle``)."""
-
-        def read(c: Any) -> bytes:
-            cur = int(c.get(self._k("cycle")) or 0)
-            cycles = list(range(max(0, since_cycle), cur + 1))
-            starts = [s for s in c.hmget(self._k("logstart"), cycles) if s] if cycles else []
-            if not starts:
-                return b""
-            start = min(starts, key=lambda s: tuple(int(x) for x in s.split(b"-")))
-            parts = []
-            while True:
-                batch = c.xrange(self._k("log"), min=start, max="+", count=50_000)
-                if not batch:
-                    break
-                parts.extend(fields[b"v"] for _, fields in batch)
-                ms, seq = batch[-1][0].split(b"-")
-                start = b"%d-%d" % (int(ms), int(seq) + 1)
-                if len(batch) < 50_000:
-                    break
-            return b"".join(parts)
-
-        table = np.frombuffer(self._call("read", read, for_=self._FOR_LOG), dtype=LOG_DTYPE)
-        return {name: table[name].astype(np.int64) for name in ("url_id", "cycle", "changed")}
 
     # -- maintenance -----------------------------------------------------------
 

@@ -21,7 +21,7 @@ import pickle
 import sqlite3
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,7 @@ from .base import (
     UrlRecord,
     Visit,
 )
+from .records import check_table, pack_list, pack_record, unpack_list, window_from_log
 from .state import observe
 
 _SCHEMA = """
@@ -88,6 +89,9 @@ CREATE TABLE IF NOT EXISTS frontier (
     request BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS frontier_order ON frontier (priority DESC, seq);
+CREATE TABLE IF NOT EXISTS side (
+    tbl TEXT NOT NULL, key INTEGER NOT NULL, value BLOB NOT NULL, PRIMARY KEY (tbl, key)
+) WITHOUT ROWID;
 """
 
 # Column order of the urls table as UrlRecord fields (row <-> record).
@@ -118,8 +122,39 @@ _ARRAY_COLUMNS: list[tuple[str, str, Any]] = [
 ]
 _NULLABLE = ("last_visit_time", "D", "A", "R", "M")
 
-# Migrations from schema version v to v + 1 (none yet: version 1 is the first).
-_MIGRATIONS: dict[int, str] = {}
+
+def _migrate_1_to_2(db: sqlite3.Connection) -> None:
+    """Version 2: the plug-ins' own tables (created on the store's connection by
+    0.1.0) become side-storage tables, read through the store contract.
+
+    ``content_bags(url_id, bags, dists)`` -> ``content_bags`` (the same packed
+    list of bags) and ``content_dists``; ``basket_probes`` rows and the
+    ``basket_model`` row -> records (:func:`records.pack_record`) of their columns.
+    """
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS side (tbl TEXT NOT NULL, key INTEGER NOT NULL,"
+        " value BLOB NOT NULL, PRIMARY KEY (tbl, key)) WITHOUT ROWID"
+    )
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "content_bags" in tables:
+        db.execute("INSERT INTO side SELECT 'content_bags', url_id, bags FROM content_bags")
+        db.execute("INSERT INTO side SELECT 'content_dists', url_id, dists FROM content_bags")
+        db.execute("DROP TABLE content_bags")
+    for table, key in (("basket_probes", "url_id"), ("basket_model", "id")):
+        if table not in tables:
+            continue
+        cursor = db.execute(f"SELECT * FROM {table}")  # noqa: S608 -- fixed names
+        names = [d[0] for d in cursor.description]
+        rows = [
+            (table, row[names.index(key)], pack_record(dict(zip(names, row, strict=True))))
+            for row in cursor
+        ]
+        db.executemany("INSERT INTO side VALUES (?, ?, ?)", rows)
+        db.execute(f"DROP TABLE {table}")
+
+
+# Migrations from schema version v to v + 1, each run in one transaction.
+_MIGRATIONS: dict[int, Any] = {1: _migrate_1_to_2}
 
 
 def _nan_to_none(x: float) -> float | None:
@@ -185,10 +220,17 @@ class SqliteHistoryStore:
                 )
             else:
                 for v in range(version, SCHEMA_VERSION):
-                    db.executescript("BEGIN;" + _MIGRATIONS[v] + "COMMIT;")
-                    db.execute(
-                        "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(v + 1),)
-                    )
+                    db.execute("BEGIN IMMEDIATE")
+                    try:
+                        _MIGRATIONS[v](db)
+                        db.execute(
+                            "UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                            (str(v + 1),),
+                        )
+                        db.execute("COMMIT")
+                    except BaseException:
+                        db.execute("ROLLBACK")  # the store stays as it was, at version v
+                        raise
             self._cycle = int(db.execute("SELECT value FROM meta WHERE key='cycle'").fetchone()[0])
             self._next_id = int(db.execute("SELECT IFNULL(MAX(id), 0) FROM urls").fetchone()[0]) + 1
             self._count = int(db.execute("SELECT COUNT(*) FROM urls").fetchone()[0])
@@ -338,7 +380,9 @@ class SqliteHistoryStore:
             ids=np.ascontiguousarray(table["id"]), columns=columns, cycle=self._cycle
         )
 
-    def visit_log(self, url_ids: Iterable[int] | None = None) -> dict[str, np.ndarray]:
+    def visit_log(
+        self, url_ids: Iterable[int] | None = None, *, since_cycle: int | None = None
+    ) -> dict[str, np.ndarray]:
         """The visit log (oldest first) as numpy columns; ``changed`` is -1 for no observation."""
         self.flush()
         sql = (
@@ -346,13 +390,74 @@ class SqliteHistoryStore:
             " modified, attributes, bytes FROM visits"
         )
         params: list[int] = []
+        where = []
         if url_ids is not None:
             params = [int(i) for i in url_ids]
-            sql += f" WHERE url_id IN ({','.join('?' * len(params))})"
+            where.append(f"url_id IN ({','.join('?' * len(params))})")
+        if since_cycle is not None:
+            where.append("cycle >= ?")
+            params.append(int(since_cycle))
+        if where:
+            sql += " WHERE " + " AND ".join(where)
         names = "url_id cycle time status changed distance added removed modified attributes bytes"
         dtype = np.dtype([(c, np.float64 if c == "time" else np.int64) for c in names.split()])
         table = self._read(lambda db: np.fromiter(db.execute(sql + " ORDER BY id", params), dtype))
         return {c: np.ascontiguousarray(table[c]) for c in dtype.names or ()}
+
+    def change_window(self, ids: np.ndarray, window: int) -> np.ndarray:
+        log = self.visit_log()
+        return window_from_log(np.asarray(ids), log["url_id"], log["changed"], window)
+
+    # -- side storage (what plug-ins keep; the `side` table) ------------------------
+
+    def side_get(self, table: str, keys: Sequence[int]) -> list[bytes | None]:
+        check_table(table)
+        wanted = [int(k) for k in keys]
+        found: dict[int, bytes] = {}
+        for start in range(0, len(wanted), 900):
+            chunk = wanted[start : start + 900]
+            sql = f"SELECT key, value FROM side WHERE tbl = ? AND key IN ({','.join('?' * len(chunk))})"
+            found.update(
+                self._read(
+                    lambda db, sql=sql, chunk=chunk: db.execute(sql, [table, *chunk]).fetchall()
+                )
+            )
+        return [found.get(k) for k in wanted]
+
+    def side_put(self, table: str, items: Sequence[tuple[int, bytes]]) -> None:
+        check_table(table)
+        rows = [(table, int(k), bytes(v)) for k, v in items]
+        self._write(lambda db: db.executemany("INSERT OR REPLACE INTO side VALUES (?, ?, ?)", rows))
+
+    def side_delete(self, table: str, keys: Sequence[int]) -> None:
+        check_table(table)
+        rows = [(table, int(k)) for k in keys]
+        self._write(lambda db: db.executemany("DELETE FROM side WHERE tbl = ? AND key = ?", rows))
+
+    def side_items(self, table: str) -> Iterator[tuple[int, bytes]]:
+        check_table(table)
+        rows = self._read(
+            lambda db: db.execute(
+                "SELECT key, value FROM side WHERE tbl = ? ORDER BY key", (table,)
+            ).fetchall()
+        )
+        for key, value in rows:
+            yield int(key), bytes(value)
+
+    def side_push(self, table: str, key: int, item: bytes, keep: int) -> list[bytes]:
+        check_table(table)
+        before: list[bytes] = []
+
+        def push(db: sqlite3.Connection) -> None:
+            row = db.execute(
+                "SELECT value FROM side WHERE tbl = ? AND key = ?", (table, int(key))
+            ).fetchone()
+            before.extend(unpack_list(row[0] if row else None))
+            kept = pack_list([bytes(item), *before][: max(1, int(keep))])
+            db.execute("INSERT OR REPLACE INTO side VALUES (?, ?, ?)", (table, int(key), kept))
+
+        self._write(push)
+        return before
 
     def urls(self, ids: Iterable[int] | np.ndarray) -> list[str]:
         wanted = [int(i) for i in ids]

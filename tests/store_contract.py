@@ -1,0 +1,139 @@
+"""The store contract as tests: every backend passes the same suite.
+
+As Scrapy's tests/test_downloadermiddleware_httpcache.py does for its cache
+storages: :class:`StoreContract` holds every behaviour the middleware, the
+schedulers and the plug-ins rely on (scrapy_recrawl.history.base.HistoryStore);
+a backend's test is a short subclass that says how to make an open, empty store.
+A third-party backend can subclass it too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scrapy_recrawl.history import HistoryStore, Visit
+
+
+def fp(i: int) -> bytes:
+    return i.to_bytes(20, "big")
+
+
+class StoreContract:
+    """Subclass and implement :meth:`make_store` (an open, empty store)."""
+
+    @pytest.fixture
+    def store(self, tmp_path, request):
+        store = self.make_store(tmp_path, request)
+        yield store
+        store.close()
+
+    def make_store(self, tmp_path, request) -> HistoryStore:  # pragma: no cover
+        raise NotImplementedError
+
+    # -- the record of a URL -----------------------------------------------------
+
+    def test_is_a_history_store(self, store):
+        assert isinstance(store, HistoryStore)
+        assert store.cycle == 0 and len(store) == 0 and store.location
+
+    def test_a_first_visit_makes_a_record_with_the_next_id(self, store):
+        a = store.record(Visit(fp(1), "http://h/a", 10.0, 200))
+        b = store.record(Visit(fp(2), "http://h/b", 11.0, 200))
+        assert (a.id, b.id) == (1, 2) and len(store) == 2
+        assert store.knows(fp(1)) and not store.knows(fp(3))
+        rec = store.get(fp(2))
+        assert rec is not None and rec.url == "http://h/b" and rec.visits == 1 and rec.n == 0
+
+    def test_observations_update_the_estimators(self, store):
+        store.record(Visit(fp(1), "http://h/a", 0.0, 200))
+        for t, changed in enumerate((True, False, True), start=1):
+            store.advance_cycle()
+            store.record(Visit(fp(1), "http://h/a", float(t), 200, changed=changed))
+        rec = store.get(fp(1))
+        assert (rec.n, rec.X, rec.visits) == (3, 2, 4)
+        assert rec.last_visit_cycle == 3 and rec.last_change_cycle == 3
+
+    def test_validators_requests_and_bodies_come_back(self, store):
+        request = {"url": "http://h/a", "method": "GET", "meta": {"tag": "kept"}}
+        store.record(
+            Visit(
+                fp(1), "http://h/a", 1.0, 200, etag='"v1"', last_modified="Mon", request=request,
+                body=b"<html>x</html>", headers={"Content-Type": ["text/html"]},
+            )
+        )  # fmt: skip
+        store.flush()
+        rec = store.get(fp(1))
+        assert rec.etag == '"v1"' and rec.last_modified == "Mon"
+        assert store.requests(np.array([1]))[0]["meta"] == {"tag": "kept"}
+        body = store.body(fp(1))
+        assert body is not None and body.body == b"<html>x</html>" and body.status == 200
+        assert store.urls(np.array([1])) == ["http://h/a"]
+
+    def test_arrays_have_every_column_by_id(self, store):
+        for i in range(1, 6):
+            store.record(Visit(fp(i), f"http://h/{i}", float(i), 200))
+        store.record(Visit(fp(3), "http://h/3", 9.0, 404, gone=True))
+        store.flush()
+        arrays = store.arrays()
+        assert arrays.ids.tolist() == [1, 2, 3, 4, 5] and arrays.cycle == store.cycle
+        for name in ("n", "X", "sad", "aad_sum", "gad", "last_visit_cycle", "gone"):
+            assert len(arrays.columns[name]) == 5, name
+        assert arrays.columns["gone"].tolist() == [False, False, True, False, False]
+
+    def test_the_visit_log_and_its_cycles(self, store):
+        store.record(Visit(fp(1), "http://h/a", 0.0, 200))
+        for cycle in range(1, 4):
+            store.advance_cycle()
+            store.record(Visit(fp(1), "http://h/a", float(cycle), 200, changed=cycle % 2 == 1))
+            store.record(Visit(fp(2), "http://h/b", float(cycle), 500))
+        log = store.visit_log()
+        assert log["url_id"].tolist() == [1, 1, 2, 1, 2, 1, 2]
+        assert log["changed"].tolist() == [-1, 1, -1, 0, -1, 1, -1]
+        recent = store.visit_log(since_cycle=2)
+        assert recent["cycle"].tolist() == [2, 2, 3, 3]
+        assert store.visit_log(url_ids=[2])["status"].tolist() == [500, 500, 500]
+        np.testing.assert_array_equal(
+            store.change_window(np.array([1, 2]), 4),
+            [[1, 0, 1, np.nan], [np.nan] * 4],
+        )
+
+    def test_cycles_advance(self, store):
+        assert store.advance_cycle() == 1 and store.advance_cycle() == 2 and store.cycle == 2
+
+    # -- the frontier ----------------------------------------------------------
+
+    def test_the_frontier_keeps_priority_then_age_and_no_duplicates(self, store):
+        items = [(fp(i), {"url": f"http://h/{i}"}, p) for i, p in ((1, 0), (2, 5), (3, 0))]
+        assert store.push_frontier(items) == 3
+        assert store.push_frontier(items[:1]) == 0 and store.frontier_size() == 3
+        assert [d["url"] for d in store.pop_frontier(2)] == ["http://h/2", "http://h/1"]
+        assert [d["url"] for d in store.pop_frontier(5)] == ["http://h/3"]
+        assert store.frontier_size() == 0 and store.pop_frontier(1) == []
+
+    # -- side storage --------------------------------------------------------------
+
+    def test_side_storage_puts_gets_deletes_and_lists(self, store):
+        store.side_put("plugin_a", [(3, b"three"), (1, b"one")])
+        store.side_put("plugin_b", [(1, b"other")])
+        assert store.side_get("plugin_a", [1, 2, 3]) == [b"one", None, b"three"]
+        assert list(store.side_items("plugin_a")) == [(1, b"one"), (3, b"three")]
+        store.side_put("plugin_a", [(1, b"uno")])
+        store.side_delete("plugin_a", [3, 4])
+        assert list(store.side_items("plugin_a")) == [(1, b"uno")]
+        assert list(store.side_items("plugin_b")) == [(1, b"other")]
+        assert list(store.side_items("empty")) == []
+
+    def test_side_push_keeps_the_newest_and_returns_what_was_there(self, store):
+        assert store.side_push("bags", 7, b"v1", 2) == []
+        assert store.side_push("bags", 7, b"v2", 2) == [b"v1"]
+        assert store.side_push("bags", 7, b"v3", 2) == [b"v2", b"v1"]
+        assert store.side_push("bags", 7, b"", 2) == [b"v3", b"v2"]
+        from scrapy_recrawl.history.records import unpack_list
+
+        assert unpack_list(store.side_get("bags", [7])[0]) == [b"", b"v3"]
+
+    @pytest.mark.parametrize("table", ["", "Upper", "1st", "a-b", "x" * 41, "a:b"])
+    def test_side_storage_refuses_a_bad_table_name(self, store, table):
+        with pytest.raises(ValueError, match="side-storage table"):
+            store.side_put(table, [(1, b"x")])
