@@ -22,6 +22,8 @@ test: $(STAMP) lint docs
 lint: $(STAMP)
 	$(BIN)/ruff check scrapy_recrawl tests bench example_project
 	$(BIN)/ruff format --check scrapy_recrawl tests bench example_project
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 format: $(STAMP)
 	$(BIN)/ruff format scrapy_recrawl tests bench example_project

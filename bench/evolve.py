@@ -38,13 +38,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from scrapy_recrawl.core.simulate import load_changes, simulate  # noqa: E402
-from scrapy_recrawl.learn.evolve import (  # noqa: E402
-    EvolveConfig,
-    IndexTieScorer,
-    evolve,
-    fold_roles,
-    split_folds,
-)
+from scrapy_recrawl.learn.config import EvolveConfig  # noqa: E402
+from scrapy_recrawl.learn.evolve import evolve  # noqa: E402
+from scrapy_recrawl.learn.fitness import IndexTieScorer  # noqa: E402
+from scrapy_recrawl.learn.search import fold_roles, split_folds  # noqa: E402
 from scrapy_recrawl.scoring import Scorer  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "changes"

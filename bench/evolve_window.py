@@ -25,12 +25,9 @@ sys.path.insert(0, str(ROOT))
 from scrapy_recrawl.content.replay import simulate_content  # noqa: E402
 from scrapy_recrawl.core.simulate import load_changes  # noqa: E402
 from scrapy_recrawl.learn import gp  # noqa: E402
-from scrapy_recrawl.learn.evolve import (  # noqa: E402
-    EvolveConfig,
-    evolve,
-    fold_roles,
-    split_folds,
-)
+from scrapy_recrawl.learn.config import EvolveConfig  # noqa: E402
+from scrapy_recrawl.learn.evolve import evolve  # noqa: E402
+from scrapy_recrawl.learn.search import fold_roles, split_folds  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "changes"
 

@@ -38,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.redis_s
 
 from scrapy_recrawl.core.selection import select_recrawls  # noqa: E402
 from scrapy_recrawl.history.base import Visit  # noqa: E402
-from scrapy_recrawl.history.redis import ROW_DTYPE, RedisHistoryStore  # noqa: E402
+from scrapy_recrawl.history.redis import RedisHistoryStore  # noqa: E402
+from scrapy_recrawl.history.redis_schema import ROW_DTYPE  # noqa: E402
 from scrapy_recrawl.scoring import Scorer  # noqa: E402
 from tests.redis_server import RedisServer  # noqa: E402
 

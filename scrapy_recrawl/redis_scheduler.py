@@ -5,13 +5,9 @@ middleware) on every machine, all pointing at one Redis (``REDIS_URL``), and
 the processes share one history store, one recrawl queue, one new-URL queue,
 one dupefilter and one budget. docs/distributed.md has the whole story; in short:
 
-* **Queues and dupefilter are scrapy-redis's own classes**: new URLs go into
-  ``SCHEDULER_QUEUE_CLASS`` (default :class:`scrapy_redis.queue.PriorityQueue`) at
-  ``SCHEDULER_QUEUE_KEY``; the scored recrawls into a
-  :class:`scrapy_redis.queue.FifoQueue` (pushed best first, popped best first);
-  duplicates are filtered by ``SCHEDULER_DUPEFILTER_CLASS``
-  (:class:`scrapy_redis.dupefilter.RFPDupeFilter`) in a set per cycle
-  (``SCHEDULER_DUPEFILTER_KEY`` + ``:<cycle>``), continuations included.
+* **Queues and dupefilter are scrapy-redis's own classes** (new URLs in
+  ``SCHEDULER_QUEUE_CLASS``, recrawls in a ``FifoQueue``, a dupefilter set per
+  cycle); every Redis command is in :mod:`scrapy_recrawl.frontier.redis`.
 * **A cycle is opened once.** The first process to start takes a lock with an
   expiry (``RECRAWL_REDIS_LOCK_SECONDS``), advances the cycle counter, scores the
   known URLs and pushes the top-k and the frontier's share once; the others wait
@@ -32,12 +28,12 @@ one dupefilter and one budget. docs/distributed.md has the whole story; in short
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -50,26 +46,14 @@ from twisted.internet.defer import Deferred
 from .core.budget import Budget
 from .core.cycle import side_order
 from .core.meta import META_CYCLE, META_ID, META_RANK, META_SCORE
+from .frontier.outage import OutageClock, is_redis_error
+from .frontier.redis import RedisFrontier
 from .history import HistoryStoreError
-from .history.redis import client_location, redis_from_settings
+from .history.redis_connection import redis_from_settings
 from .scheduler import RecrawlScheduler, _is_new, _is_start
 from .settings import RecrawlSettingError, get
 
 logger = logging.getLogger(__name__)
-
-#: Reserve one budgeted request: KEYS[1] the counters hash; ARGV total (-1: no
-#: limit), side ("new" or "recrawl"), side quota (-1: no limit). 1 if reserved.
-RESERVE_LUA = r"""
-local total = tonumber(ARGV[1])
-local quota = tonumber(ARGV[3])
-local taken = tonumber(redis.call('HGET', KEYS[1], 'total') or '0')
-if total >= 0 and taken >= total then return 0 end
-local side = tonumber(redis.call('HGET', KEYS[1], ARGV[2]) or '0')
-if quota >= 0 and side >= quota then return 0 end
-redis.call('HINCRBY', KEYS[1], 'total', 1)
-redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
-return 1
-"""
 
 # Seconds between this worker's status writes while nothing changes.
 _STATUS_EVERY = 1.0
@@ -146,14 +130,13 @@ class RedisRecrawlScheduler(RecrawlScheduler):
             )
             logger.error("recrawl: %s", message)
             raise HistoryStoreError(message) from exc
-        self._reserve = self.server.register_script(RESERVE_LUA)
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._cycle = 0
         self._cycle_opened = 0.0
         self._status_written = 0.0
         self._status_busy: bool | None = None
         self._others_busy_cache = (0.0, False)
-        self._outage_since: float | None = None
+        self._outage = OutageClock(self.redis_location, self.outage_seconds)
         self._held: list[Request] = []  # enqueued while Redis was away
         self._poke_call: Any = None
         self._local_df: Any = None
@@ -181,7 +164,7 @@ class RedisRecrawlScheduler(RecrawlScheduler):
     # -- keys --------------------------------------------------------------
 
     def _key(self, name: str) -> str:
-        return f"{self.skey}:{name}"
+        return self.frontier.key(name)
 
     def _cycle_df(self, cycle: int) -> Any:
         key = f"{self.dupefilter_key_template % {'spider': self.spider.name}}:{cycle}"
@@ -209,7 +192,12 @@ class RedisRecrawlScheduler(RecrawlScheduler):
             )
             logger.error("recrawl: %s", message)
             raise RecrawlSettingError(message)
-        self.skey = self.key_template % {"spider": spider.name}
+        self.frontier = RedisFrontier(
+            self.server,
+            self.key_template % {"spider": spider.name},
+            self.worker_id,
+            lock_seconds=self.lock_seconds,
+        )
         self.newqs = self.queue_cls(
             server=self.server,
             spider=spider,
@@ -298,12 +286,12 @@ class RedisRecrawlScheduler(RecrawlScheduler):
     def _enqueue(self, request: Request) -> bool:
         if _is_start(request):
             fp = self.df.request_fingerprint(request)
-            claim = self._key(f"starts:{self._cycle}")
-            if not self.server.hsetnx(claim, fp, self.worker_id):
-                if self.server.hget(claim, fp) != self.worker_id.encode():
+            mine = self.frontier.claim_start(self._cycle, fp)
+            if mine is not None:
+                if not mine:
                     self._inc("recrawl/start_claimed_elsewhere")
                     return False
-            elif self.server.sismember(self.df.key, fp):
+            elif self.frontier.seen(self.df.key, fp):
                 self._inc("recrawl/start_is_recrawl")  # its recrawl is queued this cycle
                 return False
         if not _is_new(request):
@@ -343,26 +331,19 @@ class RedisRecrawlScheduler(RecrawlScheduler):
     # -- the shared budget -------------------------------------------------------
 
     def _taken(self) -> dict[str, int]:
-        raw = self.server.hgetall(self._key("taken"))
-        return {k.decode(): int(v) for k, v in raw.items()}
+        return self.frontier.taken()
 
     def _budget_left(self) -> bool:
         total = self.budget.total
         return total is None or self._taken().get("total", 0) < total
 
     def _take(self, side: str, quota: int | None) -> Request | None:
-        total = -1 if self.budget.total is None else self.budget.total
-        if not self._reserve(
-            keys=[self._key("taken")], args=[total, side, -1 if quota is None else quota]
-        ):
+        if not self.frontier.reserve(side, self.budget.total, quota):
             return None
         queue = self._recrawls if side == "recrawl" else self.newqs
         request = queue.pop()
         if request is None:  # another process emptied it first: give the budget back
-            pipe = self.server.pipeline()
-            pipe.hincrby(self._key("taken"), "total", -1)
-            pipe.hincrby(self._key("taken"), side, -1)
-            pipe.execute()
+            self.frontier.give_back(side)
         return request
 
     def _next_budgeted(self) -> Request | None:
@@ -390,22 +371,11 @@ class RedisRecrawlScheduler(RecrawlScheduler):
         now = time.time()
         if not force and busy == self._status_busy and now - self._status_written < _STATUS_EVERY:
             return
-        self.server.hset(
-            self._key("workers"),
-            self.worker_id,
-            json.dumps({"cycle": self._cycle, "busy": busy, "seen": now}),
-        )
+        self.frontier.write_status(self._cycle, busy, now)
         self._status_written, self._status_busy = now, busy
 
     def _workers(self) -> dict[str, dict[str, Any]]:
-        raw = self.server.hgetall(self._key("workers"))
-        out = {}
-        now = time.time()
-        for k, v in raw.items():
-            status = json.loads(v)
-            if now - status["seen"] <= self.worker_timeout:
-                out[k.decode()] = status
-        return out
+        return self.frontier.workers(self.worker_timeout)
 
     def _live_workers(self) -> list[str]:
         return [w for w, st in self._workers().items() if w != self.worker_id]
@@ -434,15 +404,10 @@ class RedisRecrawlScheduler(RecrawlScheduler):
     # -- cycles ------------------------------------------------------------------
 
     def _lock(self) -> Any:
-        return self.server.lock(
-            self._key("lock"),
-            timeout=self.lock_seconds,
-            blocking_timeout=self.lock_seconds + 30,
-            thread_local=False,
-        )
+        return self.frontier.lock()
 
     def _state(self) -> dict[str, str]:
-        return {k.decode(): v.decode() for k, v in self.server.hgetall(self._key("state")).items()}
+        return self.frontier.state()
 
     def _adopt(self, state: dict[str, str]) -> None:
         self._cycle = int(state["cycle"])
@@ -474,7 +439,7 @@ class RedisRecrawlScheduler(RecrawlScheduler):
     def _open_cycle(self) -> None:
         """Advance the cycle counter, score, push the top-k and the frontier's share:
         once, by the process holding the lock."""
-        self.server.delete(self._key("recrawls"))  # from a cycle that was never closed
+        self.frontier.forget_recrawls()  # from a cycle that was never closed
         plan = self._plan_cycle()
         self._cycles_run += 1
         cycle, budget = plan.cycle, plan.budget
@@ -485,11 +450,8 @@ class RedisRecrawlScheduler(RecrawlScheduler):
         for d in self.store.pop_frontier(plan.new_quota):
             self._push_new(d)
         now = time.time()
-        pipe = self.server.pipeline()
-        pipe.delete(self._key("taken"))
-        pipe.hset(
-            self._key("state"),
-            mapping={
+        self.frontier.open_cycle(
+            {
                 "cycle": cycle,
                 "total": -1 if budget.total is None else budget.total,
                 "new": -1 if budget.new is None else budget.new,
@@ -497,9 +459,8 @@ class RedisRecrawlScheduler(RecrawlScheduler):
                 "opened_by": self.worker_id,
                 "done": 0,
                 "scheduled": pushed,
-            },
+            }
         )
-        pipe.execute()
         self._adopt(self._state())
         if self.stats is not None:
             self.stats.inc_value("recrawl/cycles_opened")
@@ -508,45 +469,27 @@ class RedisRecrawlScheduler(RecrawlScheduler):
     def _push_recrawls(self, ids: np.ndarray, scores: np.ndarray, cycle: int) -> int:
         """Push the stored request dicts, best first, in batches; mark them seen."""
         queue = self._recrawls
-        serializer = queue.serializer
         dicts = self.store.requests(ids)
         missing = [i for i, d in enumerate(dicts) if d is None]
         if missing:
             urls = self.store.urls(ids[missing])
             for i, url in zip(missing, urls, strict=True):
                 dicts[i] = Request(url).to_dict()
-        pushed = 0
-        batch: list[bytes] = []
-        fps: list[str] = []
-        for rank, (url_id, d) in enumerate(zip(ids.tolist(), dicts, strict=True)):
-            assert d is not None
-            d = dict(d)
-            d["meta"] = {
-                **(d.get("meta") or {}),
-                META_CYCLE: cycle,
-                META_ID: int(url_id),
-                META_RANK: rank,
-                META_SCORE: float(scores[rank]),
-            }
-            batch.append(serializer.dumps(d))
-            fps.append(
-                self.df.request_fingerprint(
-                    Request(d["url"], method=d.get("method", "GET"), body=d.get("body") or b"")
-                )
-            )
-            if len(batch) >= 5000:
-                pushed += self._push_batch(queue.key, batch, fps)
-                batch, fps = [], []
-        if batch:
-            pushed += self._push_batch(queue.key, batch, fps)
-        return pushed
 
-    def _push_batch(self, key: str, batch: list[bytes], fps: list[str]) -> int:
-        pipe = self.server.pipeline()
-        pipe.lpush(key, *batch)  # FifoQueue pops from the right: best rank first
-        pipe.sadd(self.df.key, *fps)  # the spider's own link to them is then a duplicate
-        pipe.execute()
-        return len(batch)
+        def entries() -> Iterator[tuple[dict[str, Any], str]]:
+            for rank, (url_id, d) in enumerate(zip(ids.tolist(), dicts, strict=True)):
+                assert d is not None
+                meta = {META_CYCLE: cycle, META_ID: int(url_id), META_RANK: rank}
+                d = {
+                    **d,
+                    "meta": {**(d.get("meta") or {}), **meta, META_SCORE: float(scores[rank])},
+                }
+                request = Request(
+                    d["url"], method=d.get("method", "GET"), body=d.get("body") or b""
+                )
+                yield d, self.df.request_fingerprint(request)
+
+        return self.frontier.push_recrawls(queue, self.df.key, entries())
 
     def _follow_cycle(self) -> None:
         """Continuous mode: adopt a cycle another process has rolled over to."""
@@ -577,7 +520,7 @@ class RedisRecrawlScheduler(RecrawlScheduler):
     def _leave(self, reason: str) -> None:
         """Deregister; the last process out of a finished cycle closes it."""
         with self._lock():
-            self.server.hdel(self._key("workers"), self.worker_id)
+            self.frontier.deregister()
             if self._live_workers():
                 return
             state = self._state()
@@ -614,55 +557,27 @@ class RedisRecrawlScheduler(RecrawlScheduler):
         if items:
             self._inc("recrawl/frontier_saved", self.store.push_frontier(items))
         df_key = f"{self.dupefilter_key_template % {'spider': self.spider.name}}:{cycle}"
-        pipe = self.server.pipeline()
-        pipe.delete(self._key("recrawls"), df_key, self._key(f"starts:{cycle}"))
-        pipe.hset(self._key("state"), "done", 1)
-        pipe.execute()
+        self.frontier.close_cycle(cycle, df_key)
         logger.info(
             "recrawl cycle %d closed (%s): %d new URLs kept for later", cycle, reason, len(items)
         )
 
-    # -- Redis going away ----------------------------------------------------------
+    # -- Redis going away (frontier/outage.py) -----------------------------------
 
     @staticmethod
     def _is_redis_error(exc: BaseException) -> bool:
-        import redis
-
-        return isinstance(exc, (redis.RedisError, OSError, HistoryStoreError))
+        return is_redis_error(exc)
 
     def _redis_ok(self) -> None:
-        if self._outage_since is not None:
-            logger.warning(
-                "recrawl: the Redis at %s is back after %.1fs",
-                self.redis_location,
-                time.monotonic() - self._outage_since,
-            )
-            self._outage_since = None
+        self._outage.ok()
 
     def _redis_failed(self, exc: BaseException) -> bool:
         """Keep the spider open while Redis may come back; True: 'still pending'."""
-        if not self._is_redis_error(exc):
-            raise exc
-        now = time.monotonic()
-        if self._outage_since is None:
-            self._outage_since = now
+        verdict = self._outage.failed(exc)
+        if verdict == "new":
             self._inc("recrawl/redis_outages")
-            logger.error(
-                "recrawl: the Redis at %s is unreachable (%s); retrying for up to %ss "
-                "(RECRAWL_REDIS_OUTAGE_SECONDS)",
-                self.redis_location,
-                exc,
-                self.outage_seconds,
-            )
+        if verdict != "over":
             return True
-        if now - self._outage_since < self.outage_seconds:
-            return True
-        logger.error(
-            "recrawl: the Redis at %s has been unreachable for %.0fs (%s): closing the spider",
-            self.redis_location,
-            now - self._outage_since,
-            exc,
-        )
         engine = self._engine()
         if engine is not None and engine.spider is not None:
             from scrapy.utils.defer import deferred_from_coro
@@ -671,7 +586,7 @@ class RedisRecrawlScheduler(RecrawlScheduler):
         return False
 
     def _hold(self, request: Request, exc: BaseException) -> None:
-        if self._outage_since is None:
+        if self._outage.since is None:
             self._redis_failed(exc)
         self._held.append(request)
         self._poke(1.0)
@@ -681,6 +596,3 @@ class RedisRecrawlScheduler(RecrawlScheduler):
             request = self._held[0]
             self._enqueue(request)
             self._held.pop(0)
-
-
-__all__ = ["RedisRecrawlScheduler", "client_location"]

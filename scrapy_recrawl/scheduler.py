@@ -32,7 +32,6 @@ import json
 import logging
 import os
 import time
-from collections import deque
 from typing import Any
 
 import numpy as np
@@ -40,7 +39,6 @@ from scrapy import Request, Spider, signals
 from scrapy.core.scheduler import Scheduler
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
-from scrapy.pqueues import DownloaderInterface
 from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.request import request_from_dict
 from twisted.internet.defer import Deferred
@@ -51,9 +49,11 @@ from .core.meta import META_CYCLE, META_ID, META_RANK, META_SCORE
 from .core.plugins import ProbeSource
 from .history import HistoryStore, store_for_crawler
 from .plugins import Plugins, plugins_for_crawler, scorer_for_crawler
+from .recrawl_queue import RecrawlQueue
 from .settings import RecrawlSettingError
 
 logger = logging.getLogger(__name__)
+
 
 _CONTINUATION_META = ("redirect_urls", "retry_times", "is_start_request")
 
@@ -71,59 +71,6 @@ def _is_start(request: Request) -> bool:
 def _is_new(request: Request) -> bool:
     """Not a continuation (start request, redirect, retry, ``dont_filter``)."""
     return not request.dont_filter and not any(k in request.meta for k in _CONTINUATION_META)
-
-
-class _RecrawlQueue:
-    """Recrawl requests in score order, one deque per download slot.
-
-    Pops from the slot with the fewest active downloads (as Scrapy's
-    DownloaderAwarePriorityQueue does), breaking ties by best rank, so one
-    busy host does not hold back every other host's recrawls.
-    """
-
-    def __init__(self, crawler: Crawler) -> None:
-        self._crawler = crawler
-        self._downloader_interface: DownloaderInterface | None = None
-        self._slots: dict[str, deque[tuple[int, Request]]] = {}
-        self._len = 0
-
-    @property
-    def _downloader(self) -> DownloaderInterface:
-        # Looked up on first use, not when the scheduler is built: Scrapy's contract
-        # lets a scheduler be built (from_crawler) and opened before crawler.engine
-        # exists (Scrapy's tests/test_scheduler.py::TestIncompatibility does).
-        if self._downloader_interface is None:
-            self._downloader_interface = DownloaderInterface(self._crawler)
-        return self._downloader_interface
-
-    def push(self, rank: int, request: Request) -> None:
-        slot = self._downloader.get_slot_key(request)
-        self._slots.setdefault(slot, deque()).append((rank, request))
-        self._len += 1
-
-    def pop(self) -> Request | None:
-        if not self._slots:
-            return None
-        if len(self._slots) == 1:
-            slot = next(iter(self._slots))
-        else:
-            active = dict((s, a) for a, s in self._downloader.stats(self._slots))
-            slot = min(self._slots, key=lambda s: (active.get(s, 0), self._slots[s][0][0]))
-        queue = self._slots[slot]
-        _, request = queue.popleft()
-        if not queue:
-            del self._slots[slot]
-        self._len -= 1
-        return request
-
-    def drain(self) -> list[Request]:
-        out = [r for q in self._slots.values() for _, r in q]
-        self._slots.clear()
-        self._len = 0
-        return out
-
-    def __len__(self) -> int:
-        return self._len
 
 
 class RecrawlScheduler(Scheduler):
@@ -152,7 +99,7 @@ class RecrawlScheduler(Scheduler):
             logger.error("recrawl: %s", exc)
             raise
         self._fingerprinter: Any = None
-        self._recrawls: _RecrawlQueue = _RecrawlQueue(crawler)
+        self._recrawls: RecrawlQueue = RecrawlQueue(crawler)
         self._store: HistoryStore | None = None
         self._cycles_run = 0
         self._selected: np.ndarray = np.zeros(0, dtype=np.int64)  # this cycle's ids, by rank

@@ -11,18 +11,12 @@ import pytest
 from scrapy_recrawl.core.simulate import simulate
 from scrapy_recrawl.history import SqliteHistoryStore, Visit
 from scrapy_recrawl.learn import gp, histories
-from scrapy_recrawl.learn.evolve import (
-    Candidate,
-    EvolveConfig,
-    IndexTieScorer,
-    PopulationReplay,
-    TreeScorer,
-    evolve,
-    save_json,
-    select_final,
-    top_k_by_class,
-    top_k_by_index,
-)
+from scrapy_recrawl.learn.config import EvolveConfig
+from scrapy_recrawl.learn.evolve import evolve
+from scrapy_recrawl.learn.fitness import IndexTieScorer, TreeScorer, top_k_by_class, top_k_by_index
+from scrapy_recrawl.learn.population import PopulationReplay
+from scrapy_recrawl.learn.report import save_json
+from scrapy_recrawl.learn.search import Candidate, select_final
 from scrapy_recrawl.scoring import Scorer
 
 

@@ -70,7 +70,7 @@ def test_a_version_1_sqlite_store_upgrades(tmp_path):
 
 
 def test_a_failed_migration_leaves_the_store_as_it_was(tmp_path, monkeypatch):
-    from scrapy_recrawl.history import sqlite as backend
+    from scrapy_recrawl.history import sqlite_schema
 
     path = tmp_path / "history.sqlite3"
     shutil.copy(FIXTURES / "store_v1.sqlite3", path)
@@ -79,7 +79,7 @@ def test_a_failed_migration_leaves_the_store_as_it_was(tmp_path, monkeypatch):
         db.execute("DROP TABLE content_bags")
         raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setitem(backend._MIGRATIONS, 1, broken)
+    monkeypatch.setitem(sqlite_schema.MIGRATIONS, 1, broken)
     with pytest.raises(Exception, match="disk I/O error"):
         SqliteHistoryStore(path).open()
     db = sqlite3.connect(path)

@@ -21,15 +21,10 @@ from typing import Any
 from scrapy.exceptions import UsageError
 
 from scrapy_recrawl.learn import gp
-from scrapy_recrawl.learn.evolve import (
-    FITNESS,
-    SELECTION,
-    EvolveConfig,
-    evolve,
-    plot,
-    save_json,
-)
+from scrapy_recrawl.learn.config import FITNESS, SELECTION, EvolveConfig
+from scrapy_recrawl.learn.evolve import evolve
 from scrapy_recrawl.learn.histories import History, HistoryError, from_store, load
+from scrapy_recrawl.learn.report import plot, save_json
 
 from . import RecrawlCommand
 

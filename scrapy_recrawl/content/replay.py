@@ -38,7 +38,7 @@ def _series(obs: np.ndarray) -> np.ndarray:
     return np.where(seen, obs, mean)
 
 
-class _ContentState:
+class ContentState:
     """The C* window, the observation log and the related-page index of a replay."""
 
     def __init__(
@@ -119,7 +119,7 @@ def simulate_content(
     scorer = (
         policy if isinstance(policy, Scorer) else Scorer.from_spec(policy, prior=prior, seed=seed)
     )
-    extension = _ContentState(
+    extension = ContentState(
         c.shape[0],
         c.shape[1],
         warmup,

@@ -34,65 +34,9 @@ from .base import (
     UrlRecord,
     Visit,
 )
-from .records import check_table, pack_list, pack_record, unpack_list, window_from_log
+from .records import check_table, pack_list, unpack_list, window_from_log
+from .sqlite_schema import MIGRATIONS, SCHEMA
 from .state import observe
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS urls (
-    id INTEGER PRIMARY KEY,
-    fingerprint BLOB NOT NULL UNIQUE,
-    url TEXT NOT NULL,
-    first_seen REAL NOT NULL,
-    first_cycle INTEGER NOT NULL,
-    visits INTEGER NOT NULL DEFAULT 0,
-    n INTEGER NOT NULL DEFAULT 0,
-    x INTEGER NOT NULL DEFAULT 0,
-    sad REAL NOT NULL DEFAULT 0,
-    aad_sum REAL NOT NULL DEFAULT 0,
-    gad REAL NOT NULL DEFAULT 0,
-    last_visit_cycle INTEGER NOT NULL DEFAULT -1,
-    last_visit_time REAL,
-    last_change_cycle INTEGER NOT NULL DEFAULT -1,
-    last_change_time REAL,
-    d REAL, a REAL, r REAL, m REAL,
-    status INTEGER NOT NULL DEFAULT 0,
-    gone INTEGER NOT NULL DEFAULT 0,
-    etag TEXT,
-    last_modified TEXT,
-    has_body INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS signatures (url_id INTEGER PRIMARY KEY, signature BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS requests (url_id INTEGER PRIMARY KEY, request BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS bodies (
-    url_id INTEGER PRIMARY KEY, status INTEGER NOT NULL, headers TEXT NOT NULL, body BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS visits (
-    id INTEGER PRIMARY KEY,
-    url_id INTEGER NOT NULL,
-    cycle INTEGER NOT NULL,
-    time REAL NOT NULL,
-    status INTEGER NOT NULL,
-    changed INTEGER,
-    distance INTEGER NOT NULL DEFAULT 0,
-    added INTEGER NOT NULL DEFAULT 0,
-    removed INTEGER NOT NULL DEFAULT 0,
-    modified INTEGER NOT NULL DEFAULT 0,
-    attributes INTEGER NOT NULL DEFAULT 0,
-    bytes INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS visits_by_url ON visits (url_id, cycle);
-CREATE TABLE IF NOT EXISTS frontier (
-    fingerprint BLOB PRIMARY KEY,
-    priority INTEGER NOT NULL,
-    seq INTEGER NOT NULL,
-    request BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS frontier_order ON frontier (priority DESC, seq);
-CREATE TABLE IF NOT EXISTS side (
-    tbl TEXT NOT NULL, key INTEGER NOT NULL, value BLOB NOT NULL, PRIMARY KEY (tbl, key)
-) WITHOUT ROWID;
-"""
 
 # Column order of the urls table as UrlRecord fields (row <-> record).
 _URL_COLUMNS = (
@@ -100,9 +44,12 @@ _URL_COLUMNS = (
     "last_visit_cycle last_visit_time last_change_cycle last_change_time d a r m "
     "status gone etag last_modified has_body"
 ).split()
+
+
 _RECORD_FIELDS = [
     {"x": "X", "d": "D", "a": "A", "r": "R", "m": "M"}.get(c, c) for c in _URL_COLUMNS
 ]
+
 
 # Columns handed to the scorer (HistoryArrays.columns), with their dtypes.
 # NULLs come back as -1 and are turned into NaN ("not recorded").
@@ -120,41 +67,9 @@ _ARRAY_COLUMNS: list[tuple[str, str, Any]] = [
     ("M", "IFNULL(m, -1)", np.float64),
     ("gone", "gone", np.bool_),
 ]
+
+
 _NULLABLE = ("last_visit_time", "D", "A", "R", "M")
-
-
-def _migrate_1_to_2(db: sqlite3.Connection) -> None:
-    """Version 2: the plug-ins' own tables (created on the store's connection by
-    0.1.0) become side-storage tables, read through the store contract.
-
-    ``content_bags(url_id, bags, dists)`` -> ``content_bags`` (the same packed
-    list of bags) and ``content_dists``; ``basket_probes`` rows and the
-    ``basket_model`` row -> records (:func:`records.pack_record`) of their columns.
-    """
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS side (tbl TEXT NOT NULL, key INTEGER NOT NULL,"
-        " value BLOB NOT NULL, PRIMARY KEY (tbl, key)) WITHOUT ROWID"
-    )
-    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if "content_bags" in tables:
-        db.execute("INSERT INTO side SELECT 'content_bags', url_id, bags FROM content_bags")
-        db.execute("INSERT INTO side SELECT 'content_dists', url_id, dists FROM content_bags")
-        db.execute("DROP TABLE content_bags")
-    for table, key in (("basket_probes", "url_id"), ("basket_model", "id")):
-        if table not in tables:
-            continue
-        cursor = db.execute(f"SELECT * FROM {table}")  # noqa: S608 -- fixed names
-        names = [d[0] for d in cursor.description]
-        rows = [
-            (table, row[names.index(key)], pack_record(dict(zip(names, row, strict=True))))
-            for row in cursor
-        ]
-        db.executemany("INSERT INTO side VALUES (?, ?, ?)", rows)
-        db.execute(f"DROP TABLE {table}")
-
-
-# Migrations from schema version v to v + 1, each run in one transaction.
-_MIGRATIONS: dict[int, Any] = {1: _migrate_1_to_2}
 
 
 def _nan_to_none(x: float) -> float | None:
@@ -207,7 +122,7 @@ class SqliteHistoryStore:
             db.execute("PRAGMA busy_timeout=10000")
             version = self._schema_version(db)
             if version is None:
-                db.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
+                db.executescript("BEGIN;" + SCHEMA + "COMMIT;")
                 db.execute(
                     "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?), ('cycle', '0')",
                     (str(SCHEMA_VERSION),),
@@ -222,7 +137,7 @@ class SqliteHistoryStore:
                 for v in range(version, SCHEMA_VERSION):
                     db.execute("BEGIN IMMEDIATE")
                     try:
-                        _MIGRATIONS[v](db)
+                        MIGRATIONS[v](db)
                         db.execute(
                             "UPDATE meta SET value = ? WHERE key = 'schema_version'",
                             (str(v + 1),),

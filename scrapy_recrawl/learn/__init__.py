@@ -1,5 +1,8 @@
-"""Offline learning and evaluation; never imported by a running crawl."""
+"""Offline learning (GP4C); never imported by a running crawl.
 
-from scrapy_recrawl.core.simulate import ReplayResult, load_changes, simulate
-
-__all__ = ["ReplayResult", "load_changes", "simulate"]
+By job: :mod:`~.gp` (trees and operators), :mod:`~.config` (a run's parameters),
+:mod:`~.fitness` and :mod:`~.population` (batched replay of a population),
+:mod:`~.search` (folds, seeds, the final pick, workers), :mod:`~.evolve` (the
+run), :mod:`~.report` (result, JSON, plot), :mod:`~.progress`,
+:mod:`~.histories` (change matrices and the store's monitoring sample).
+"""

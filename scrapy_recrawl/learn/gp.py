@@ -28,8 +28,11 @@ from typing import Any, Union
 
 import numpy as np
 
-from scrapy_recrawl.scoring import pdiv, plog
-from scrapy_recrawl.scoring.expression import _ppow as ppow  # the scorer's protected power
+from scrapy_recrawl.scoring import (
+    pdiv,
+    plog,
+    ppow,  # the scorer's protected power
+)
 from scrapy_recrawl.scoring.presets import PRESETS
 from scrapy_recrawl.scoring.terminals import TERMINALS
 

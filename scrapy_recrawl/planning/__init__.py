@@ -21,17 +21,9 @@ from .buckets import (
     change_rates,
     select_by_quotas,
 )
-from .webfountain import (
-    STRATEGIES,
-    Plan,
-    PlanError,
-    PlannedSelection,
-    WebFountainPlanner,
-    Weights,
-    paper_instance,
-    solve_plan,
-    strategy_weights,
-)
+from .model import STRATEGIES, Plan, PlanError, Weights, paper_instance, strategy_weights
+from .solver import solve_plan
+from .webfountain import PlannedSelection, WebFountainPlanner
 
 __all__ = [
     "MAX_BUCKETS",

@@ -26,7 +26,8 @@ import numpy as np
 
 from scrapy_recrawl.core.simulate import ReplayResult, SelectFn, simulate
 
-from .webfountain import WebFountainPlanner, Weights
+from .model import Weights
+from .webfountain import WebFountainPlanner
 
 __all__ = ["SelectFn", "replay_plan", "simulate_policy"]
 

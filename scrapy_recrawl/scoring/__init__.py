@@ -12,12 +12,9 @@ from scrapy_recrawl.scoring.expression import (
     ExpressionScorer,
     RandomScorer,
     Scorer,
-    parse_expression,
-    pdiv,
-    plog,
     score_expression,
-    top_k_indices,
 )
+from scrapy_recrawl.scoring.parse import parse_expression
 from scrapy_recrawl.scoring.presets import (
     PAPER_PRESETS,
     PRESETS,
@@ -25,12 +22,14 @@ from scrapy_recrawl.scoring.presets import (
     SMOOTHED_PRESETS,
     Preset,
 )
+from scrapy_recrawl.scoring.protected import pdiv, plog, ppow
 from scrapy_recrawl.scoring.terminals import (
     DEFAULT_PRIOR,
     TERMINALS,
     check_prior,
     compute_terminals,
 )
+from scrapy_recrawl.scoring.topk import top_k_indices
 
 __all__ = [
     "DEFAULT_PRIOR",
@@ -48,6 +47,7 @@ __all__ = [
     "parse_expression",
     "pdiv",
     "plog",
+    "ppow",
     "score_expression",
     "top_k_indices",
 ]

@@ -1,6 +1,6 @@
 """Fast evaluation of a compiled expression: cache-sized blocks, reused buffers.
 
-:func:`~scrapy_recrawl.scoring.expression.compile_expression` turns an
+:func:`~scrapy_recrawl.scoring.parse.compile_expression` turns an
 expression into numpy code with :func:`sympy.lambdify`. Called on whole
 arrays that code allocates a fresh array for every operation, and each
 protected division or log adds three or four more passes. This module reads

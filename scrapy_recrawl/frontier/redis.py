@@ -1,0 +1,155 @@
+"""The shared frontier of RedisRecrawlScheduler: every Redis command the scheduler sends.
+
+Keys under ``RECRAWL_REDIS_SCHEDULER_KEY`` (``%(spider)s:recrawl``), one set per spider:
+
+``{s}:state``     hash: the open cycle, its budget, who opened it, whether it is done
+``{s}:taken``     hash: budgeted requests handed out this cycle (total, new, recrawl)
+``{s}:workers``   hash: worker id -> JSON status (cycle, busy, last seen)
+``{s}:lock``      the lock under which a cycle is opened, rolled over or left
+``{s}:recrawls``  the cycle's scored recrawls (a scrapy-redis FifoQueue)
+``{s}:starts:<cycle>``  hash: start-request fingerprint -> the worker that claimed it
+
+New URLs go to scrapy-redis's queue (``SCHEDULER_QUEUE_KEY``) and duplicates
+are filtered in a set per cycle (``SCHEDULER_DUPEFILTER_KEY`` + ``:<cycle>``).
+The scheduler decides (core/cycle.py); this class only keeps the state.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from typing import Any
+
+#: Reserve one budgeted request: KEYS[1] the counters hash; ARGV total (-1: no
+#: limit), side ("new" or "recrawl"), side quota (-1: no limit). 1 if reserved.
+RESERVE_LUA = r"""
+local total = tonumber(ARGV[1])
+local quota = tonumber(ARGV[3])
+local taken = tonumber(redis.call('HGET', KEYS[1], 'total') or '0')
+if total >= 0 and taken >= total then return 0 end
+local side = tonumber(redis.call('HGET', KEYS[1], ARGV[2]) or '0')
+if quota >= 0 and side >= quota then return 0 end
+redis.call('HINCRBY', KEYS[1], 'total', 1)
+redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
+return 1
+"""
+
+
+class RedisFrontier:
+    """A spider's shared cycle state in one Redis (module docstring)."""
+
+    def __init__(self, server: Any, key: str, worker_id: str, *, lock_seconds: float) -> None:
+        self.server = server
+        self.skey = key
+        self.worker_id = worker_id
+        self.lock_seconds = lock_seconds
+        self._reserve = server.register_script(RESERVE_LUA)
+
+    def key(self, name: str) -> str:
+        return f"{self.skey}:{name}"
+
+    # -- the cycle ------------------------------------------------------------
+
+    def lock(self) -> Any:
+        """The lock a cycle is opened, rolled over and left under (with an expiry)."""
+        return self.server.lock(
+            self.key("lock"),
+            timeout=self.lock_seconds,
+            blocking_timeout=self.lock_seconds + 30,
+            thread_local=False,
+        )
+
+    def state(self) -> dict[str, str]:
+        return {k.decode(): v.decode() for k, v in self.server.hgetall(self.key("state")).items()}
+
+    def forget_recrawls(self) -> None:
+        """Drop recrawls left by a cycle that was never closed."""
+        self.server.delete(self.key("recrawls"))
+
+    def open_cycle(self, state: dict[str, Any]) -> None:
+        """Publish a newly opened cycle: its state, and no request taken yet."""
+        pipe = self.server.pipeline()
+        pipe.delete(self.key("taken"))
+        pipe.hset(self.key("state"), mapping=state)
+        pipe.execute()
+
+    def push_recrawls(
+        self, queue: Any, df_key: str, entries: Iterable[tuple[dict[str, Any], str]]
+    ) -> int:
+        """Queue ``(request dict, fingerprint)`` entries best first, in batches, and mark
+        them seen in the cycle's dupefilter set ``df_key``; returns how many."""
+        pushed, batch, fps = 0, [], []
+        for d, fp in entries:
+            batch.append(queue.serializer.dumps(d))
+            fps.append(fp)
+            if len(batch) >= 5000:
+                pushed += self._push(queue.key, batch, df_key, fps)
+                batch, fps = [], []
+        if batch:
+            pushed += self._push(queue.key, batch, df_key, fps)
+        return pushed
+
+    def _push(self, queue_key: str, batch: list[bytes], df_key: str, fps: list[str]) -> int:
+        pipe = self.server.pipeline()
+        pipe.lpush(queue_key, *batch)  # FifoQueue pops from the right: best rank first
+        pipe.sadd(df_key, *fps)  # the spider's own link to them is then a duplicate
+        pipe.execute()
+        return len(batch)
+
+    def close_cycle(self, cycle: int, df_key: str) -> None:
+        """Mark ``cycle`` done; its recrawls, dupefilter set and start claims go."""
+        pipe = self.server.pipeline()
+        pipe.delete(self.key("recrawls"), df_key, self.key(f"starts:{cycle}"))
+        pipe.hset(self.key("state"), "done", 1)
+        pipe.execute()
+
+    # -- start requests: one process fetches each, once per cycle -------------
+
+    def claim_start(self, cycle: int, fingerprint: str) -> bool | None:
+        """True: this worker fetches it; False: another worker claimed it;
+        None: newly claimed here (the caller checks it is not a recrawl)."""
+        claim = self.key(f"starts:{cycle}")
+        if self.server.hsetnx(claim, fingerprint, self.worker_id):
+            return None
+        return self.server.hget(claim, fingerprint) == self.worker_id.encode()
+
+    def seen(self, df_key: str, fingerprint: str) -> bool:
+        return bool(self.server.sismember(df_key, fingerprint))
+
+    # -- the shared budget -------------------------------------------------------
+
+    def taken(self) -> dict[str, int]:
+        raw = self.server.hgetall(self.key("taken"))
+        return {k.decode(): int(v) for k, v in raw.items()}
+
+    def reserve(self, side: str, total: int | None, quota: int | None) -> bool:
+        """Take one budgeted request of ``side`` if the budget and its quota allow (atomic)."""
+        args = [-1 if total is None else total, side, -1 if quota is None else quota]
+        return bool(self._reserve(keys=[self.key("taken")], args=args))
+
+    def give_back(self, side: str) -> None:
+        """Another process emptied the queue first: the reservation is returned."""
+        pipe = self.server.pipeline()
+        pipe.hincrby(self.key("taken"), "total", -1)
+        pipe.hincrby(self.key("taken"), side, -1)
+        pipe.execute()
+
+    # -- workers -----------------------------------------------------------------
+
+    def write_status(self, cycle: int, busy: bool, now: float) -> None:
+        status = json.dumps({"cycle": cycle, "busy": busy, "seen": now})
+        self.server.hset(self.key("workers"), self.worker_id, status)
+
+    def workers(self, timeout: float) -> dict[str, dict[str, Any]]:
+        """Workers seen within ``timeout`` seconds, by id, with their status."""
+        out = {}
+        now = time.time()
+        for k, v in self.server.hgetall(self.key("workers")).items():
+            status = json.loads(v)
+            if now - status["seen"] <= timeout:
+                out[k.decode()] = status
+        return out
+
+    def deregister(self) -> None:
+        self.server.hdel(self.key("workers"), self.worker_id)

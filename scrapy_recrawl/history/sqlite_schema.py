@@ -1,0 +1,104 @@
+"""The SQLite store's tables, and the migrations from each schema version to the next.
+
+Every change of the stored format is a step in the one schema-version sequence
+(:data:`scrapy_recrawl.history.base.SCHEMA_VERSION`), run in one transaction: a
+store written by the previous release opens and upgrades, all of a step or none.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from .records import pack_record
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS urls (
+    id INTEGER PRIMARY KEY,
+    fingerprint BLOB NOT NULL UNIQUE,
+    url TEXT NOT NULL,
+    first_seen REAL NOT NULL,
+    first_cycle INTEGER NOT NULL,
+    visits INTEGER NOT NULL DEFAULT 0,
+    n INTEGER NOT NULL DEFAULT 0,
+    x INTEGER NOT NULL DEFAULT 0,
+    sad REAL NOT NULL DEFAULT 0,
+    aad_sum REAL NOT NULL DEFAULT 0,
+    gad REAL NOT NULL DEFAULT 0,
+    last_visit_cycle INTEGER NOT NULL DEFAULT -1,
+    last_visit_time REAL,
+    last_change_cycle INTEGER NOT NULL DEFAULT -1,
+    last_change_time REAL,
+    d REAL, a REAL, r REAL, m REAL,
+    status INTEGER NOT NULL DEFAULT 0,
+    gone INTEGER NOT NULL DEFAULT 0,
+    etag TEXT,
+    last_modified TEXT,
+    has_body INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS signatures (url_id INTEGER PRIMARY KEY, signature BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS requests (url_id INTEGER PRIMARY KEY, request BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS bodies (
+    url_id INTEGER PRIMARY KEY, status INTEGER NOT NULL, headers TEXT NOT NULL, body BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS visits (
+    id INTEGER PRIMARY KEY,
+    url_id INTEGER NOT NULL,
+    cycle INTEGER NOT NULL,
+    time REAL NOT NULL,
+    status INTEGER NOT NULL,
+    changed INTEGER,
+    distance INTEGER NOT NULL DEFAULT 0,
+    added INTEGER NOT NULL DEFAULT 0,
+    removed INTEGER NOT NULL DEFAULT 0,
+    modified INTEGER NOT NULL DEFAULT 0,
+    attributes INTEGER NOT NULL DEFAULT 0,
+    bytes INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS visits_by_url ON visits (url_id, cycle);
+CREATE TABLE IF NOT EXISTS frontier (
+    fingerprint BLOB PRIMARY KEY,
+    priority INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    request BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS frontier_order ON frontier (priority DESC, seq);
+CREATE TABLE IF NOT EXISTS side (
+    tbl TEXT NOT NULL, key INTEGER NOT NULL, value BLOB NOT NULL, PRIMARY KEY (tbl, key)
+) WITHOUT ROWID;
+"""
+
+
+def _migrate_1_to_2(db: sqlite3.Connection) -> None:
+    """Version 2: the plug-ins' own tables (created on the store's connection by
+    0.1.0) become side-storage tables, read through the store contract.
+
+    ``content_bags(url_id, bags, dists)`` -> ``content_bags`` (the same packed
+    list of bags) and ``content_dists``; ``basket_probes`` rows and the
+    ``basket_model`` row -> records (:func:`records.pack_record`) of their columns.
+    """
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS side (tbl TEXT NOT NULL, key INTEGER NOT NULL,"
+        " value BLOB NOT NULL, PRIMARY KEY (tbl, key)) WITHOUT ROWID"
+    )
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "content_bags" in tables:
+        db.execute("INSERT INTO side SELECT 'content_bags', url_id, bags FROM content_bags")
+        db.execute("INSERT INTO side SELECT 'content_dists', url_id, dists FROM content_bags")
+        db.execute("DROP TABLE content_bags")
+    for table, key in (("basket_probes", "url_id"), ("basket_model", "id")):
+        if table not in tables:
+            continue
+        cursor = db.execute(f"SELECT * FROM {table}")  # noqa: S608 -- fixed names
+        names = [d[0] for d in cursor.description]
+        rows = [
+            (table, row[names.index(key)], pack_record(dict(zip(names, row, strict=True))))
+            for row in cursor
+        ]
+        db.executemany("INSERT INTO side VALUES (?, ?, ?)", rows)
+        db.execute(f"DROP TABLE {table}")
+
+
+# Migrations from schema version v to v + 1, each run in one transaction.
+MIGRATIONS: dict[int, Any] = {1: _migrate_1_to_2}

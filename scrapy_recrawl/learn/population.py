@@ -1,0 +1,446 @@
+"""Replaying a whole population at once: GP4C's fitness evaluation.
+
+:class:`PopulationReplay` replays every tree of a generation over the same
+change matrix, sharing the state of the trees that fetched the same pages, and
+gives exactly the numbers of :func:`scrapy_recrawl.core.simulate.simulate` (and of
+:func:`scrapy_recrawl.content.replay.simulate_content` for trees using ``Q``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from scrapy_recrawl.content import window as win
+from scrapy_recrawl.core.simulate import (
+    _record_fetch,
+    new_state,
+    resolve_k,
+)
+from scrapy_recrawl.history.state import observe
+from scrapy_recrawl.learn import gp
+from scrapy_recrawl.learn.gp import Tree
+from scrapy_recrawl.scoring import (
+    compute_terminals,
+)
+
+from .config import related_parameters
+from .fitness import (
+    _STATE_COLUMNS,
+    _WINDOW_MISSING,
+    PopulationFitness,
+    _Group,
+    _window_columns,
+    _window_terms,
+    top_k_by_index,
+)
+
+
+def _q_column(state: Any, cycle: int) -> np.ndarray:
+    """``Q`` of every URL for ``cycle`` from a content replay state, as a float64 terminal."""
+    q = state.columns(cycle)["Q"]
+    return compute_terminals({"n": q, "Q": q}, cycle, needed=("Q",))["Q"]
+
+
+class PopulationReplay:
+    """:func:`simulate` for many trees at once over the same ``changes``.
+
+    Same warm-up, same top-k selection, same updates, same metrics: the
+    numbers equal ``simulate(changes, scorer)`` for a scorer that scores
+    with :func:`gp.evaluate` (tests check it). What is shared: the warm-up (run
+    once), and the per-URL state as a table of *classes* (URLs in the same
+    state); every individual's URLs point into one table, so terminals and the
+    values of common subtrees are computed once per cycle for all of them.
+
+    ``window`` > 0 also keeps paper 004's window of the last ``window`` change
+    observations as state columns (the terminals ``C1..Cl`` and ``D1..Dl``,
+    ``D_i = max(C_1..C_i)`` on change matrices); the numbers then equal
+    :func:`~scrapy_recrawl.content.replay.simulate_content` with the same
+    ``window`` (tests check it). 0 (the default) keeps none: a tree using
+    ``C*`` / ``D*`` is refused, and the class table merges more URLs.
+
+    **Q** (paper 004's related pages) depends on what the *other* pages were
+    seen doing, so it is no column of a URL's state: two URLs in one class can
+    have different experts. Each group that has an individual using ``Q``
+    keeps its own observation log and related-page index, the very object
+    :func:`~scrapy_recrawl.content.replay.simulate_content` keeps
+    (``content.replay.ContentState``: same build at the end of the warm-up,
+    same refresh every ``refresh_every`` cycles, same ``Q``), copied only when
+    a group splits (groups never merge, so at most one copy per individual per
+    batch). Q trees are evaluated per URL (their class-level subterminals
+    gathered per URL, ``Q`` added) and select with :func:`top_k_by_index`;
+    they still share the group's state and, when they pick the same URLs, one
+    selection. Trees without ``Q`` keep the class-level path and cost what
+    they cost without it. ``related`` sets the index
+    (``experts``, ``max_lag``, ``max_candidates``, ``history``,
+    ``refresh_every``, ``groups``: simulate_content's parameters, same
+    defaults, i.e. ``RECRAWL_EXPERTS``, ``RECRAWL_EXPERTS_LAG``,
+    ``RECRAWL_EXPERTS_CANDIDATES``, ``RECRAWL_EXPERTS_HISTORY``); the numbers
+    then equal ``simulate_content(changes, scorer, **related)`` (tests check it).
+    """
+
+    def __init__(
+        self,
+        changes: np.ndarray,
+        *,
+        k: int | float = 0.05,
+        warmup: int = 2,
+        prior: tuple[float, float] | None = None,
+        cycle_hours: float = 24.0,
+        window: int = 0,
+        related: Mapping[str, Any] | None = None,
+    ) -> None:
+        c = np.asarray(changes)
+        self.related = related_parameters(related)
+        self.window = 0 if window == 0 else win.check_window(window)
+        self.columns = _STATE_COLUMNS + _window_columns(self.window)
+        if c.ndim != 2 or c.shape[0] == 0:
+            raise ValueError(f"changes must be a non-empty [page, cycle] matrix, got {c.shape}")
+        self.pages, self.cycles = c.shape
+        if not 1 <= warmup <= self.cycles:
+            raise ValueError(f"warmup={warmup!r}: expected 1..{self.cycles}")
+        self.k = resolve_k(k, self.pages)
+        self.warmup = warmup
+        self.prior = prior
+        self.seconds = float(cycle_hours) * 3600.0
+        self.by_cycle = np.ascontiguousarray(c.T != 0)
+        # the warm-up, exactly as simulate() runs it
+        state = new_state(self.pages)
+        cwin = win.empty_window(self.pages, max(1, self.window))
+        stale = np.zeros(self.pages, dtype=bool)
+        #: what the warm-up fetches saw (the Q groups' observation log starts with it)
+        self._warmup_hits: list[np.ndarray] = []
+        for cyc in range(warmup):
+            stale |= self.by_cycle[cyc]
+            self._warmup_hits.append(stale.copy())
+            _record_fetch(state, slice(None), stale.copy(), cyc, cyc * self.seconds, first=cyc == 0)
+            if cyc > 0:  # as simulate_content: the first fetch is not an observation
+                win.push(cwin, slice(None), stale.astype(np.float64))
+            stale[:] = False
+        cols = {col: state[col] for col in _STATE_COLUMNS}
+        for i, name in enumerate(_window_columns(self.window)):
+            cols[name] = np.where(np.isnan(cwin[:, i]), _WINDOW_MISSING, cwin[:, i])
+        table, self.page_class = self._classes(cols, names=self.columns)
+        self.table = table
+        self.discount = 1.0 / np.log2(np.arange(2, self.k + 2, dtype=np.float64))
+        self.ideal = np.concatenate(([0.0], np.cumsum(self.discount)))
+        self.interner = gp.Interner()
+        #: compact the class table when it grows past this (and 4x its live classes)
+        self.compact_above = 8192
+        self.compactions = 0
+        #: (group, cycle) pairs replayed: the per-URL work actually done
+        self.groups_seen = 0
+        #: Q states copied when a group with Q individuals split
+        self.q_copies = 0
+
+    def _q_state(self) -> Any:
+        """The Q state (observation log, related-page index) after the warm-up, as
+        simulate_content builds it."""
+        from scrapy_recrawl.content.replay import ContentState
+
+        r = self.related
+        st = ContentState(
+            self.pages,
+            self.cycles,
+            self.warmup,
+            window=1,  # the C window is the class table's; this one is unused
+            wants_q=True,
+            experts=r["experts"],
+            max_lag=r["max_lag"],
+            groups=r["groups"],
+            max_candidates=r["max_candidates"],
+            history=r["history"],
+            refresh_every=r["refresh_every"],
+        )
+        for cyc, hit in enumerate(self._warmup_hits):
+            st.fetched(slice(None), hit.copy(), cyc)
+        return st
+
+    @staticmethod
+    def _classes(
+        columns: dict[str, np.ndarray],
+        ids: np.ndarray | None = None,
+        names: Sequence[str] = _STATE_COLUMNS,
+    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Rows with equal state merged: (class table, class of each row / of ``ids``)."""
+        stacked = np.stack([np.asarray(columns[c], dtype=np.float64) for c in names], 1)
+        # float64 holds the int columns exactly (counts and cycles far below 2^53)
+        _, first, inverse = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
+        table = {c: np.ascontiguousarray(columns[c][first]) for c in names}
+        inverse = inverse.reshape(-1)
+        return table, inverse if ids is None else inverse[ids]
+
+    def evaluate(self, trees: Sequence[Tree]) -> PopulationFitness:
+        """Replay every tree; mean ChangeRate, NDCG and freshness of each.
+
+        Individuals that have fetched the same URLs so far are in the same
+        state: they form a *group* with one copy of the per-URL arrays, share
+        the terminal and subtree values, and, when their scores rank the
+        classes alike, share the top-k selection too (equivalent expressions
+        stay together for the whole replay).
+        """
+        g = len(trees)
+        pages, k = self.pages, self.k
+        evaluated = self.cycles - self.warmup
+        cr = np.zeros((g, evaluated))
+        nd = np.zeros((g, evaluated))
+        fr = np.zeros((g, evaluated))
+        if g == 0:
+            return PopulationFitness(cr.mean(1), nd.mean(1), fr.mean(1))
+        roots = [self.interner.intern(t) for t in trees]
+        used = [tuple(sorted(gp.terminals_used(t))) for t in trees]
+        uses_q = np.array(["Q" in u for u in used], dtype=bool)
+        needed = frozenset().union(*used) - {"Q"}
+        # one Q state per group that has an individual using Q (group 0: everyone)
+        q_states: dict[int, Any] = {0: self._q_state()} if uses_q.any() else {}
+        wants_window = any(n[0] in "CD" and n[1:].isdigit() for n in needed)
+        if wants_window and not self.window:
+            raise ValueError(
+                "the C1..C5 / D1..D5 terminals need PopulationReplay(..., window=l) (l >= 1)"
+            )
+        table = {c: v.copy() for c, v in self.table.items()}
+        group_of = np.zeros(g, dtype=np.intp)
+        page_class = self.page_class[None, :].copy()  # [group, URL]
+        stale = np.zeros((1, pages), dtype=bool)  # [group, URL]
+        live_after_compaction = len(table["n"])
+        discount = self.discount
+        for j, cyc in enumerate(range(self.warmup, self.cycles)):
+            stale |= self.by_cycle[cyc]
+            now = cyc * self.seconds
+            size = len(table["n"])
+            cols = table
+            if wants_window:
+                cols = {**table, **_window_terms(table, self.window)}
+            terms = compute_terminals(cols, cyc, now, prior=self.prior, needed=needed)
+            groups: dict[int, _Group] = {}
+            chosen: dict[tuple, int] = {}
+            sel_group: list[int] = []  # distinct selections of this cycle: group, URLs
+            sel_idx: list[np.ndarray] = []
+            sel_of = np.empty(g, dtype=np.intp)
+            with np.errstate(all="ignore"):
+                for i, root in enumerate(roots):
+                    gid = int(group_of[i])
+                    grp = groups.get(gid)
+                    if grp is None:
+                        grp = groups[gid] = _Group(page_class[gid], size, terms)
+                        if gid in q_states:  # once per cycle and Q group, as simulate_content
+                            grp.q = _q_column(q_states[gid], cyc)
+                    if uses_q[i]:
+                        sel_of[i] = self._select_per_url(
+                            root, used[i], grp, gid, chosen, sel_group, sel_idx
+                        )
+                    else:
+                        sel_of[i] = self._select(
+                            root, used[i], grp, gid, chosen, sel_group, sel_idx
+                        )
+            s_group = np.array(sel_group, dtype=np.intp)
+            s_idx = np.stack(sel_idx)
+            hit = stale[s_group[:, None], s_idx]
+            n_stale = np.count_nonzero(stale, axis=1)[s_group]
+            found = np.count_nonzero(hit, axis=1)
+            best = self.ideal[np.minimum(k, n_stale)]
+            s_nd = np.array(
+                [
+                    float(discount[:k] @ hit[s]) / best[s] if best[s] > 0 else 1.0
+                    for s in range(s_group.shape[0])
+                ]
+            )
+            cr[:, j] = (found / k)[sel_of]
+            nd[:, j] = s_nd[sel_of]
+            fr[:, j] = (1.0 - (n_stale - found) / pages)[sel_of]
+            # next groups: (group, URLs fetched); one representative selection each
+            next_of: dict[tuple[int, bytes], int] = {}
+            reps: list[int] = []
+            next_of_sel = np.empty(s_group.shape[0], dtype=np.intp)
+            for sid in range(s_group.shape[0]):
+                key = (int(s_group[sid]), np.sort(s_idx[sid]).tobytes())
+                new_gid = next_of.get(key)
+                if new_gid is None:
+                    new_gid = next_of[key] = len(reps)
+                    reps.append(sid)
+                next_of_sel[sid] = new_gid
+            group_of = next_of_sel[sel_of]
+            rep = np.array(reps)
+            if q_states:
+                q_states = self._next_q_states(
+                    q_states, group_of, uses_q, s_group, rep, s_idx, hit, cyc
+                )
+            r_idx = s_idx[rep]
+            r_rows = np.arange(rep.shape[0])[:, None]
+            r_old_group = s_group[rep]
+            page_class = page_class[r_old_group]
+            stale = stale[r_old_group]
+            r_hit = hit[rep]
+            # the fetched URLs move to new classes: (old class, changed) -> new state
+            old = page_class[r_rows, r_idx]
+            keys, inverse = np.unique(old * 2 + r_hit, return_inverse=True)
+            src = keys // 2
+            changed = (keys % 2).astype(bool)
+            new = observe(
+                table["n"][src],
+                table["X"][src],
+                table["sad"][src],
+                table["aad_sum"][src],
+                table["gad"][src],
+                changed,
+            )
+            for col, values in zip(("n", "X", "sad", "aad_sum", "gad"), new, strict=True):
+                table[col] = np.concatenate((table[col], values))
+            table["last_visit_cycle"] = np.concatenate(
+                (table["last_visit_cycle"], np.full(len(keys), cyc, dtype=np.int64))
+            )
+            table["last_visit_time"] = np.concatenate(
+                (table["last_visit_time"], np.full(len(keys), now))
+            )
+            # the window shifts by one: the new observation first (win.push per class)
+            names = _window_columns(self.window)
+            for newer, older in zip(names[::-1][:-1], names[::-1][1:], strict=True):
+                table[newer] = np.concatenate((table[newer], table[older][src]))
+            if names:
+                table[names[0]] = np.concatenate((table[names[0]], changed.astype(np.float64)))
+            page_class[r_rows, r_idx] = size + inverse.reshape(r_idx.shape)
+            stale[r_rows, r_idx] = False
+            self.groups_seen += rep.shape[0]
+            if len(table["n"]) > max(self.compact_above, 4 * live_after_compaction):
+                table, page_class = self._compact(table, page_class)
+                self.compactions += 1
+                live_after_compaction = len(table["n"])
+        return PopulationFitness(
+            np.array([r.mean() for r in cr]),
+            np.array([r.mean() for r in nd]),
+            np.array([r.mean() for r in fr]),
+            per_cycle={"changerate": cr, "ndcg": nd, "freshness": fr},
+        )
+
+    def _select(
+        self,
+        root: int,
+        used: tuple[str, ...],
+        grp: _Group,
+        gid: int,
+        chosen_cache: dict[tuple, int],
+        sel_group: list[int],
+        sel_idx: list[np.ndarray],
+    ) -> int:
+        """:func:`top_k_by_class` for one individual of a group (classes its URLs are in).
+
+        Returns the id of its selection in ``sel_idx`` / ``sel_group``. The
+        selection depends only on how the scores *rank* the classes down to the
+        cut (with ties), so individuals of the group that rank them alike share
+        one (and their metrics are computed once).
+        """
+        k = self.k
+        m = grp.present.shape[0]
+        cs = np.asarray(self.interner.evaluate(root, grp.sub(used), grp.memo), dtype=np.float64)
+        if cs.shape != (m,):
+            cs = np.broadcast_to(cs, (m,))
+        if not np.isfinite(cs).all():
+            cs = np.where(np.isfinite(cs), cs, -np.inf)
+        neg = -cs
+        order = np.argsort(neg, kind="stable")
+        ranked = neg[order]
+        cut = int(np.searchsorted(grp.cum_of(order), k))
+        end = m if cut >= m else int(np.searchsorted(ranked, ranked[cut], side="right"))
+        key = (gid, order[:end].tobytes(), (np.diff(ranked[:end]) != 0).tobytes())
+        found = chosen_cache.get(key)
+        if found is not None:
+            return found
+        page_class, size = grp.page_class, grp.size
+        full = np.empty(size)
+        full[grp.present] = cs
+        if cut >= m:
+            chosen = np.arange(page_class.shape[0])
+        else:
+            v = cs[order[cut]]
+            code = np.zeros(size, dtype=np.int8)
+            code[grp.present] = (cs > v).view(np.int8) * np.int8(2) + (cs == v).view(np.int8)
+            page_code = code[page_class]
+            above = np.flatnonzero(page_code == 2)
+            tied = np.flatnonzero(page_code == 1)[: k - above.shape[0]]
+            chosen = np.sort(np.concatenate((above, tied)))
+        chosen = chosen[np.argsort(-full[page_class[chosen]], kind="stable")][:k]
+        return _remember(key, chosen, gid, chosen_cache, sel_group, sel_idx)
+
+    def _select_per_url(
+        self,
+        root: int,
+        used: tuple[str, ...],
+        grp: _Group,
+        gid: int,
+        chosen_cache: dict[tuple, int],
+        sel_group: list[int],
+        sel_idx: list[np.ndarray],
+    ) -> int:
+        """The selection of a tree using ``Q``: scored per URL, :func:`top_k_by_index`."""
+        pages = grp.page_class.shape[0]
+        scores = np.asarray(
+            self.interner.evaluate(root, grp.per_url(used), grp.url_memo), dtype=np.float64
+        )
+        if scores.shape != (pages,):
+            scores = np.broadcast_to(scores, (pages,))
+        idx = top_k_by_index(scores, self.k)
+        key = (gid, b"url", idx.tobytes())
+        found = chosen_cache.get(key)
+        if found is not None:
+            return found
+        return _remember(key, idx, gid, chosen_cache, sel_group, sel_idx)
+
+    def _next_q_states(
+        self,
+        q_states: dict[int, Any],
+        group_of: np.ndarray,
+        uses_q: np.ndarray,
+        s_group: np.ndarray,
+        rep: np.ndarray,
+        s_idx: np.ndarray,
+        hit: np.ndarray,
+        cyc: int,
+    ) -> dict[int, Any]:
+        """The Q states of the next groups: the parent's (copied if it split), plus this fetch."""
+        wanted = set(np.unique(group_of[uses_q]).tolist())
+        children: dict[int, list[int]] = {}
+        for new_gid, sid in enumerate(rep.tolist()):
+            if new_gid in wanted:
+                children.setdefault(int(s_group[sid]), []).append(new_gid)
+        out: dict[int, Any] = {}
+        for parent, kids in children.items():
+            st = q_states[parent]
+            # copies first: the parent's state is still the one before this fetch
+            for new_gid in kids[1:]:
+                out[new_gid] = copy.deepcopy(st)
+                self.q_copies += 1
+            out[kids[0]] = st
+        for new_gid, st in out.items():
+            sid = int(rep[new_gid])
+            st.fetched(s_idx[sid], hit[sid].copy(), cyc)
+        return out
+
+    def _compact(
+        self, table: dict[str, np.ndarray], page_class: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Drop classes no URL is in any more, and merge classes with equal state."""
+        live = np.flatnonzero(np.bincount(page_class.ravel(), minlength=len(table["n"])))
+        merged, live_class = self._classes(
+            {c: v[live] for c, v in table.items()}, names=self.columns
+        )
+        remap = np.zeros(len(table["n"]), dtype=np.int64)
+        remap[live] = live_class
+        return merged, remap[page_class]
+
+
+def _remember(
+    key: tuple,
+    chosen: np.ndarray,
+    gid: int,
+    chosen_cache: dict[tuple, int],
+    sel_group: list[int],
+    sel_idx: list[np.ndarray],
+) -> int:
+    """Keep a selection (the URLs a group's individual fetches) once; its id."""
+    sel_idx.append(chosen)
+    sel_group.append(gid)
+    chosen_cache[key] = len(sel_idx) - 1
+    return chosen_cache[key]

@@ -1,0 +1,241 @@
+"""A scorer string to a sympy expression: whitelisted tokens only, protected operators, compiled.
+
+User input is data, never code: the text is checked token by token against the
+terminals and functions we know before sympy sees it, and refused with a message
+that names the setting and the offending token.
+"""
+
+from __future__ import annotations
+
+import io
+import keyword
+import re
+import tokenize
+from collections.abc import Callable
+from typing import Any
+
+import sympy
+from sympy.parsing.sympy_parser import auto_number, parse_expr
+
+from scrapy_recrawl.scoring.terminals import (
+    TERMINALS,
+)
+from scrapy_recrawl.settings import RecrawlSettingError
+
+from .protected import _NUMPY_FUNCS, _FMax, _FMin, _PDiv, _PLog, _PPow
+
+SETTING = "RECRAWL_SCORER"
+
+
+#: Functions an expression may call (name -> arity, None = 2 or more).
+FUNCTIONS: dict[str, int | None] = {
+    "log": 1,
+    "exp": 1,
+    "pow": 2,
+    "sqrt": 1,
+    "Abs": 1,
+    "Min": None,
+    "Max": None,
+}
+
+
+_OPERATORS = frozenset({"+", "-", "*", "/", "**", "^", "(", ")", ","})
+
+
+_DECIMAL = re.compile(r"^(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+def _pow(a: Any, b: Any, **_: Any) -> sympy.Expr:
+    return sympy.Pow(a, b, evaluate=False)
+
+
+def _log(x: Any, *rest: Any, evaluate: bool = False) -> sympy.Expr:
+    if rest:
+        raise TypeError("log takes 1 argument (natural log)")
+    return _PLog(x)
+
+
+def _nary(cls: type[sympy.Function], name: str) -> Callable[..., sympy.Expr]:
+    def make(*args: Any, evaluate: bool = False) -> sympy.Expr:
+        if len(args) < 2:
+            raise TypeError(f"{name} takes 2 or more arguments")
+        return cls(*args)
+
+    return make
+
+
+def _unary(fn: Callable[..., sympy.Expr], name: str) -> Callable[..., sympy.Expr]:
+    def make(*args: Any, evaluate: bool = False) -> sympy.Expr:
+        if len(args) != 1:
+            raise TypeError(f"{name} takes 1 argument")
+        return fn(args[0], evaluate=False)
+
+    return make
+
+
+def _pow_checked(*args: Any, evaluate: bool = False) -> sympy.Expr:
+    if len(args) != 2:
+        raise TypeError("pow takes 2 arguments")
+    return _pow(*args)
+
+
+_SYMBOLS: dict[str, sympy.Symbol] = {name: sympy.Symbol(name) for name in TERMINALS}
+
+
+_LOCALS: dict[str, Any] = {
+    **_SYMBOLS,
+    "log": _log,
+    "exp": _unary(sympy.exp, "exp"),
+    "pow": _pow_checked,
+    "sqrt": _unary(
+        lambda x, evaluate=False: sympy.Pow(x, sympy.Rational(1, 2), evaluate=False), "sqrt"
+    ),
+    "Abs": _unary(sympy.Abs, "Abs"),
+    "Min": _nary(_FMin, "Min"),
+    "Max": _nary(_FMax, "Max"),
+}
+
+
+_GLOBALS: dict[str, Any] = {
+    "__builtins__": {},
+    "Integer": sympy.Integer,
+    "Float": sympy.Float,
+    "Rational": sympy.Rational,
+    "Add": sympy.Add,
+    "Mul": sympy.Mul,
+    "Pow": sympy.Pow,
+}
+
+
+def _refuse(text: str, problem: str, setting: str) -> RecrawlSettingError:
+    return RecrawlSettingError(f"{setting}={text!r}: {problem}")
+
+
+def _check_tokens(text: str, setting: str) -> str:
+    """Validate every token against the whitelist; returns the text with ``^`` as ``**``."""
+    if not text.strip():
+        raise _refuse(text, "empty expression", setting)
+    if "\n" in text.strip() or "\r" in text:
+        raise _refuse(text, "expression must be on one line", setting)
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError) as exc:
+        raise _refuse(text, f"cannot tokenize ({exc})", setting) from None
+    out: list[str] = []
+    allowed_names = ", ".join([*TERMINALS, *FUNCTIONS])
+    for tok in tokens:
+        kind, s = tok.type, tok.string
+        if kind in (
+            tokenize.NEWLINE,
+            tokenize.NL,
+            tokenize.ENDMARKER,
+            tokenize.INDENT,
+            tokenize.DEDENT,
+        ):
+            continue
+        if kind == tokenize.NAME:
+            if s in TERMINALS or s in FUNCTIONS:
+                out.append(s)
+                continue
+            what = "keyword" if keyword.iskeyword(s) else "unknown name"
+            raise _refuse(
+                text, f"{what} {s!r} is not allowed; allowed names: {allowed_names}", setting
+            )
+        if kind == tokenize.NUMBER:
+            if not _DECIMAL.match(s):
+                raise _refuse(text, f"number {s!r} is not allowed (decimal numbers only)", setting)
+            out.append(s)
+            continue
+        if kind == tokenize.OP and s in _OPERATORS:
+            out.append("**" if s == "^" else s)
+            continue
+        if kind == tokenize.OP and s == ".":
+            raise _refuse(text, "token '.' is not allowed (attribute access)", setting)
+        raise _refuse(
+            text,
+            f"token {s!r} is not allowed; allowed operators: + - * / ** ^ ( ) ,",
+            setting,
+        )
+    return " ".join(out)
+
+
+def _is_negative_number(e: sympy.Basic) -> bool:
+    return bool(e.is_Number and e < 0)
+
+
+def _power(base: sympy.Expr, exp: sympy.Expr) -> sympy.Expr:
+    # the float power of _PPow: 10^-1000000000 is pdiv(1, inf) = 0, not a
+    # Python integer power that never ends (same values as ** for float64 arrays)
+    return base if exp == 1 else _PPow(base, exp)
+
+
+def _protect(e: sympy.Basic) -> sympy.Basic:
+    """Rewrite divisions (``Pow`` with a negative constant exponent) as ``_PDiv``, powers as ``_PPow``."""
+    if e.is_Atom:
+        return e
+    if e.is_Mul:
+        num: list[sympy.Basic] = []
+        den: list[sympy.Basic] = []
+        for f in e.args:
+            if f.is_Pow and _is_negative_number(f.exp):
+                den.append(_power(_protect(f.base), -f.exp))
+            else:
+                num.append(_protect(f))
+        if den:
+            top = (
+                sympy.Mul(*num, evaluate=False)
+                if len(num) > 1
+                else (num[0] if num else sympy.Integer(1))
+            )
+            bottom = sympy.Mul(*den, evaluate=False) if len(den) > 1 else den[0]
+            return _PDiv(top, bottom)
+        return sympy.Mul(*num, evaluate=False)
+    if e.is_Pow and _is_negative_number(e.exp):
+        return _PDiv(sympy.Integer(1), _power(_protect(e.base), -e.exp))
+    args = [_protect(a) for a in e.args]
+    if e.is_Pow:
+        return _PPow(*args)
+    if isinstance(e, sympy.Add):
+        return e.func(*args, evaluate=False)
+    return e.func(*args)
+
+
+def parse_expression(text: str, setting: str = SETTING) -> sympy.Expr:
+    """Parse a whitelisted expression string (unevaluated, not yet protected)."""
+    if not isinstance(text, str):
+        raise RecrawlSettingError(f"{setting}={text!r}: expected a string")
+    clean = _check_tokens(text, setting)
+    try:
+        expr = parse_expr(
+            clean,
+            local_dict=dict(_LOCALS),
+            global_dict=dict(_GLOBALS),
+            transformations=(auto_number,),
+            evaluate=False,
+        )
+    except TypeError as exc:
+        raise _refuse(text, str(exc), setting) from None
+    except Exception as exc:  # SyntaxError, TokenError, ...
+        raise _refuse(
+            text, f"not a valid expression ({type(exc).__name__}: {exc})", setting
+        ) from None
+    if not isinstance(expr, sympy.Expr):
+        raise _refuse(text, "not an arithmetic expression", setting)
+    return expr
+
+
+def compile_expression(
+    expr: sympy.Expr,
+) -> tuple[Callable[..., Any], tuple[str, ...], sympy.Expr]:
+    """Protect and lambdify ``expr``; returns (numpy function, argument names, protected expr)."""
+    protected = _protect(expr)
+    names = tuple(sorted(str(s) for s in protected.free_symbols))
+    fn = sympy.lambdify(
+        [_SYMBOLS[n] for n in names], protected, modules=[_NUMPY_FUNCS, "numpy"], cse=False
+    )
+    return fn, names, protected
+
+
+def expression_size(expr: sympy.Basic) -> int:
+    """Nodes of the expression tree (functions, operators, symbols and constants)."""
+    return sum(1 for _ in sympy.preorder_traversal(expr))
