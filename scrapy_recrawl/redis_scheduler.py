@@ -71,8 +71,9 @@ class RedisRecrawlScheduler(RecrawlScheduler):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisRecrawlScheduler:
         scheduler = super().from_crawler(crawler)
+        assert isinstance(scheduler, RedisRecrawlScheduler)
         scheduler._configure_redis(crawler)
-        return scheduler  # type: ignore[return-value]
+        return scheduler
 
     # -- set-up ------------------------------------------------------------
 
@@ -166,8 +167,13 @@ class RedisRecrawlScheduler(RecrawlScheduler):
     def _key(self, name: str) -> str:
         return self.frontier.key(name)
 
+    @property
+    def _shared_df(self) -> Any:  # the cycle's scrapy-redis dupefilter, once adopted
+        return self.df
+
     def _cycle_df(self, cycle: int) -> Any:
         key = f"{self.dupefilter_key_template % {'spider': self.spider.name}}:{cycle}"
+        assert self.crawler is not None
         return self.redis_df_cls(
             self.server, key=key, debug=self.crawler.settings.getbool("DUPEFILTER_DEBUG")
         )
@@ -265,7 +271,7 @@ class RedisRecrawlScheduler(RecrawlScheduler):
             if not pending:
                 self._write_status(busy=not self._quiet())
                 pending = self._others_busy()
-            self._redis_ok()
+            self._outage.ok()
             return pending
         except Exception as exc:  # noqa: BLE001
             return self._redis_failed(exc)
@@ -278,20 +284,20 @@ class RedisRecrawlScheduler(RecrawlScheduler):
             self._hold(request, exc)
             return True
         except Exception as exc:  # noqa: BLE001 -- redis-py's errors
-            if not self._is_redis_error(exc):
+            if not is_redis_error(exc):
                 raise
             self._hold(request, exc)
             return True
 
     def _enqueue(self, request: Request) -> bool:
         if _is_start(request):
-            fp = self.df.request_fingerprint(request)
+            fp = self._shared_df.request_fingerprint(request)
             mine = self.frontier.claim_start(self._cycle, fp)
             if mine is not None:
                 if not mine:
                     self._inc("recrawl/start_claimed_elsewhere")
                     return False
-            elif self.frontier.seen(self.df.key, fp):
+            elif self.frontier.seen(self._shared_df.key, fp):
                 self._inc("recrawl/start_is_recrawl")  # its recrawl is queued this cycle
                 return False
         if not _is_new(request):
@@ -315,7 +321,7 @@ class RedisRecrawlScheduler(RecrawlScheduler):
                 self._follow_cycle()
                 self._maybe_roll_over()
             request = self._next_budgeted() if self._budget_left() else None
-            self._redis_ok()
+            self._outage.ok()
         except Exception as exc:  # noqa: BLE001
             self._redis_failed(exc)
             self._poke(1.0)
@@ -399,7 +405,8 @@ class RedisRecrawlScheduler(RecrawlScheduler):
             return
         from twisted.internet import reactor
 
-        self._poke_call = reactor.callLater(delay, slot.nextcall.schedule)  # type: ignore[attr-defined]
+        clock: Any = reactor  # the installed reactor (typed as the module)
+        self._poke_call = clock.callLater(delay, slot.nextcall.schedule)
 
     # -- cycles ------------------------------------------------------------------
 
@@ -487,9 +494,9 @@ class RedisRecrawlScheduler(RecrawlScheduler):
                 request = Request(
                     d["url"], method=d.get("method", "GET"), body=d.get("body") or b""
                 )
-                yield d, self.df.request_fingerprint(request)
+                yield d, self._shared_df.request_fingerprint(request)
 
-        return self.frontier.push_recrawls(queue, self.df.key, entries())
+        return self.frontier.push_recrawls(queue, self._shared_df.key, entries())
 
     def _follow_cycle(self) -> None:
         """Continuous mode: adopt a cycle another process has rolled over to."""
@@ -563,13 +570,6 @@ class RedisRecrawlScheduler(RecrawlScheduler):
         )
 
     # -- Redis going away (frontier/outage.py) -----------------------------------
-
-    @staticmethod
-    def _is_redis_error(exc: BaseException) -> bool:
-        return is_redis_error(exc)
-
-    def _redis_ok(self) -> None:
-        self._outage.ok()
 
     def _redis_failed(self, exc: BaseException) -> bool:
         """Keep the spider open while Redis may come back; True: 'still pending'."""

@@ -317,7 +317,8 @@ class RecrawlScheduler(Scheduler):
             if slot is not None:
                 slot.nextcall.schedule()
 
-        self._wake_call = reactor.callLater(max(0.0, when - time.time()) + 0.01, wake)  # type: ignore[attr-defined]
+        clock: Any = reactor  # the installed reactor (typed as the module)
+        self._wake_call = clock.callLater(max(0.0, when - time.time()) + 0.01, wake)
 
     # -- cycles ----------------------------------------------------------------
 
@@ -362,7 +363,7 @@ class RecrawlScheduler(Scheduler):
             stats.set_value("recrawl/cycle", plan.cycle)
             stats.inc_value("recrawl/scheduled", scheduled)
             stats.set_value("recrawl/scored_urls", plan.selection.scored)
-            stats.inc_value("recrawl/score_seconds", plan.score_seconds)
+            stats.inc_value("recrawl/score_seconds", plan.score_seconds)  # type: ignore[arg-type]
             stats.inc_value("recrawl/monitored", plan.selection.monitored)
         logger.info(
             "recrawl cycle %d: %s; scored %d known URLs with %s in %.2fs, %d recrawls queued "
@@ -471,7 +472,7 @@ class RecrawlScheduler(Scheduler):
     # -- persistence -----------------------------------------------------------
 
     def _new_queue(self) -> Any:
-        assert self.crawler is not None
+        assert self.crawler is not None and self.pqclass is not None
         # memory only: over-budget and leftover new requests persist in the store's frontier
         return build_from_crawler(
             self.pqclass,

@@ -5,15 +5,18 @@ from __future__ import annotations
 import pytest
 
 from scrapy_recrawl.history import SqliteHistoryStore
+from scrapy_recrawl.history.redis import RedisHistoryStore
 
 from .helpers import LocalSite, run_crawl
+from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 from .test_scheduler import index, page, settings_for
 
 pytest.importorskip("scipy")
 pytestmark = pytest.mark.slow
 
 
-def test_plan_mode_keeps_the_budget_and_solves_a_plan(tmp_path):
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_plan_mode_keeps_the_budget_and_solves_a_plan(tmp_path, backend, request):
     with LocalSite() as site:
         site.pages["/"] = index(30)
         for i in range(30):
@@ -21,6 +24,8 @@ def test_plan_mode_keeps_the_budget_and_solves_a_plan(tmp_path):
         settings = settings_for(
             tmp_path, RECRAWL_PLANNER="webfountain", RECRAWL_BUDGET=6, RECRAWL_BUCKETS=8
         )
+        if backend == "redis":  # the plan reads the store's columns only: any backend
+            settings["RECRAWL_STORE"] = request.getfixturevalue("redis_db").url
         for cycle in range(1, 5):
             for i in range(0, 30, 3):  # a third of the pages change every cycle
                 site.pages[f"/p{i}"] = page(i, version=cycle)
@@ -31,7 +36,11 @@ def test_plan_mode_keeps_the_budget_and_solves_a_plan(tmp_path):
                 assert 1 <= len(budgeted) <= 6
                 assert len(site.log) <= 7  # the budget, plus the start request
                 assert result["stats"]["recrawl/plan_solves"] >= 1
-    with SqliteHistoryStore(tmp_path / "history.sqlite3") as store:
+    if backend == "redis":
+        store = RedisHistoryStore(settings["RECRAWL_STORE"])
+    else:
+        store = SqliteHistoryStore(tmp_path / "history.sqlite3")
+    with store:
         assert store.cycle == 4
 
 

@@ -514,7 +514,7 @@ def _remove_matches(result: Any) -> None:
             if owner is None:
                 continue
             if getattr(item, "is_attribute", False):
-                owner.attrib.pop(item.attrname, None)
+                owner.attrib.pop(item.attrname, None)  # type: ignore[attr-defined]  # lxml smart str
             elif getattr(item, "is_tail", False):
                 owner.tail = None
             elif getattr(item, "is_text", False):
@@ -548,7 +548,7 @@ def _is_html(body: bytes, url: str, content_type: str | None) -> bool:
         return media in _HTML_TYPES
     head = body[:1024]
     bom_enc, bom = read_bom(head)
-    if bom_enc is not None:
+    if bom_enc is not None and bom is not None:
         head = head[len(bom) :].decode(bom_enc, "replace").encode("utf-8")
     if _HTML_START.match(head):
         return True
@@ -564,7 +564,7 @@ def _as_utf8(body: bytes, content_type: str | None) -> bytes:
     bytes itself, without a validation pass).
     """
     bom_enc, bom = read_bom(body)
-    if bom_enc is not None:
+    if bom_enc is not None and bom is not None:
         encoding, body = bom_enc, body[len(bom) :]
     else:
         encoding = (

@@ -5,8 +5,6 @@ subclass named ``Command``, registered through the ``scrapy.commands`` entry poi
 
 from __future__ import annotations
 
-from typing import Any
-
 from scrapy.commands import ScrapyCommand
 
 
@@ -18,7 +16,7 @@ class RecrawlCommand(ScrapyCommand):
 
     requires_project = False
     requires_crawler_process = False
-    default_settings: dict[str, Any] = {"LOG_ENABLED": False}
+    default_settings = {"LOG_ENABLED": False}
 
     def syntax(self) -> str:
         return "[options]"

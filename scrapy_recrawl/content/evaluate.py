@@ -140,13 +140,13 @@ def table1(
     rng = np.random.default_rng(seed)
     t_train = np.arange(history - 1, train_end - 1)  # label day t + 1 < train_end
     t_test = np.arange(max(train_end - 1, history - 1), days - 1)
-    pt, tt = np.meshgrid(kept, t_train, indexing="ij")
-    pt, tt = pt.ravel(), tt.ravel()
+    grid_p, grid_t = np.meshgrid(kept, t_train, indexing="ij")
+    pt, tt = grid_p.ravel(), grid_t.ravel()
     if pt.size > max_train_rows:
         pick = np.sort(rng.choice(pt.size, max_train_rows, replace=False))
         pt, tt = pt[pick], tt[pick]
-    pe, te = np.meshgrid(kept, t_test, indexing="ij")
-    pe, te = pe.ravel(), te.ravel()
+    grid_p, grid_t = np.meshgrid(kept, t_test, indexing="ij")
+    pe, te = grid_p.ravel(), grid_t.ravel()
     y_tr, y_te = c[pt, tt + 1], c[pe, te + 1]
     out.test_examples, out.positive_share = int(y_te.size), float(y_te.mean())
     if len(np.unique(y_tr)) < 2:

@@ -122,10 +122,10 @@ class ProbeStore:
         return _stack([st for st, basket in self._all() if st.done and basket is None])
 
     def set_baskets(self, ids: np.ndarray, baskets: np.ndarray) -> None:
-        ids = [int(i) for i in ids]
+        keys = [int(i) for i in ids]
         items = []
         for url_id, data, basket in zip(
-            ids, self.history.side_get(_PROBES, ids), baskets, strict=True
+            keys, self.history.side_get(_PROBES, keys), baskets, strict=True
         ):
             if data is not None:
                 items.append((url_id, _to_record(_from_record(url_id, data)[0], int(basket))))

@@ -73,7 +73,8 @@ def pack_record(fields: Mapping[str, RecordValue]) -> bytes:
             out.append(_FLOAT.pack(value))  # type: ignore[arg-type]
         elif tag in (3, 4):
             raw = value.encode() if isinstance(value, str) else value
-            out += [_LEN.pack(len(raw)), raw]  # type: ignore[arg-type]
+            assert isinstance(raw, bytes)
+            out += [_LEN.pack(len(raw)), raw]
     return b"".join(out)  # type: ignore[arg-type]
 
 

@@ -385,7 +385,7 @@ class RedisHistoryStore:
             return min(starts, key=lambda s: tuple(int(x) for x in s.split(b"-"))).decode()
 
         def read(c: Any) -> bytes:
-            parts = []
+            parts: list[bytes] = []
             start = "-"
             if since_cycle is not None:
                 first = first_entry(c)

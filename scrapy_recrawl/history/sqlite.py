@@ -444,7 +444,9 @@ class SqliteHistoryStore:
         good = 200 <= visit.status < 300 or visit.status == 304
         observed = visit.changed is not None and good and rec.last_visit_cycle >= 0
         if observed:
-            rec.n, rec.X, rec.sad, rec.aad_sum, rec.gad = observe(
+            # counts stay ints, the weighted sums floats: observe() is generic over both
+            fold: Any = observe
+            rec.n, rec.X, rec.sad, rec.aad_sum, rec.gad = fold(
                 rec.n, rec.X, rec.sad, rec.aad_sum, rec.gad, int(bool(visit.changed))
             )
             rec.D, rec.A, rec.R, rec.M = (

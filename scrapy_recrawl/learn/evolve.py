@@ -71,7 +71,7 @@ import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from typing import TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -162,7 +162,12 @@ def evolve(
     winner = select_final(candidates, config.selection)
     # the test fold, with simulate() and the scorer the printed expression makes
     test_results: dict[str, ReplayResult] = {}
-    kw = {"warmup": config.warmup, "k": config.budget, "seed": config.seed, "prior": config.prior}
+    kw: dict[str, Any] = {
+        "warmup": config.warmup,
+        "k": config.budget,
+        "seed": config.seed,
+        "prior": config.prior,
+    }
     scorer = Scorer.from_spec(winner.expression, prior=config.prior, seed=config.seed)
     winner_terms = gp.terminals_used(winner.tree)
     if gp.window_of(winner_terms) or gp.uses_related(winner_terms):

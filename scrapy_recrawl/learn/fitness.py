@@ -176,7 +176,9 @@ class _Group:
         """The terminals of every URL (class values gathered), ``Q`` included: for Q trees."""
         for name in used:
             if name not in self._url:
-                self._url[name] = self.q if name == "Q" else self.terms[name][self.page_class]
+                col = self.q if name == "Q" else self.terms[name][self.page_class]
+                assert col is not None, "Q asked for before the Q column was set"
+                self._url[name] = col
         return self._url
 
     def sub(self, used: Sequence[str]) -> dict[str, np.ndarray]:

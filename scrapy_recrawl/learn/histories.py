@@ -218,7 +218,7 @@ def from_store(store: object, *, monitor_share: float, seed: int, min_cycles: in
     changes = np.zeros((int(ok.sum()), e - s + 1), dtype=np.uint8)
     if e > s:
         changes[:, 1:] = observed[ok, s + 1 : e + 1] == 1
-    urls_ids = np.array(sorted(row_of, key=row_of.get))[ok]
+    urls_ids = np.array(sorted(row_of, key=lambda url_id: row_of[url_id]))[ok]
     names = store.urls(urls_ids) if hasattr(store, "urls") else None  # type: ignore[attr-defined]
     left = len(row_of) - int(ok.sum())
     note = (

@@ -209,8 +209,8 @@ class _Reduced:
         los: list[np.ndarray] = []
         his: list[np.ndarray] = []
         r = 0
-        tt, ii = np.meshgrid(np.arange(T), np.arange(B), indexing="ij")
-        tt, ii = tt.ravel(), ii.ravel()
+        grid_t, grid_i = np.meshgrid(np.arange(T), np.arange(B), indexing="ij")
+        tt, ii = grid_t.ravel(), grid_i.ravel()
         later = tt >= 1
         cell = tt * B + ii
         prev = (tt - 1) * B + ii

@@ -139,7 +139,7 @@ def compile_kernel(fn: Callable[..., Any], names: Sequence[str]) -> Kernel | Non
 def _source(fn: Callable[..., Any]) -> str:
     # lambdify registers its generated source with linecache: read it there
     # (inspect.getsource would re-tokenize it to find the function's end)
-    entry = linecache.cache.get(fn.__code__.co_filename)
+    entry: Any = linecache.cache.get(fn.__code__.co_filename)  # (size, mtime, lines, name)
     if entry is not None and entry[2]:
         return "".join(entry[2])
     return inspect.getsource(fn)
@@ -158,7 +158,8 @@ _CONST_OPS: dict[type[ast.AST], Callable[..., Any]] = {
 def _literal(node: ast.AST) -> int | float | None:
     """A number, or ``+ - * /`` of numbers (``1/2``), as Python's eval computes it; else None."""
     if isinstance(node, ast.Constant):
-        return node.value if type(node.value) in (int, float) else None
+        value = node.value
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
     if isinstance(node, ast.UnaryOp) and type(node.op) in _CONST_OPS:
         x = _literal(node.operand)
         return None if x is None else _CONST_OPS[type(node.op)](x)
