@@ -47,6 +47,7 @@ PLUGIN = textwrap.dedent(
     import scrapy.settings.default_settings as default_settings
 
     import scrapy_recrawl.history as history
+    from scrapy_recrawl.frontier.distributed import DistributedFrontier
     from scrapy_recrawl.redis_scheduler import RedisRecrawlScheduler
 
     URL = os.environ["RECRAWL_SUITE_REDIS_URL"]
@@ -84,18 +85,18 @@ PLUGIN = textwrap.dedent(
 
 
     history.open_store = open_store
-    _configure = RedisRecrawlScheduler._configure_redis
+    _configure = DistributedFrontier.__init__
 
 
-    def configure(self, crawler):
-        _configure(self, crawler)
-        t = token(crawler.settings)
+    def configure(self, host):
+        _configure(self, host)
+        t = token(host.crawler.settings)
         self.key_template = f"{t}:{self.key_template}"
         self.queue_key_template = f"{t}:{self.queue_key_template}"
         self.dupefilter_key_template = f"{t}:{self.dupefilter_key_template}"
 
 
-    RedisRecrawlScheduler._configure_redis = configure
+    DistributedFrontier.__init__ = configure
     _open = RedisRecrawlScheduler.open
 
 

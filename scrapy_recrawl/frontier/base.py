@@ -1,0 +1,241 @@
+"""Where a recrawl scheduler keeps its cycle: the contract both frontiers meet.
+
+:class:`~scrapy_recrawl.scheduler.RecrawlScheduler` is one class. What differs
+between one ``scrapy crawl`` and many sharing a Redis is only *where the
+cycle lives* -- its number and budget, the requests handed out against it,
+the queues of recrawls and new URLs, and who opens, joins and closes it -- and
+that is a :class:`CycleFrontier` handed to the scheduler (composition, not a
+subclass that overrides the scheduler's methods):
+
+* :class:`~scrapy_recrawl.frontier.local.LocalFrontier`: this process's memory
+  (and JOBDIR to resume an interrupted cycle);
+* :class:`~scrapy_recrawl.frontier.distributed.DistributedFrontier`: a Redis
+  shared by many processes (``RedisRecrawlScheduler`` is the scheduler with it).
+
+The cycle is *decided* once, by the cycle core (:func:`scrapy_recrawl.core.cycle.plan_cycle`
+through :meth:`SchedulerHost.plan_cycle`); a frontier only keeps what was decided.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from scrapy import Request, Spider
+
+from ..core.budget import Budget
+from ..core.cycle import CycleConfig, CyclePlan, cycle_over, side_order
+from ..core.meta import META_CYCLE
+from ..history import HistoryStore
+
+
+class SchedulerHost(Protocol):
+    """What a frontier may use of the scheduler it serves."""
+
+    crawler: Any
+    spider: Spider
+    df: Any  # Scrapy's dupefilter; a shared frontier swaps in its own per cycle
+    config: CycleConfig
+    mqs: Any  # Scrapy's memory queue
+    dqdir: str | None  # JOBDIR's request folder
+    prober: Any  # the probe source (loop-time baskets), or None
+
+    @property
+    def store(self) -> HistoryStore: ...
+
+    @property
+    def fingerprinter(self) -> Any: ...
+
+    def inc_stat(self, key: str, count: int = 1) -> None: ...
+
+    def plan_cycle(self, exclude: Any = None) -> CyclePlan:
+        """Advance the store's cycle counter and decide the new cycle (the cycle core)."""
+        ...
+
+    def log_cycle(self, plan: CyclePlan, scheduled: int) -> None: ...
+
+    def request_from_frontier(self, d: dict[str, Any]) -> Request | None:
+        """A request kept in the store's frontier, ready to queue (None: drop it)."""
+        ...
+
+    def rebuild_request(self, d: dict[str, Any] | None, url_id: int) -> Request:
+        """A stored request dict as a Request; a plain GET of the URL when unusable."""
+        ...
+
+    def enqueue_now(self, request: Request) -> bool:
+        """The scheduler's own enqueue, past any holding by the frontier."""
+        ...
+
+    def push_scrapy(self, request: Request) -> None:
+        """Into Scrapy's own queues (priorities, JOBDIR), as its scheduler would."""
+        ...
+
+    def new_queue(self) -> Any:
+        """A fresh in-memory Scrapy priority queue."""
+        ...
+
+    def quiet(self) -> bool:
+        """Nothing downloading or scraping in this process: no new URL can turn up here."""
+        ...
+
+    def next_probe(self) -> Request | None:
+        """A due probe of a new URL (loop-time baskets), or None."""
+        ...
+
+    def engine(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Taken:
+    """Budgeted requests handed out this cycle, by side."""
+
+    new: int = 0
+    recrawl: int = 0
+    probe: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.new + self.recrawl + self.probe
+
+
+class CycleFrontier(ABC):
+    """A scheduler's cycle, its budget counters and its queues (module docstring)."""
+
+    #: loop-time probes (paper 001) keep a clock per process: only a local frontier
+    supports_probes: bool = True
+
+    def __init__(self, host: SchedulerHost) -> None:
+        self.host = host
+        self.cycle = 0
+        self.budget = Budget(None, None)
+        self.cycles_run = 0  # cycles this process opened or joined
+        self.started = time.monotonic()  # when the current cycle started
+
+    # -- life ------------------------------------------------------------------
+
+    @abstractmethod
+    def open(self) -> None:
+        """The spider is open: start, resume or join a cycle."""
+
+    @abstractmethod
+    def close(self, reason: str) -> None:
+        """The spider closes: keep what the next run needs, leave the cycle."""
+
+    # -- requests in -------------------------------------------------------------
+
+    def enqueue(self, request: Request) -> bool:
+        """The scheduler's ``enqueue_request``; a shared frontier holds requests while
+        its server is away."""
+        return self.host.enqueue_now(request)
+
+    @abstractmethod
+    def start_taken(self, request: Request) -> str | None:
+        """Why a start request is not fetched by this process this cycle (a stats key
+        under ``recrawl/``), or None: fetch it."""
+
+    @abstractmethod
+    def push_new(self, request: Request) -> None:
+        """Queue a new URL the scheduler admitted."""
+
+    # -- requests out -------------------------------------------------------------
+
+    def next_request(self) -> Request | None:
+        """The next budgeted request (probe, recrawl or new URL), or None for now."""
+        if self.host.config.continuous:
+            self.maybe_roll_over()
+        if not self.budget_left():
+            return None
+        request = self.host.next_probe() if self.supports_probes else None
+        if request is None:
+            request = self.next_budgeted()
+        if request is not None:
+            self.host.inc_stat("scheduler/dequeued")
+        return request
+
+    def next_budgeted(self) -> Request | None:
+        """A recrawl or a new URL, whichever side's turn it is (core.cycle.side_order)."""
+        taken = self.taken()
+        for side, quota in side_order(self.budget, taken.new, taken.recrawl, quiet=self.quiet):
+            request = self.take(side, quota)
+            if request is None:
+                continue
+            if side == "new":
+                request.meta[META_CYCLE] = self.cycle
+                self.host.inc_stat("recrawl/fetched_new")
+            return request
+        return None  # wait: responses in flight may still bring new URLs
+
+    @abstractmethod
+    def take(self, side: str, quota: int | None) -> Request | None:
+        """Count one budgeted request of ``side`` and pop it (None: none to take)."""
+
+    def quiet(self) -> bool:
+        """Nothing in flight anywhere in the cycle can discover more new URLs."""
+        return self.host.quiet()
+
+    # -- the budget ------------------------------------------------------------------
+
+    @abstractmethod
+    def taken(self) -> Taken: ...
+
+    def budget_left(self) -> bool:
+        total = self.budget.total
+        return total is None or self.taken().total < total
+
+    def probe_allowed(self) -> bool:
+        """A probe may be handed out now (within the cycle's probe cap)."""
+        return self.supports_probes
+
+    def probe_taken(self) -> None:  # noqa: B027 -- only a frontier with probes counts them
+        """A probe was handed out: it counts against the budget."""
+
+    def unbudgeted(self) -> bool:
+        """New URLs share Scrapy's own queues (a per-run warm-up cycle, one process)."""
+        return False
+
+    # -- what is queued ------------------------------------------------------------
+
+    @abstractmethod
+    def queued(self) -> int:
+        """Recrawls and new URLs queued in this cycle."""
+
+    def has_pending(self) -> bool:
+        return self.budget_left() and self.queued() > 0
+
+    def keep_for_later(self, requests: list[Request]) -> int:
+        """New URLs this cycle did not fetch: into the store's frontier for a later
+        cycle; returns how many were not there already."""
+        host, items = self.host, []
+        for request in requests:
+            try:
+                d = request.to_dict(spider=host.spider)
+            except ValueError:
+                host.inc_stat("recrawl/frontier_unserializable")
+                continue
+            items.append((host.fingerprinter.fingerprint(request), d, request.priority))
+        if not items:
+            return 0
+        added = host.store.push_frontier(items)
+        host.inc_stat("recrawl/frontier_saved", added)
+        return added
+
+    # -- continuous mode -------------------------------------------------------------
+
+    def cycle_over(self) -> bool:
+        """The budget is spent or the cycle's time is up, and cycles remain."""
+        return cycle_over(
+            self.host.config,
+            budget_left=self.budget_left(),
+            elapsed=time.monotonic() - self.started,
+            cycles_run=self.cycles_run,
+        )
+
+    def maybe_roll_over(self) -> None:
+        if self.cycle_over():
+            self.roll_over()
+
+    @abstractmethod
+    def roll_over(self) -> None:
+        """End the current cycle and start the next (continuous mode)."""

@@ -1,0 +1,237 @@
+"""The cycle of one ``scrapy crawl``: kept in this process, resumed from JOBDIR.
+
+Recrawls wait in a :class:`~scrapy_recrawl.recrawl_queue.RecrawlQueue` (score
+order per download slot), new URLs in a Scrapy priority queue of their own;
+new URLs the cycle has no budget for, and those left when the spider closes,
+wait in the store's frontier for a later cycle. With JOBDIR, an interrupted
+cycle is written to ``recrawl_cycle.json`` and the next run finishes it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from typing import Any
+
+import numpy as np
+from scrapy import Request, Spider, signals
+
+from ..core.budget import Budget
+from ..core.meta import META_CYCLE, META_ID, META_RANK, META_SCORE
+from ..recrawl_queue import RecrawlQueue
+from .base import CycleFrontier, SchedulerHost, Taken
+
+logger = logging.getLogger("scrapy_recrawl.scheduler")
+
+
+def is_new(request: Request) -> bool:
+    """Not a continuation (start request, redirect, retry, ``dont_filter``)."""
+    return not request.dont_filter and not any(
+        k in request.meta for k in ("redirect_urls", "retry_times", "is_start_request")
+    )
+
+
+class LocalFrontier(CycleFrontier):
+    """One process's cycle (module docstring)."""
+
+    def __init__(self, host: SchedulerHost) -> None:
+        super().__init__(host)
+        self.recrawls = RecrawlQueue(host.crawler)
+        self.newqs: Any = None
+        self.taken_new = 0
+        self.taken_recrawl = 0
+        self.taken_probe = 0
+        self.selected: np.ndarray = np.zeros(0, dtype=np.int64)  # this cycle's ids, by rank
+        self.in_flight: set[int] = set()  # recrawl ids handed out, not yet downloaded
+        # this cycle's recrawls, by fingerprint: a start request for one of them is dropped
+        self.recrawl_fps: set[bytes] = set()
+        self.probe_cap: int | None = None
+
+    # -- life ------------------------------------------------------------------
+
+    def open(self) -> None:
+        self.newqs = self.host.new_queue()
+        if self.host.config.continuous:
+            self.host.crawler.signals.connect(
+                self._left_downloader, signal=signals.request_left_downloader
+            )
+        if not self._resume():
+            self.start_cycle()
+
+    def close(self, reason: str) -> None:
+        self._save(reason)
+        # a continuation is dropped with the memory queue, as in Scrapy
+        self.keep_for_later([r for r in self._pending_new() if is_new(r)])
+        self.host.store.flush()
+
+    # -- requests in ---------------------------------------------------------------
+
+    def start_taken(self, request: Request) -> str | None:
+        if self.host.fingerprinter.fingerprint(request) in self.recrawl_fps:
+            return "start_is_recrawl"  # its recrawl is queued this cycle
+        return None
+
+    def push_new(self, request: Request) -> None:
+        if self.unbudgeted():
+            # Nothing to count: share Scrapy's own queues, so priorities, start-request
+            # order and JOBDIR disk queues are exactly Scrapy's (its engine tests check
+            # that a priority-1 callback request goes before priority-0 start requests,
+            # which a separate new-URL queue behind the continuations would break).
+            self.host.push_scrapy(request)
+            return
+        self.newqs.push(request)
+        self.host.inc_stat("scheduler/enqueued")
+
+    # -- requests out ----------------------------------------------------------------
+
+    def take(self, side: str, quota: int | None) -> Request | None:
+        if side == "recrawl":
+            if not len(self.recrawls):
+                return None
+            request = self.recrawls.pop()
+            self.taken_recrawl += 1
+            if self.host.config.continuous and request is not None:
+                self.in_flight.add(request.meta[META_ID])
+            return request
+        if not len(self.newqs):
+            return None
+        request = self.newqs.pop()
+        if request is not None:
+            self.taken_new += 1
+        return request
+
+    def taken(self) -> Taken:
+        return Taken(self.taken_new, self.taken_recrawl, self.taken_probe)
+
+    def unbudgeted(self) -> bool:
+        """A per-run cycle with no budget (warm-up): new URLs need no queue of their own.
+
+        Not in continuous mode, where a later cycle of the same run has a budget and
+        requests already in Scrapy's queues would escape it.
+        """
+        return self.budget.total is None and not self.host.config.continuous
+
+    def queued(self) -> int:
+        return len(self.recrawls) + (len(self.newqs) if self.newqs is not None else 0)
+
+    # -- probes (loop-time baskets) count against the budget -------------------------
+
+    def probe_allowed(self) -> bool:
+        return self.probe_cap is None or self.taken_probe < self.probe_cap
+
+    def probe_taken(self) -> None:
+        self.taken_probe += 1
+
+    # -- cycles ------------------------------------------------------------------------
+
+    def start_cycle(self) -> None:
+        # still downloading from the last cycle: their visit is not recorded yet
+        in_flight = np.fromiter(self.in_flight, dtype=np.int64, count=len(self.in_flight))
+        plan = self.host.plan_cycle(exclude=in_flight)
+        self.cycles_run += 1
+        self.started = time.monotonic()
+        self.cycle = plan.cycle
+        self.budget = plan.budget
+        self.selected = plan.selection.ids
+        self.recrawl_fps = set()
+        self._queue_recrawls(plan.selection.ids, plan.selection.scores)
+        self.taken_new = self.taken_recrawl = self.taken_probe = 0
+        self._reset_probe_cap()
+        for d in self.host.store.pop_frontier(plan.new_quota):
+            self._queue_from_frontier(d)
+        self.host.log_cycle(plan, len(plan.selection.ids))
+
+    def roll_over(self) -> None:
+        self.recrawls.drain()  # unfetched recrawls are rescored with the rest
+        self.start_cycle()
+
+    def _reset_probe_cap(self) -> None:
+        prober = getattr(self.host, "prober", None)
+        self.probe_cap = None if prober is None else prober.cap(self.budget.total)
+
+    def _queue_recrawls(self, ids: np.ndarray, scores: np.ndarray) -> None:
+        for rank, d in enumerate(self.host.store.requests(ids)):
+            request = self.host.rebuild_request(d, int(ids[rank]))
+            request.meta[META_CYCLE] = self.cycle
+            request.meta[META_ID] = int(ids[rank])
+            request.meta[META_RANK] = rank
+            request.meta[META_SCORE] = float(scores[rank])
+            self.recrawl_fps.add(self.host.fingerprinter.fingerprint(request))
+            self.host.df.request_seen(request)  # the spider's own link to it is then a duplicate
+            self.recrawls.push(rank, request)
+
+    def _queue_from_frontier(self, d: dict[str, Any]) -> None:
+        request = self.host.request_from_frontier(d)
+        if request is not None:
+            self.newqs.push(request)
+
+    def _left_downloader(self, request: Request, spider: Spider) -> None:
+        self.in_flight.discard(request.meta.get(META_ID, -1))
+
+    # -- what survives the process ----------------------------------------------------
+
+    def _pending_new(self) -> list[Request]:
+        queues = [self.newqs]
+        if self.unbudgeted():
+            # new URLs shared Scrapy's memory queue (JOBDIR's disk queue keeps its own)
+            queues.append(self.host.mqs)
+        return [r for q in queues if q is not None for r in iter(q.pop, None)]
+
+    def _state_path(self) -> str | None:
+        dqdir = getattr(self.host, "dqdir", None)
+        return os.path.join(dqdir, "recrawl_cycle.json") if dqdir else None
+
+    def _save(self, reason: str) -> None:
+        """With JOBDIR, remember an interrupted cycle so a resume finishes it."""
+        path = self._state_path()
+        if path is None:
+            return
+        left = [r.meta.get(META_RANK) for r in self.recrawls.drain()]
+        state = {
+            "cycle": self.host.store.cycle,
+            "finished": reason == "finished",
+            "taken_new": self.taken_new,
+            "taken_recrawl": self.taken_recrawl,
+            "budget": [self.budget.total, self.budget.new],
+            "left_ids": [int(self.selected[i]) for i in left if i is not None],
+        }
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(state, fh)
+
+    def _resume(self) -> bool:
+        path = self._state_path()
+        if path is None or not os.path.exists(path):
+            return False
+        with open(path, encoding="utf-8") as fh:
+            state = json.load(fh)
+        os.remove(path)
+        store = self.host.store
+        if state.get("finished") or state.get("cycle") != store.cycle:
+            return False
+        self.cycle = store.cycle
+        self.budget = Budget(*state["budget"])
+        self.taken_new, self.taken_recrawl = state["taken_new"], state["taken_recrawl"]
+        self._reset_probe_cap()
+        self.started = time.monotonic()
+        self.cycles_run += 1
+        ids = np.asarray(state["left_ids"], dtype=np.int64)
+        self.selected = ids
+        self.recrawl_fps = set()
+        self._queue_recrawls(ids, np.zeros(len(ids)))
+        # The new requests pending when the job stopped were kept in the frontier
+        # (close() spills them there): take them back, as Scrapy's scheduler takes its
+        # pending requests back from JOBDIR, up to what is left of the budget.
+        pending = store.frontier_size()
+        if self.budget.total is not None:
+            pending = min(pending, max(0, self.budget.total - self.taken_new - self.taken_recrawl))
+        for d in store.pop_frontier(pending):
+            self._queue_from_frontier(d)
+        logger.info(
+            "recrawl cycle %d resumed from JOBDIR: %d recrawls and %d new URLs left",
+            store.cycle,
+            len(ids),
+            len(self.newqs),
+        )
+        return True
