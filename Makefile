@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint format docs bench clean
+.PHONY: demo test lint format docs bench clean package-check
 
 $(STAMP): setup.cfg pyproject.toml setup.py $(wildcard scrapy_recrawl/*/*.pyx)
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/ruff format scrapy_recrawl tests bench example_project
 	$(BIN)/ruff check --fix scrapy_recrawl tests bench example_project
+
+# the sdist and wheel a release would upload; the sdist installed in a fresh venv crawls
+package-check: $(STAMP)
+	bash .ci/package_check.sh
 
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site

@@ -3,7 +3,8 @@ the time to rescore a million URLs held in Redis.
 
     .venv/bin/python bench/redis_store.py [--urls 1000000] [--visits 20000] [--k 0.05]
 
-Starts its own ``redis-server`` (on PATH; ``.ci/run`` installs it) on a free port,
+Starts its own ``redis-server`` (the tests' choice, tests/redis_server.py: the test
+extra's Redis 6.2, or the binary ``RECRAWL_TEST_REDIS_SERVER`` names) on a free port,
 with no persistence, and stops it afterwards.
 
 * **record**: ``store.record()`` of V realistic visits (a 1 KB change signature, the
