@@ -4,43 +4,33 @@
 are dicts ``{"dotted.path.Class": order}``, merged and ordered the way Scrapy
 merges ``DOWNLOADER_MIDDLEWARES`` (``None`` switches one off). A listed class
 is built only when the crawl needs it (:meth:`RecrawlPlugin.enabled`: its
-settings, or the scorer using one of its terminals). The schedulers and the
-middleware see plug-ins only through the capabilities of
-:mod:`scrapy_recrawl.core.plugins`.
+settings, or the scorer using one of its terminals). The terminals the listed
+plug-ins declare join the core's in the crawl's terminal registry
+(:func:`~scrapy_recrawl.scoring.registry.registry_from_settings`), which the
+scorer is parsed against once per crawler. The schedulers and the middleware
+see plug-ins only through the capabilities of :mod:`scrapy_recrawl.core.plugins`.
 """
 
 from __future__ import annotations
 
+import logging
 import weakref
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from scrapy.utils.conf import build_component_list
-from scrapy.utils.misc import load_object
-
 from .core.plugins import BagKeeper, ColumnProvider, ProbeSource, Selector
 from .scoring import Scorer
-from .settings import DEFAULTS, RecrawlSettingError
+from .scoring.registry import load_plugin, path_of, plugin_paths, registry_from_settings
+from .settings import RecrawlSettingError
+
+logger = logging.getLogger(__name__)
 
 
 def plugin_classes(settings: Any) -> list[Any]:
-    """The listed plug-in classes, in order (a bad path: RecrawlSettingError naming it)."""
-    base = settings.get("RECRAWL_PLUGINS_BASE", DEFAULTS["RECRAWL_PLUGINS_BASE"])
-    mine = settings.get("RECRAWL_PLUGINS", DEFAULTS["RECRAWL_PLUGINS"])
-    for name, value in (("RECRAWL_PLUGINS_BASE", base), ("RECRAWL_PLUGINS", mine)):
-        if not isinstance(value, dict):
-            raise RecrawlSettingError(f"{name}={value!r}: expected a dict {{'path.Class': order}}")
-    classes: list[Any] = []
-    for path in build_component_list({**(base or {}), **(mine or {})}):
-        try:
-            cls = load_object(path) if isinstance(path, str) else path
-        except (ImportError, ValueError, NameError, AttributeError) as exc:
-            raise RecrawlSettingError(
-                f"RECRAWL_PLUGINS: cannot load the plug-in {path!r}: {exc}"
-            ) from None
-        classes.append(cls)
-    return classes
+    """The listed plug-in classes, in order (a bad path: RecrawlSettingError naming it);
+    the same list, read the same way, as the terminal registry's."""
+    return [load_plugin(path) for path in plugin_paths(settings)]
 
 
 @dataclass
@@ -73,7 +63,8 @@ def check_plugins(settings: Any, terminals_needed: Collection[str]) -> list[Any]
     """Start-up check: load the listed classes, check the settings of those this
     crawl needs, refuse two selectors; returns the needed classes."""
     needed = frozenset(terminals_needed)
-    wanted = [cls for cls in plugin_classes(settings) if cls.enabled(settings, needed)]
+    listed = [(path_of(path), load_plugin(path)) for path in plugin_paths(settings)]
+    wanted = [cls for _, cls in listed if cls.enabled(settings, needed)]
     for cls in wanted:
         cls.check_settings(settings)
     selectors = [cls.__name__ for cls in wanted if getattr(cls, "selects", False)]
@@ -82,6 +73,17 @@ def check_plugins(settings: Any, terminals_needed: Collection[str]) -> list[Any]
             f"RECRAWL_PLUGINS: two plug-ins replace the scorer's pick ({', '.join(selectors)}); "
             "turn one off"
         )
+    # the registry says which listed plug-in adds each terminal the scorer uses
+    on = {path for path, cls in listed if cls in wanted}
+    for name, provider in sorted(registry_from_settings(settings).providers(needed).items()):
+        if provider not in on:
+            logger.warning(
+                "RECRAWL_SCORER uses the terminal %r, but its plug-in %s is off in this "
+                "crawl (its settings): %r is NaN, which ranks last",
+                name,
+                provider,
+                name,
+            )
     return wanted
 
 
@@ -90,7 +92,9 @@ _SCORERS: weakref.WeakKeyDictionary[Any, Scorer] = weakref.WeakKeyDictionary()
 
 
 def scorer_for_crawler(crawler: Any) -> Scorer:
-    """RECRAWL_SCORER parsed once per crawler, for the scheduler and the middleware."""
+    """RECRAWL_SCORER parsed once per crawler, for the scheduler and the middleware,
+    against the crawl's terminal registry (the core's and the listed plug-ins'
+    terminals), which it then computes its terminals with."""
     scorer = _SCORERS.get(crawler)
     if scorer is None:
         scorer = _SCORERS[crawler] = Scorer.from_settings(crawler.settings)

@@ -1,18 +1,24 @@
-"""A plug-in as a third-party package would write it: nothing here is part of scrapy_recrawl.
+"""Plug-ins as a third-party package would write them: nothing here is part of scrapy_recrawl.
 
-docs/architecture.md ("How to add a policy") walks through this file; the test
-in test_plugins.py names it in RECRAWL_PLUGINS and crawls with it.
+docs/architecture.md ("How to add a policy") walks through this file; the tests
+in test_plugins.py name them in RECRAWL_PLUGINS and crawl with them:
+:class:`ShortestUrlsFirst` replaces the scorer's pick, :class:`UrlDepth` adds a
+terminal (``depth``) that a scorer may then use.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
 from scrapy_recrawl.core.budget import Budget
+from scrapy_recrawl.core.plugins import uses_terminals
 from scrapy_recrawl.core.selection import Selection
 from scrapy_recrawl.history.base import HistoryArrays
+from scrapy_recrawl.scoring import Terminal
 
 
 class ShortestUrlsFirst:
@@ -21,7 +27,7 @@ class ShortestUrlsFirst:
     Switched on by ``SHORTEST_URLS_FIRST = True`` in the settings.
     """
 
-    terminals: tuple[Any, ...] = ()  # it adds no terminal
+    terminals: tuple[Terminal, ...] = ()  # it adds no terminal
     selects = True  # it replaces the scorer's top-k (at most one such plug-in)
 
     @classmethod
@@ -51,3 +57,44 @@ class ShortestUrlsFirst:
         picked = order[:recrawls]
         selection = Selection(ids[picked], -lengths[picked], monitored=0, scored=len(ids))
         return selection, min(new_waiting, (budget.total or 0) - len(picked))
+
+
+def _depth(state: Mapping[str, np.ndarray], *_: object) -> np.ndarray:
+    """The ``depth`` terminal from the column UrlDepth adds; NaN (ranks last) without it."""
+    if "url_slashes" not in state:
+        return np.full(np.shape(state["n"]), np.nan)
+    return np.asarray(state["url_slashes"], dtype=np.float64)
+
+
+class UrlDepth:
+    """A ColumnProvider with a terminal of its own: ``depth``, the number of ``/`` in
+    the URL's path (``/`` is 1, ``/a/b`` is 2).
+
+    Named in RECRAWL_PLUGINS, ``depth`` joins the terminals a scorer may use
+    (``RECRAWL_SCORER = "depth * t"``); the plug-in is on when the scorer uses it.
+    """
+
+    terminals: tuple[Terminal, ...] = (
+        Terminal("depth", "number of `/` in the URL's path (a third-party plug-in's)", _depth),
+    )
+    selects = False
+
+    @classmethod
+    def enabled(cls, settings: Any, terminals_needed: frozenset[str]) -> bool:
+        return uses_terminals(cls, terminals_needed)
+
+    @classmethod
+    def check_settings(cls, settings: Any) -> None:
+        pass
+
+    @classmethod
+    def from_crawler(cls, crawler: Any, store: Any, terminals_needed: frozenset[str]) -> UrlDepth:
+        return cls(store)
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def columns(self, arrays: HistoryArrays, now: float) -> dict[str, np.ndarray]:
+        urls = self.store.urls(arrays.ids)
+        slashes = [urlsplit(u).path.count("/") for u in urls]
+        return {"url_slashes": np.asarray(slashes, dtype=np.float64)}

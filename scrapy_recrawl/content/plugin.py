@@ -13,22 +13,53 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..change.bow import Bag
+from ..core.plugins import uses_terminals
 from ..history.base import HistoryArrays
+from ..scoring.registry import Terminal, optional_column
 from ..settings import get
 from .store import CONTENT_TERMINALS, BagStore, ContentColumns, ContentSettings
-from .window import d_names
+from .window import c_names, d_names
+
+
+def _window_terminals() -> tuple[Terminal, ...]:
+    """``D1..D5`` then ``C1..C5``: the window's columns (RECRAWL_WINDOW of them filled)."""
+    d = [
+        Terminal(
+            name,
+            f"cosine distance of the last version to the one {i} visit(s) back",
+            optional_column(name),
+        )
+        for i, name in enumerate(d_names(), 1)
+    ]
+    c = [
+        Terminal(
+            name,
+            f"change indicator of the observation {i} visit(s) back (1/0)",
+            optional_column(name),
+        )
+        for i, name in enumerate(c_names(), 1)
+    ]
+    return (*d, *c)
 
 
 class ContentPlugin:
     """Bags of words, the 2D window and related pages as experts (docs/content.md)."""
 
-    terminals: ClassVar[tuple[Any, ...]] = tuple(sorted(CONTENT_TERMINALS))
+    #: paper 004's terminals: plain columns of :class:`ContentColumns`, NaN where absent
+    terminals: ClassVar[tuple[Terminal, ...]] = (
+        *_window_terminals(),
+        Terminal(
+            "Q",
+            "related pages' recent change evidence weighted by their cross-correlation",
+            optional_column("Q"),
+        ),
+    )
     selects = False
 
     @classmethod
     def enabled(cls, settings: Any, terminals_needed: frozenset[str]) -> bool:
         chi2 = get(settings, "RECRAWL_CHANGE_TEST", str) == "chi2"
-        return chi2 or bool(terminals_needed & CONTENT_TERMINALS)
+        return chi2 or uses_terminals(cls, terminals_needed)
 
     @classmethod
     def check_settings(cls, settings: Any) -> None:

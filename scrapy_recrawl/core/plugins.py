@@ -26,27 +26,36 @@ every plug-in works on every backend.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
 from ..history.base import HistoryArrays
+from ..scoring.registry import Terminal
 from .budget import Budget
 from .selection import Selection
+
+
+def uses_terminals(plugin: Any, terminals_needed: Collection[str]) -> bool:
+    """Whether the scorer uses one of the terminals ``plugin`` (a class) declares."""
+    needed = frozenset(terminals_needed)
+    return any(t.name in needed for t in getattr(plugin, "terminals", ()))
 
 
 @runtime_checkable
 class RecrawlPlugin(Protocol):
     """The class-level contract of every plug-in."""
 
-    #: the terminals it adds (scoring.registry.Terminal); the scorer may use them
-    #: once the plug-in is listed, and using one turns the plug-in on
-    terminals: ClassVar[Sequence[Any]]
+    #: the terminals it adds (:class:`~scrapy_recrawl.scoring.registry.Terminal`, each
+    #: computed from the columns its ColumnProvider adds): once the plug-in is listed,
+    #: the scorer's parser accepts them and the crawl and the docs' table know them
+    terminals: ClassVar[Sequence[Terminal]]
 
     @classmethod
     def enabled(cls, settings: Any, terminals_needed: frozenset[str]) -> bool:
-        """Whether this crawl needs the plug-in (its settings, the scorer's terminals)."""
+        """Whether this crawl needs the plug-in: its settings, or the scorer using one of
+        its terminals (:func:`uses_terminals`)."""
         ...
 
     @classmethod

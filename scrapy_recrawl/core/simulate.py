@@ -8,9 +8,11 @@ Santos et al. 2013 sec. 5.2 / 2015 sec. 5.2:
   fetched every cycle. The first fetch of a page is not a change observation
   (there is nothing to compare with); each later fetch is.
 * **Budget.** Afterwards, each cycle, every page is scored with
-  :func:`~scrapy_recrawl.scoring.terminals.compute_terminals` and the
-  :class:`~scrapy_recrawl.scoring.Scorer` (the same code the live scheduler
-  runs), and the top ``k`` (default 5% of the pages) are fetched.
+  :func:`~scrapy_recrawl.scoring.registry.compute_terminals` (through
+  :meth:`Scorer.terminals <scrapy_recrawl.scoring.Scorer.terminals>`, with the
+  scorer's terminal registry) and the :class:`~scrapy_recrawl.scoring.Scorer`
+  (the same code the live scheduler runs), and the top ``k`` (default 5% of
+  the pages) are fetched.
 * **What a fetch sees.** A fetch in cycle ``c`` sees the page as it is at the
   end of cycle ``c`` (a change during ``c`` is visible). A fetched page "had
   changed" if it changed in any cycle since its previous fetch. Only fetched
@@ -42,7 +44,7 @@ import numpy as np
 
 from scrapy_recrawl.core.budget import budget_pages
 from scrapy_recrawl.history.state import observe
-from scrapy_recrawl.scoring import Scorer, compute_terminals, top_k_indices
+from scrapy_recrawl.scoring import Scorer, top_k_indices
 
 
 class ReplayExtension(Protocol):
@@ -240,10 +242,8 @@ def simulate(
         else:
             assert scorer is not None
             cols = state if extension is None else {**state, **extension.columns(cyc)}
-            terms = compute_terminals(
-                cols, cyc, now, prior=scorer.prior, needed=scorer.terminals_needed
-            )
-            idx = scorer.top_k(terms, budget)
+            # the scorer's own terminals, from its registry (as in the crawl)
+            idx = scorer.top_k(scorer.terminals(cols, cyc, now), budget)
         hit = stale[idx]
         n_stale = int(np.count_nonzero(stale))
         found = int(np.count_nonzero(hit))

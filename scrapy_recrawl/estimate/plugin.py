@@ -8,27 +8,48 @@ it is None and the scorer uses ``due``. Offers the scheduler a column provider
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 from scrapy import signals
 
 from ..change import ChangeDetector
+from ..core.plugins import uses_terminals
 from ..history.base import HistoryArrays
+from ..scoring.registry import Terminal
 from .baskets import BasketSettings
 from .probes import Prober, probe_cap
+
+
+def _due(state: Mapping[str, np.ndarray], cycle: int, now: float | None, *_: object) -> np.ndarray:
+    # Loop-time baskets (paper 001): overdue-ness relative to the page's basket interval.
+    if now is None:
+        raise ValueError("the 'due' terminal needs the current time (now=...)")
+    if "basket_seconds" not in state:
+        return np.full(np.shape(state["n"]), np.nan)
+    out = np.subtract(float(now), state["last_visit_time"], dtype=np.float64)
+    out /= state["basket_seconds"]
+    return out
 
 
 class BasketsPlugin:
     """Probes new URLs at fixed offsets, classifies them into baskets (docs/baskets.md)."""
 
-    terminals: ClassVar[tuple[Any, ...]] = ("due",)
+    terminals: ClassVar[tuple[Terminal, ...]] = (
+        Terminal(
+            "due",
+            "time since the last visit / the page's basket interval (loop-time baskets)",
+            _due,
+            needs_now=True,
+        ),
+    )
     selects = False
 
     @classmethod
     def enabled(cls, settings: Any, terminals_needed: frozenset[str]) -> bool:
         probe = BasketSettings.from_settings(settings).probe
-        return bool(probe) if probe is not None else "due" in terminals_needed
+        return bool(probe) if probe is not None else uses_terminals(cls, terminals_needed)
 
     @classmethod
     def check_settings(cls, settings: Any) -> None:

@@ -100,7 +100,7 @@ class HistoryArrays:
 
     ``columns`` holds ``n``, ``X``, ``sad``, ``aad_sum``, ``gad``,
     ``last_visit_cycle``, ``last_visit_time``, ``D``, ``A``, ``R``, ``M``,
-    ``gone`` — the input of :func:`scrapy_recrawl.scoring.terminals.compute_terminals`.
+    ``gone`` — the input of :func:`scrapy_recrawl.scoring.registry.compute_terminals`.
     """
 
     ids: np.ndarray

@@ -83,6 +83,7 @@ class IndexTieScorer(Scorer):
         self.terminals_needed = inner.terminals_needed or frozenset({"n"})
         self.prior = inner.prior
         self.metadata = dict(inner.metadata)
+        self.registry = inner.registry
 
     def score(self, terminals: Mapping[str, np.ndarray]) -> np.ndarray:
         return self.inner.score(terminals)

@@ -2,7 +2,8 @@
 
 Santos et al. 2013 sec. 4 and 2015 sec. 4.1-4.2 (``../shared/papers/000``,
 ``002``). An *individual* is a tree of functions ``+ - * / log pow exp`` over
-terminals (the page features of :mod:`scrapy_recrawl.scoring.terminals` and
+terminals (the page features of the terminal registry,
+:mod:`scrapy_recrawl.scoring.registry`, and
 the constants 0.001 0.01 0.1 0.5 1 10 100 1000). Division, ``log`` and
 ``pow`` are the scorer's protected definitions
 (:func:`~scrapy_recrawl.scoring.pdiv`, :func:`~scrapy_recrawl.scoring.plog`
@@ -34,7 +35,7 @@ from scrapy_recrawl.scoring import (
     ppow,  # the scorer's protected power
 )
 from scrapy_recrawl.scoring.presets import PRESETS
-from scrapy_recrawl.scoring.terminals import TERMINALS
+from scrapy_recrawl.scoring.registry import TerminalRegistry, default_registry
 
 Tree = Union[str, float, tuple]  # noqa: UP007 -- a recursive alias, readable in 3.10
 
@@ -80,11 +81,14 @@ _BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
 _UNARY_OPS: dict[str, Callable[[Any], Any]] = {"log": plog, "exp": np.exp}
 
 
-#: Terminals the replay cannot give: wall-clock hours and `due` (needs a basket
-#: model). Paper 004's window terminals C1..C5 / D1..D5 (PopulationReplay's
-#: ``window``) and its related-pages terminal Q (PopulationReplay's ``related``)
-#: are replayed.
-_NOT_REPLAYED = frozenset({"hours", "due"})
+def replayed(registry: TerminalRegistry | None = None) -> tuple[str, ...]:
+    """The terminals the replay gives: the registry's (None: the built-in ones) but those
+    that need the wall clock (``hours``, and ``due``, which also needs a basket model).
+    Paper 004's window terminals C1..C5 / D1..D5 (PopulationReplay's ``window``) and
+    its related-pages terminal Q (PopulationReplay's ``related``) are replayed."""
+    reg = default_registry() if registry is None else registry
+    clock = reg.clock_names()
+    return tuple(n for n in reg if n not in clock)
 
 
 def uses_related(terminals: Iterable[str]) -> bool:
@@ -109,12 +113,20 @@ def terminal_set(spec: str, *, content: bool = False) -> tuple[str, ...]:
         names = TERMINAL_SETS[key.lower()]
         return names + CONTENT_TERMINALS if content and key.lower() in ("all", "window") else names
     names = tuple(dict.fromkeys(s.strip() for s in key.split(",") if s.strip()))
-    bad = [s for s in names if s not in TERMINALS or s in _NOT_REPLAYED]
+    registry = default_registry()
+    known = replayed(registry)
+    bad = [s for s in names if s not in known]
     if not names or bad:
-        known = ", ".join(n for n in TERMINALS if n not in _NOT_REPLAYED)
+        hints = []
+        for s in bad:
+            if s in registry:  # needs the clock
+                hints.append(f"{s!r} needs the wall clock, which the replay has not")
+            elif (close := registry.suggest(s)) in known:
+                hints.append(f"did you mean {close!r} for {s!r}?")
+        hint = f" ({'; '.join(hints)})" if hints else ""
         raise ValueError(
             f"--terminals={spec!r}: expected 'basic', 'all', 'window' or a comma list of terminal names "
-            f"({known}); unknown: {', '.join(bad) or '(empty)'}"
+            f"({', '.join(known)}); unknown: {', '.join(bad) or '(empty)'}{hint}"
         )
     if not content and set(names) & set(CONTENT_TERMINALS):
         raise ValueError(

@@ -15,6 +15,7 @@ import numpy as np
 from ..core.budget import Budget
 from ..core.selection import Selection
 from ..history.base import HistoryArrays
+from ..scoring.registry import Terminal
 from ..settings import RecrawlSettingError, get
 
 logger = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ def make_planner(settings: Any) -> Any:
 class WebFountainPlugin:
     """Plan mode: recrawls by per-bucket quotas from the WebFountain optimisation."""
 
-    terminals: ClassVar[tuple[Any, ...]] = ()
+    terminals: ClassVar[tuple[Terminal, ...]] = ()  # it adds none
     selects = True
 
     @classmethod

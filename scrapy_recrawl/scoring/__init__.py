@@ -6,6 +6,9 @@ Used by the live scheduler and by the offline simulator alike::
     terms = compute_terminals(state, cycle, now, prior=scorer.prior,
                               needed=scorer.terminals_needed)
     fetch = scorer.top_k(terms, k)               # indices, best first
+
+The terminals a scorer may name are a registry's (:mod:`.registry`): the
+core's (:data:`CORE_TERMINALS`) and those the listed plug-ins declare.
 """
 
 from scrapy_recrawl.scoring.expression import (
@@ -23,31 +26,43 @@ from scrapy_recrawl.scoring.presets import (
     Preset,
 )
 from scrapy_recrawl.scoring.protected import pdiv, plog, ppow
-from scrapy_recrawl.scoring.terminals import (
-    DEFAULT_PRIOR,
-    TERMINALS,
-    check_prior,
+from scrapy_recrawl.scoring.registry import (
+    TerminalRegistry,
     compute_terminals,
+    default_registry,
+    registry_from_settings,
+)
+from scrapy_recrawl.scoring.terminals import (
+    CORE_TERMINALS,
+    DEFAULT_PRIOR,
+    Terminal,
+    check_prior,
+    optional_column,
 )
 from scrapy_recrawl.scoring.topk import top_k_indices
 
 __all__ = [
+    "CORE_TERMINALS",
     "DEFAULT_PRIOR",
     "PAPER_PRESETS",
     "PRESETS",
     "RECOMMENDED_SCORER",
     "SMOOTHED_PRESETS",
-    "TERMINALS",
     "ExpressionScorer",
     "Preset",
     "RandomScorer",
     "Scorer",
+    "Terminal",
+    "TerminalRegistry",
     "check_prior",
     "compute_terminals",
+    "default_registry",
+    "optional_column",
     "parse_expression",
     "pdiv",
     "plog",
     "ppow",
+    "registry_from_settings",
     "score_expression",
     "top_k_indices",
 ]

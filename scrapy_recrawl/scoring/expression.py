@@ -34,14 +34,16 @@ import numpy as np
 
 from scrapy_recrawl.scoring.kernel import compile_kernel
 from scrapy_recrawl.scoring.presets import PRESETS
-from scrapy_recrawl.scoring.terminals import (
-    PRIOR_TERMINALS,
-    check_prior,
-    compute_terminals,
-)
+from scrapy_recrawl.scoring.terminals import check_prior
 from scrapy_recrawl.settings import RecrawlSettingError
 
 from .parse import SETTING, compile_expression, parse_expression
+from .registry import (
+    TerminalRegistry,
+    compute_terminals,
+    default_registry,
+    registry_from_settings,
+)
 from .topk import CHUNK, _chunks, _length, top_k_indices
 
 logger = logging.getLogger(__name__)
@@ -64,6 +66,9 @@ class Scorer:
     prior: tuple[float, float] | None
     #: metadata of a JSON scorer file (empty otherwise)
     metadata: dict[str, Any]
+    #: the terminals it was parsed against, and computes its own with (a crawl's: the
+    #: core's and its plug-ins', scoring/registry.py); None: the default registry
+    registry: TerminalRegistry | None = None
 
     def score(self, terminals: Mapping[str, np.ndarray]) -> np.ndarray:
         """One float64 score per URL (higher = fetch sooner)."""
@@ -89,7 +94,14 @@ class Scorer:
         self, state: Mapping[str, np.ndarray], cycle: int, now: float | None = None
     ) -> dict[str, np.ndarray]:
         """The terminals this scorer needs, from the store's state arrays."""
-        return compute_terminals(state, cycle, now, prior=self.prior, needed=self.terminals_needed)
+        return compute_terminals(
+            state,
+            cycle,
+            now,
+            prior=self.prior,
+            needed=self.terminals_needed,
+            registry=self.registry,
+        )
 
     def __str__(self) -> str:
         return self.expression
@@ -105,12 +117,15 @@ class Scorer:
         prior: tuple[float, float] | list[float] | None = None,
         seed: int = 0,
         setting: str = SETTING,
+        registry: TerminalRegistry | None = None,
     ) -> Scorer:
         """A preset name, a path to a ``recrawl-evolve`` JSON file, or an expression.
 
         ``prior`` is RECRAWL_PRIOR (used by the ``...p`` terminals), ``seed``
-        is RECRAWL_SEED (used by ``rand``). Bad input raises
-        :class:`RecrawlSettingError` naming ``setting``.
+        is RECRAWL_SEED (used by ``rand``), ``registry`` the terminals it may use
+        (None: the core's and the built-in plug-ins';
+        :func:`~scrapy_recrawl.scoring.registry.registry_from_settings` gives a
+        crawl's). Bad input raises :class:`RecrawlSettingError` naming ``setting``.
         """
         if not isinstance(spec, str):
             raise RecrawlSettingError(
@@ -121,17 +136,31 @@ class Scorer:
         preset = PRESETS.get(key.lower())
         if preset is not None:
             if preset.expression is None:
-                return RandomScorer(seed=seed)
+                return RandomScorer(seed=seed, registry=registry)
             return ExpressionScorer(
-                preset.expression, name=preset.name, prior=checked_prior, setting=setting
+                preset.expression,
+                name=preset.name,
+                prior=checked_prior,
+                setting=setting,
+                registry=registry,
             )
         if key.lower().endswith(".json") or (os.sep in key and os.path.isfile(key)):
-            return cls._from_file(key, prior=checked_prior, seed=seed, setting=setting)
-        return ExpressionScorer(key, name="expression", prior=checked_prior, setting=setting)
+            return cls._from_file(
+                key, prior=checked_prior, seed=seed, setting=setting, registry=registry
+            )
+        return ExpressionScorer(
+            key, name="expression", prior=checked_prior, setting=setting, registry=registry
+        )
 
     @classmethod
     def _from_file(
-        cls, path: str, *, prior: tuple[float, float] | None, seed: int, setting: str
+        cls,
+        path: str,
+        *,
+        prior: tuple[float, float] | None,
+        seed: int,
+        setting: str,
+        registry: TerminalRegistry | None,
     ) -> Scorer:
         try:
             with open(path, encoding="utf-8") as fh:
@@ -150,14 +179,19 @@ class Scorer:
         if prior is None and file_prior is not None:
             prior = check_prior(file_prior, setting=f"{setting} ({path}: 'prior')")
         inner = ExpressionScorer(
-            data["expression"], name=f"file:{path}", prior=prior, setting=f"{setting} ({path})"
+            data["expression"],
+            name=f"file:{path}",
+            prior=prior,
+            setting=f"{setting} ({path})",
+            registry=registry,
         )
         inner.metadata = {k: v for k, v in data.items() if k != "expression"}
         return inner
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any] | Any) -> Scorer:
-        """Build from RECRAWL_SCORER, RECRAWL_PRIOR and RECRAWL_SEED."""
+        """Build from RECRAWL_SCORER, RECRAWL_PRIOR and RECRAWL_SEED, with the terminals of
+        the plug-ins RECRAWL_PLUGINS_BASE and RECRAWL_PLUGINS list."""
         from scrapy_recrawl.settings import get
 
         spec = get(
@@ -172,7 +206,8 @@ class Scorer:
         if prior is not None:
             prior = check_prior(prior)
         seed = get(settings, "RECRAWL_SEED", int, expect="an integer")
-        scorer = cls.from_spec(spec, prior=prior, seed=seed)
+        registry = registry_from_settings(settings)
+        scorer = cls.from_spec(spec, prior=prior, seed=seed, registry=registry)
         check_window(scorer, spec, get(settings, "RECRAWL_WINDOW", int, expect="1..5"))
         _warn_related(scorer, spec, settings)
         return scorer
@@ -236,12 +271,15 @@ class ExpressionScorer(Scorer):
         name: str = "expression",
         prior: tuple[float, float] | None = None,
         setting: str = SETTING,
+        registry: TerminalRegistry | None = None,
     ) -> None:
         self.name = name
         self.expression = expression.strip()
         self.prior = prior
         self.metadata = {}
-        self.sympy_expr = parse_expression(self.expression, setting)
+        reg = default_registry() if registry is None else registry
+        self.registry = reg
+        self.sympy_expr = parse_expression(self.expression, setting, registry=reg)
         self._fn, self._args, self.protected_expr = compile_expression(self.sympy_expr)
         #: the block kernel (None: the expression is a constant or a bare terminal,
         #: or uses something the kernel translator does not know)
@@ -249,7 +287,7 @@ class ExpressionScorer(Scorer):
         self._symbol = str(self.protected_expr) if self.protected_expr.is_Symbol else None
         # a constant expression still needs one column: it tells how many URLs to score
         self.terminals_needed = frozenset(self._args) or frozenset({"n"})
-        self.uses_prior = bool(self.terminals_needed & PRIOR_TERMINALS)
+        self.uses_prior = bool(self.terminals_needed & reg.prior_names())
 
     def score(self, terminals: Mapping[str, np.ndarray]) -> np.ndarray:
         missing = [a for a in self._args if a not in terminals]
@@ -303,8 +341,9 @@ class ExpressionScorer(Scorer):
 class RandomScorer(Scorer):
     """``rand``: a fresh seeded random score per URL at every call."""
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: int = 0, registry: TerminalRegistry | None = None) -> None:
         self.name = "rand"
+        self.registry = default_registry() if registry is None else registry
         self.seed = int(seed)
         self.expression = f"rand(seed={self.seed})"
         self.prior = None

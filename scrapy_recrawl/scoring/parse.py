@@ -11,20 +11,29 @@ import io
 import keyword
 import re
 import tokenize
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 import sympy
 from sympy.parsing.sympy_parser import auto_number, parse_expr
 
-from scrapy_recrawl.scoring.terminals import (
-    TERMINALS,
-)
 from scrapy_recrawl.settings import RecrawlSettingError
 
 from .protected import _NUMPY_FUNCS, _FMax, _FMin, _PDiv, _PLog, _PPow
 
 SETTING = "RECRAWL_SCORER"
+
+
+class TerminalNames(Protocol):
+    """What the parser needs of a terminal registry (scoring/registry.py)."""
+
+    def __contains__(self, name: object) -> bool: ...
+
+    def __iter__(self) -> Iterator[str]: ...
+
+    def suggest(self, name: str) -> str | None:
+        """The known terminal closest to ``name``, or None."""
+        ...
 
 
 #: Functions an expression may call (name -> arity, None = 2 or more).
@@ -79,11 +88,7 @@ def _pow_checked(*args: Any, evaluate: bool = False) -> sympy.Expr:
     return _pow(*args)
 
 
-_SYMBOLS: dict[str, sympy.Symbol] = {name: sympy.Symbol(name) for name in TERMINALS}
-
-
-_LOCALS: dict[str, Any] = {
-    **_SYMBOLS,
+_FUNCTION_LOCALS: dict[str, Any] = {
     "log": _log,
     "exp": _unary(sympy.exp, "exp"),
     "pow": _pow_checked,
@@ -107,11 +112,31 @@ _GLOBALS: dict[str, Any] = {
 }
 
 
+#: Names a terminal may not take: the functions, and what sympy's parser calls.
+RESERVED: frozenset[str] = frozenset(FUNCTIONS) | frozenset(_GLOBALS)
+
+
 def _refuse(text: str, problem: str, setting: str) -> RecrawlSettingError:
     return RecrawlSettingError(f"{setting}={text!r}: {problem}")
 
 
-def _check_tokens(text: str, setting: str) -> str:
+def _unknown_name(name: str, registry: TerminalNames) -> str:
+    """One line: what ``name`` is not, the closest terminal (or function in another
+    case: ``abs``), then every name allowed."""
+    what = "keyword" if keyword.iskeyword(name) else "unknown name"
+    same_function = [f for f in FUNCTIONS if f.lower() == name.lower()]
+    if keyword.iskeyword(name):
+        close = None
+    else:
+        close = same_function[0] if same_function else registry.suggest(name)
+    hint = f" (did you mean {close!r}?)" if close else ""
+    return (
+        f"{what} {name!r} is not allowed{hint}; terminals: {', '.join(registry)}; "
+        f"functions: {', '.join(FUNCTIONS)}"
+    )
+
+
+def _check_tokens(text: str, setting: str, registry: TerminalNames) -> str:
     """Validate every token against the whitelist; returns the text with ``^`` as ``**``."""
     if not text.strip():
         raise _refuse(text, "empty expression", setting)
@@ -122,7 +147,6 @@ def _check_tokens(text: str, setting: str) -> str:
     except (tokenize.TokenError, IndentationError, SyntaxError) as exc:
         raise _refuse(text, f"cannot tokenize ({exc})", setting) from None
     out: list[str] = []
-    allowed_names = ", ".join([*TERMINALS, *FUNCTIONS])
     for tok in tokens:
         kind, s = tok.type, tok.string
         if kind in (
@@ -134,13 +158,10 @@ def _check_tokens(text: str, setting: str) -> str:
         ):
             continue
         if kind == tokenize.NAME:
-            if s in TERMINALS or s in FUNCTIONS:
+            if s in registry or s in FUNCTIONS:
                 out.append(s)
                 continue
-            what = "keyword" if keyword.iskeyword(s) else "unknown name"
-            raise _refuse(
-                text, f"{what} {s!r} is not allowed; allowed names: {allowed_names}", setting
-            )
+            raise _refuse(text, _unknown_name(s, registry), setting)
         if kind == tokenize.NUMBER:
             if not _DECIMAL.match(s):
                 raise _refuse(text, f"number {s!r} is not allowed (decimal numbers only)", setting)
@@ -200,15 +221,18 @@ def _protect(e: sympy.Basic) -> sympy.Basic:
     return e.func(*args)
 
 
-def parse_expression(text: str, setting: str = SETTING) -> sympy.Expr:
-    """Parse a whitelisted expression string (unevaluated, not yet protected)."""
+def parse_expression(text: str, setting: str = SETTING, *, registry: TerminalNames) -> sympy.Expr:
+    """Parse a whitelisted expression string (unevaluated, not yet protected); the
+    terminals it may name are the ``registry``'s
+    (:func:`~scrapy_recrawl.scoring.registry.default_registry`: the built-in ones)."""
     if not isinstance(text, str):
         raise RecrawlSettingError(f"{setting}={text!r}: expected a string")
-    clean = _check_tokens(text, setting)
+    clean = _check_tokens(text, setting, registry)
+    symbols = {name: sympy.Symbol(name) for name in registry if name not in RESERVED}
     try:
         expr = parse_expr(
             clean,
-            local_dict=dict(_LOCALS),
+            local_dict={**symbols, **_FUNCTION_LOCALS},
             global_dict=dict(_GLOBALS),
             transformations=(auto_number,),
             evaluate=False,
@@ -231,7 +255,7 @@ def compile_expression(
     protected = _protect(expr)
     names = tuple(sorted(str(s) for s in protected.free_symbols))
     fn = sympy.lambdify(
-        [_SYMBOLS[n] for n in names], protected, modules=[_NUMPY_FUNCS, "numpy"], cse=False
+        [sympy.Symbol(n) for n in names], protected, modules=[_NUMPY_FUNCS, "numpy"], cse=False
     )
     return fn, names, protected
 

@@ -4,41 +4,17 @@ The history store (and the offline simulator, which keeps the same columns)
 hands over the O(1) estimator state of :mod:`scrapy_recrawl.history.state`
 plus the last visit's cycle, time and change magnitudes. This module turns
 that state into the terminals of GP4C (Santos et al. 2013, 2015) and a few
-extras, one definition each, used by the live scheduler and the simulator
-alike:
+extras, :data:`CORE_TERMINALS`: one :class:`Terminal` each (name, doc line,
+formula), used by the live scheduler and the simulator alike through the
+terminal registry (:mod:`scrapy_recrawl.scoring.registry`, whose
+``compute_terminals`` computes them). The list with what each means is the
+docs' table (docs/scorers.md, ``python -m scrapy_recrawl.scoring.registry``).
 
-=========  ================================================================
-``n``      change observations (visits after the first)
-``X``      changes seen in those ``n`` observations
-``t``      cycles since the last visit
-``hours``  hours since the last visit (for irregular cycles)
-``CG``     ``-log((n - X + 0.5)/(n + 0.5))`` (Cho & Garcia-Molina 2003)
-``NAD``    ``X / n``                       (Tan & Mitra 2010, w_i = 1/n)
-``SAD``    the last indicator ``I_n``       (w_n = 1)
-``AAD``    ``sum(i I_i) / sum(i)``          (w_i proportional to i)
-``GAD``    ``sum(2^(i-1) I_i) / sum(2^(i-1))`` (w_i proportional to 2^(i-1))
-``CGp`` …  the same estimators shrunk towards a prior (see below)
-``D``      simhash distance of the last visit's change (NaN: not recorded)
-``A``      elements added at the last visit (NaN: not recorded)
-``R``      elements removed at the last visit (NaN: not recorded)
-``M``      elements modified at the last visit (NaN: not recorded)
-``due``    time since the last visit / the page's loop-time basket interval
-``D1`` …   ``D5``: cosine distance of the last version to the one i visits back
-``C1`` …   ``C5``: change indicator of the i-th most recent observation
-``Q``      related pages' (experts') recent change evidence, correlation-weighted
-=========  ================================================================
-
-``D1..D5``, ``C1..C5`` and ``Q`` (content-aware prediction, paper 004;
-:mod:`scrapy_recrawl.content`) read optional columns of the same names, which
-the scheduler adds when the scorer uses them (``RECRAWL_WINDOW`` = l of them
-are filled, the rest NaN) and the content replay
-(:mod:`scrapy_recrawl.content.replay`) keeps; without them they are NaN, which
-ranks last, like ``due``.
-
-``due`` (loop-time baskets, paper 001; :mod:`scrapy_recrawl.estimate.baskets`)
-reads the optional ``basket_seconds`` column, which the scheduler adds when
-probing is on; without it (the offline simulator) ``due`` is NaN, which ranks
-last.
+Plug-ins add terminals of their own (:mod:`scrapy_recrawl.scoring.registry`):
+``due`` (loop-time baskets, paper 001: :mod:`scrapy_recrawl.estimate.plugin`),
+``D1..D5``, ``C1..C5`` and ``Q`` (content-aware prediction, paper 004:
+:mod:`scrapy_recrawl.content.plugin`). They read columns the plug-in adds
+before a cycle is scored; without them they are NaN, which ranks last.
 
 Every rate is 0 when ``n = 0`` (nothing observed yet).
 
@@ -65,53 +41,53 @@ probability ``p = X/(n + 0.5)``; with the prior ``p = NADp`` (finite because
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class Terminal:
+    """One terminal: the symbol a scorer uses, and how its value is computed.
+
+    ``compute(state, cycle, now, a, b, get)`` returns a float64 array over URLs
+    from the per-URL ``state`` columns (``get(name)`` gives another terminal,
+    computed once per call; ``(a, b)`` is the prior). A plug-in's terminal reads
+    the columns its :class:`~scrapy_recrawl.core.plugins.ColumnProvider` adds and
+    should give NaN (ranks last) where they are absent, as in the offline replay.
+    The terminal registry (:mod:`scrapy_recrawl.scoring.registry`) holds them.
+    """
+
+    name: str
+    #: one line for the docs' table (markdown)
+    doc: str
+    compute: Callable[..., np.ndarray]
+    #: needs the wall clock (``hours``, ``due``): computed only when ``now`` is given,
+    #: never replayed by the GP
+    needs_now: bool = False
+    #: depends on RECRAWL_PRIOR (the ``...p`` terminals)
+    uses_prior: bool = False
+    #: the plug-in (as listed in the settings) that adds the columns it reads; None:
+    #: the history store. Set by the registry when it loads the plug-in.
+    provider: str | None = None
+
+
+def optional_column(name: str) -> Callable[..., np.ndarray]:
+    """A terminal that is the column ``name`` as it is, NaN (ranks last) where absent."""
+
+    def compute(state: Mapping[str, np.ndarray], *_: object) -> np.ndarray:
+        if name in state:
+            return np.asarray(state[name], dtype=np.float64)
+        return np.full(np.shape(state["n"]), np.nan)
+
+    return compute
+
 
 #: Pseudo-counts ``(a, b)`` used when RECRAWL_PRIOR is None: ``a`` changes in
 #: ``b`` observations. Chosen from ``bench/replay_presets.py --grid`` on the
 #: shared change histories (docs/scorers.md, docs/benchmarks.md).
 DEFAULT_PRIOR: tuple[float, float] = (0.5, 100.0)
-
-#: Every terminal name, with what it means (docs and error messages use this).
-TERMINALS: dict[str, str] = {
-    "n": "change observations (visits after the first)",
-    "X": "changes seen in those n observations",
-    "t": "cycles since the last visit",
-    "hours": "hours since the last visit",
-    "CG": "Cho & Garcia-Molina rate -log((n - X + 0.5)/(n + 0.5))",
-    "NAD": "X/n (Tan & Mitra, non-adaptive)",
-    "SAD": "last change indicator (shortsighted adaptive)",
-    "AAD": "sum(i I_i)/sum(i) (arithmetically adaptive)",
-    "GAD": "sum(2^(i-1) I_i)/sum(2^(i-1)) (geometrically adaptive)",
-    "CGp": "-log(1 - NADp): CG with the prior",
-    "NADp": "(X + a)/(n + b): NAD with the prior",
-    "SADp": "SAD with the prior",
-    "AADp": "AAD with the prior",
-    "GADp": "GAD with the prior",
-    "D": "simhash distance at the last visit (NaN if not recorded)",
-    "A": "elements added at the last visit (NaN if not recorded)",
-    "R": "elements removed at the last visit (NaN if not recorded)",
-    "M": "elements modified at the last visit (NaN if not recorded)",
-    # Added for loop-time baskets (paper 001): needs the scheduler's basket_seconds column.
-    "due": "time since the last visit / the page's basket interval (loop-time baskets)",
-    # Added for content-aware prediction (paper 004, scrapy_recrawl/content/): optional
-    # columns the scheduler adds when the scorer uses them; NaN where missing, like `due`.
-    **{
-        f"D{i}": f"cosine distance of the last version to the one {i} visit(s) back"
-        for i in range(1, 6)
-    },
-    **{
-        f"C{i}": f"change indicator of the observation {i} visit(s) back (1/0)" for i in range(1, 6)
-    },
-    "Q": "related pages' recent change evidence weighted by their cross-correlation",
-}
-
-TERMINAL_NAMES: frozenset[str] = frozenset(TERMINALS)
-
-#: Terminals that depend on the prior.
-PRIOR_TERMINALS: frozenset[str] = frozenset({"CGp", "NADp", "SADp", "AADp", "GADp"})
 
 _LN2_HALF = math.log(2.0) / 2.0
 
@@ -177,41 +153,6 @@ def effective_observations(estimator: str, n: np.ndarray) -> np.ndarray:
     raise ValueError(f"no effective sample size for {estimator!r}")
 
 
-def compute_terminals(
-    state: Mapping[str, np.ndarray],
-    cycle: int,
-    now: float | None = None,
-    prior: tuple[float, float] | None = None,
-    needed: Iterable[str] | None = None,
-) -> dict[str, np.ndarray]:
-    """Terminals (float64 arrays over URLs) from the store's per-URL state.
-
-    ``state`` has ``n``, ``X``, ``sad``, ``aad_sum``, ``gad`` (history/state.py),
-    ``last_visit_cycle``, ``last_visit_time`` (unix seconds) and optionally
-    ``D``, ``A``, ``R``, ``M``. ``cycle`` is the current cycle, ``now`` the
-    current unix time (needed for ``hours`` only). ``prior`` is ``(a, b)``
-    for the ``...p`` terminals (None: :data:`DEFAULT_PRIOR`). Only the
-    terminals in ``needed`` are computed (None: all of them, except ``hours``
-    when ``now`` is None).
-    """
-    if needed is None:
-        want = TERMINAL_NAMES if now is not None else TERMINAL_NAMES - {"hours", "due"}
-    else:
-        want = frozenset(needed)
-    unknown = want - TERMINAL_NAMES
-    if unknown:
-        raise ValueError(f"unknown terminal(s) {sorted(unknown)}; known: {', '.join(TERMINALS)}")
-    a, b = DEFAULT_PRIOR if prior is None else check_prior(prior)
-    cache: dict[str, np.ndarray] = {}
-
-    def get(name: str) -> np.ndarray:
-        if name not in cache:
-            cache[name] = _MAKERS[name](state, cycle, now, a, b, get)
-        return cache[name]
-
-    return {name: get(name) for name in TERMINALS if name in want}
-
-
 _Getter = Callable[[str], np.ndarray]
 
 
@@ -226,17 +167,6 @@ def _hours(
         raise ValueError("the 'hours' terminal needs the current time (now=...)")
     out = np.subtract(float(now), state["last_visit_time"], dtype=np.float64)
     out /= 3600.0
-    return out
-
-
-def _due(state: Mapping[str, np.ndarray], cycle: int, now: float | None, *_: object) -> np.ndarray:
-    # Loop-time baskets (paper 001): overdue-ness relative to the page's basket interval.
-    if now is None:
-        raise ValueError("the 'due' terminal needs the current time (now=...)")
-    if "basket_seconds" not in state:
-        return np.full(np.shape(state["n"]), np.nan)
-    out = np.subtract(float(now), state["last_visit_time"], dtype=np.float64)
-    out /= state["basket_seconds"]
     return out
 
 
@@ -297,37 +227,34 @@ def _shrunk(estimator: str) -> Callable[..., np.ndarray]:
     return make
 
 
-def _magnitude(name: str) -> Callable[..., np.ndarray]:
-    def make(state: Mapping[str, np.ndarray], *_: object) -> np.ndarray:
-        if name in state:
-            return _float(state[name])
-        return np.full(np.shape(state["n"]), np.nan)
-
-    return make
-
-
-_MAKERS: dict[str, Callable[..., np.ndarray]] = {
-    "n": lambda state, *_: _float(state["n"]),
-    "X": lambda state, *_: _float(state["X"]),
-    "t": _t,
-    "hours": _hours,
-    "CG": _cg,
-    "NAD": _nad,
-    "SAD": _sad,
-    "AAD": _aad,
-    "GAD": _gad,
-    "CGp": _cgp,
-    "NADp": _nadp,
-    "SADp": _shrunk("SAD"),
-    "AADp": _shrunk("AAD"),
-    "GADp": _shrunk("GAD"),
-    "D": _magnitude("D"),
-    "A": _magnitude("A"),
-    "R": _magnitude("R"),
-    "M": _magnitude("M"),
-    "due": _due,
-    # content-aware prediction (paper 004): plain optional columns, NaN when absent
-    **{f"{p}{i}": _magnitude(f"{p}{i}") for p in "DC" for i in range(1, 6)},
-    "Q": _magnitude("Q"),
-}
-assert set(_MAKERS) == TERMINAL_NAMES
+#: The terminals every store gives, in the order docs and messages list them.
+CORE_TERMINALS: tuple[Terminal, ...] = (
+    Terminal("n", "change observations: visits after the first", lambda st, *_: _float(st["n"])),
+    Terminal("X", "changes seen in those `n` observations", lambda st, *_: _float(st["X"])),
+    Terminal("t", "cycles since the last visit", _t),
+    Terminal("hours", "hours since the last visit (for irregular cycles)", _hours, needs_now=True),
+    Terminal("CG", "`-log((n - X + 0.5)/(n + 0.5))` (Cho & Garcia-Molina 2003)", _cg),
+    Terminal("NAD", "`X/n`: every observation weighs `1/n` (Tan & Mitra 2010)", _nad),
+    Terminal("SAD", "the last change indicator `I_n`", _sad),
+    Terminal("AAD", "`sum(i*I_i)/sum(i)`: weights grow with `i`", _aad),
+    Terminal(
+        "GAD",
+        "`sum(2^(i-1)*I_i)/sum(2^(i-1))`: weights double (kept by a stable recursion, never `2^n`)",
+        _gad,
+    ),
+    Terminal("CGp", "`-log(1 - NADp)`: CG with the prior", _cgp, uses_prior=True),
+    Terminal("NADp", "`(X + a)/(n + b)`: NAD with the prior", _nadp, uses_prior=True),
+    Terminal("SADp", "SAD with the prior", _shrunk("SAD"), uses_prior=True),
+    Terminal("AADp", "AAD with the prior", _shrunk("AAD"), uses_prior=True),
+    Terminal("GADp", "GAD with the prior", _shrunk("GAD"), uses_prior=True),
+    Terminal(
+        "D",
+        "simhash distance of the last visit's change (NaN if not recorded)",
+        optional_column("D"),
+    ),
+    Terminal("A", "elements added at the last visit (NaN if not recorded)", optional_column("A")),
+    Terminal("R", "elements removed at the last visit (NaN if not recorded)", optional_column("R")),
+    Terminal(
+        "M", "elements modified at the last visit (NaN if not recorded)", optional_column("M")
+    ),
+)

@@ -1,0 +1,278 @@
+"""The terminal registry: each terminal defined once, and everything that names one reads it.
+
+A :class:`Terminal` (defined in :mod:`~scrapy_recrawl.scoring.terminals`) is a
+name, a doc line, how it is computed from the per-URL columns, and who adds
+those columns (the store, or a plug-in). The scorer's parser (its symbol
+whitelist and its "unknown name" message), the crawl (:func:`compute_terminals`,
+through the scorer), the replays, the GP's terminal sets and the docs' table
+(docs/scorers.md is ``python -m scrapy_recrawl.scoring.registry``) all read it.
+
+The core terminals (:data:`~scrapy_recrawl.scoring.terminals.CORE_TERMINALS`)
+are always there; a plug-in adds its own through the ``terminals`` attribute of
+its class (:class:`scrapy_recrawl.core.plugins.RecrawlPlugin`), loaded from the
+paths in ``RECRAWL_PLUGINS_BASE`` and ``RECRAWL_PLUGINS`` -- by path, at run
+time, so the core never imports a paper's package and a third-party package
+adds a terminal without touching this one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import keyword
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from .parse import RESERVED
+from .terminals import CORE_TERMINALS, DEFAULT_PRIOR, Terminal, check_prior, optional_column
+
+__all__ = [
+    "Terminal",
+    "TerminalRegistry",
+    "compute_terminals",
+    "default_registry",
+    "load_plugin",
+    "optional_column",
+    "path_of",
+    "plugin_paths",
+    "registry_for",
+    "registry_from_settings",
+]
+
+
+class TerminalRegistry:
+    """The terminals a scorer may use, in registration order (the core's, then each
+    plug-in's in the settings' order)."""
+
+    def __init__(self, terminals: Iterable[Terminal] = ()) -> None:
+        self._terminals: dict[str, Terminal] = {}
+        for t in terminals:
+            self.register(t)
+
+    def register(self, terminal: Terminal) -> None:
+        """Add ``terminal``; a duplicate, a reserved or a non-identifier name: ValueError."""
+        if not isinstance(terminal, Terminal):
+            raise ValueError(f"{terminal!r} is not a scoring.registry.Terminal")
+        name = terminal.name
+        # RESERVED: a function's name, or one sympy's parser calls
+        if not name.isidentifier() or keyword.iskeyword(name) or name in RESERVED:
+            raise ValueError(f"terminal name {name!r}: not a usable symbol")
+        known = self._terminals.get(name)
+        if known is not None and known != terminal:
+            raise ValueError(
+                f"terminal {name!r} is defined twice ({known.provider or 'the core'} and "
+                f"{terminal.provider or 'the core'})"
+            )
+        self._terminals[name] = terminal
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._terminals
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._terminals)
+
+    def __len__(self) -> int:
+        return len(self._terminals)
+
+    def __repr__(self) -> str:
+        return f"<TerminalRegistry {', '.join(self._terminals)}>"
+
+    def get(self, name: str) -> Terminal:
+        """The terminal ``name``; ValueError with :meth:`unknown`'s message if there is none."""
+        try:
+            return self._terminals[name]
+        except KeyError:
+            raise ValueError(self.unknown(name)) from None
+
+    def names(self) -> frozenset[str]:
+        return frozenset(self._terminals)
+
+    def prior_names(self) -> frozenset[str]:
+        """The terminals that depend on RECRAWL_PRIOR."""
+        return frozenset(n for n, t in self._terminals.items() if t.uses_prior)
+
+    def clock_names(self) -> frozenset[str]:
+        """The terminals that need the wall clock (``now``)."""
+        return frozenset(n for n, t in self._terminals.items() if t.needs_now)
+
+    def providers(self, names: Iterable[str]) -> dict[str, str]:
+        """``{terminal: plug-in path}`` for those of ``names`` a plug-in adds."""
+        return {
+            n: t.provider
+            for n in names
+            if (t := self._terminals.get(n)) is not None and t.provider is not None
+        }
+
+    def suggest(self, name: str) -> str | None:
+        """The known terminal closest to ``name`` (same letters in another case first,
+        then :func:`difflib.get_close_matches`), or None."""
+        same = [n for n in self._terminals if n.lower() == name.lower()]
+        if same:
+            return same[0]
+        close = difflib.get_close_matches(name, list(self._terminals), n=1)
+        return close[0] if close else None
+
+    def unknown(self, name: str) -> str:
+        """The message for an unknown terminal: the closest known one, then all of them."""
+        close = self.suggest(name)
+        hint = f" (did you mean {close!r}?)" if close else ""
+        return f"unknown terminal {name!r}{hint}; known: {', '.join(self._terminals)}"
+
+    def compute(
+        self,
+        state: Mapping[str, np.ndarray],
+        cycle: int,
+        now: float | None = None,
+        prior: tuple[float, float] | None = None,
+        needed: Iterable[str] | None = None,
+    ) -> dict[str, np.ndarray]:
+        """:func:`compute_terminals` with this registry's terminals."""
+        if needed is None:
+            clock = frozenset() if now is not None else self.clock_names()
+            want = [n for n in self._terminals if n not in clock]
+        else:
+            wanted = set(needed)
+            unknown = sorted(wanted - self._terminals.keys())
+            if unknown:
+                raise ValueError(self.unknown(unknown[0]))
+            want = [n for n in self._terminals if n in wanted]
+        a, b = DEFAULT_PRIOR if prior is None else check_prior(prior)
+        cache: dict[str, np.ndarray] = {}
+        terminals = self._terminals
+
+        def get(name: str) -> np.ndarray:
+            if name not in cache:
+                cache[name] = terminals[name].compute(state, cycle, now, a, b, get)
+            return cache[name]
+
+        return {name: get(name) for name in want}
+
+    def markdown_table(self) -> str:
+        """The docs' table of terminals (docs/scorers.md holds exactly this)."""
+        rows = ["| terminal | meaning | columns from |", "|---|---|---|"]
+        for t in self._terminals.values():
+            source = f"`{t.provider}`" if t.provider else "the history store"
+            doc = t.doc.replace("|", "\\|")
+            rows.append(f"| `{t.name}` | {doc} | {source} |")
+        return "\n".join(rows) + "\n"
+
+
+# ----------------------------------------------------------------- from the settings
+
+
+def plugin_paths(settings: Any) -> list[Any]:
+    """RECRAWL_PLUGINS_BASE + RECRAWL_PLUGINS merged like Scrapy's DOWNLOADER_MIDDLEWARES:
+    the listed paths (or classes) by order, switched-off (None) ones left out.
+    ``settings`` None: the defaults."""
+    from scrapy.utils.conf import build_component_list
+
+    from ..settings import DEFAULTS, RecrawlSettingError
+
+    merged: dict[Any, Any] = {}
+    for name in ("RECRAWL_PLUGINS_BASE", "RECRAWL_PLUGINS"):
+        value = DEFAULTS[name] if settings is None else settings.get(name, DEFAULTS[name])
+        if value is None:
+            continue
+        if not isinstance(value, Mapping):
+            raise RecrawlSettingError(f"{name}={value!r}: expected a dict {{'path.Class': order}}")
+        merged.update(value)
+    try:
+        return build_component_list(merged)
+    except ValueError as exc:
+        raise RecrawlSettingError(f"RECRAWL_PLUGINS: {exc}") from None
+
+
+def load_plugin(path: Any) -> Any:
+    """The plug-in class at ``path`` (a class is taken as it is); RecrawlSettingError naming
+    the path if it cannot be loaded."""
+    from scrapy.utils.misc import load_object
+
+    from ..settings import RecrawlSettingError
+
+    if not isinstance(path, str):
+        return path
+    try:
+        return load_object(path)
+    except (ImportError, ValueError, NameError, AttributeError) as exc:
+        raise RecrawlSettingError(
+            f"RECRAWL_PLUGINS: cannot load the plug-in {path!r}: {exc}"
+        ) from None
+
+
+def path_of(entry: Any) -> str:
+    """The dotted path of a RECRAWL_PLUGINS entry (a path, or a class)."""
+    if isinstance(entry, str):
+        return entry
+    return f"{entry.__module__}.{entry.__qualname__}"
+
+
+def registry_for(paths: Iterable[Any]) -> TerminalRegistry:
+    """The core terminals plus those of the plug-ins at ``paths`` (each stamped with the
+    path it was listed under as its ``provider``)."""
+    from ..settings import RecrawlSettingError
+
+    registry = TerminalRegistry(CORE_TERMINALS)
+    for entry in paths:
+        path = path_of(entry)
+        declared = getattr(load_plugin(entry), "terminals", ())
+        for terminal in declared:
+            if not isinstance(terminal, Terminal):
+                raise RecrawlSettingError(
+                    f"RECRAWL_PLUGINS: {path}.terminals holds {terminal!r}; expected "
+                    "scrapy_recrawl.scoring.registry.Terminal objects"
+                )
+            try:
+                registry.register(dataclasses.replace(terminal, provider=path))
+            except ValueError as exc:
+                raise RecrawlSettingError(f"RECRAWL_PLUGINS: {path}: {exc}") from None
+    return registry
+
+
+@functools.lru_cache(maxsize=1)
+def default_registry() -> TerminalRegistry:
+    """The core terminals and the built-in plug-ins' (RECRAWL_PLUGINS_BASE's defaults).
+
+    Treat it as read-only: it is shared (cached)."""
+    return registry_for(plugin_paths(None))
+
+
+def registry_from_settings(settings: Any) -> TerminalRegistry:
+    """The registry a crawl with these settings uses (its listed plug-ins' terminals)."""
+    paths = plugin_paths(settings)
+    if paths == plugin_paths(None):
+        return default_registry()
+    return registry_for(paths)
+
+
+def compute_terminals(
+    state: Mapping[str, np.ndarray],
+    cycle: int,
+    now: float | None = None,
+    prior: tuple[float, float] | None = None,
+    needed: Iterable[str] | None = None,
+    registry: TerminalRegistry | None = None,
+) -> dict[str, np.ndarray]:
+    """Terminals (float64 arrays over URLs) from the store's per-URL state.
+
+    ``state`` has ``n``, ``X``, ``sad``, ``aad_sum``, ``gad`` (history/state.py),
+    ``last_visit_cycle``, ``last_visit_time`` (unix seconds) and optionally
+    ``D``, ``A``, ``R``, ``M`` and the columns plug-ins add. ``cycle`` is the
+    current cycle, ``now`` the current unix time (for the terminals that need
+    the clock). ``prior`` is ``(a, b)`` for the ``...p`` terminals (None:
+    :data:`~scrapy_recrawl.scoring.terminals.DEFAULT_PRIOR`). Only the terminals
+    in ``needed`` are computed (None: all of the registry's, except those needing
+    ``now`` when it is None). ``registry``: :func:`default_registry` if None (a
+    scorer's :meth:`~scrapy_recrawl.scoring.Scorer.terminals` passes its own).
+    """
+    reg = default_registry() if registry is None else registry
+    return reg.compute(state, cycle, now, prior=prior, needed=needed)
+
+
+if __name__ == "__main__":  # the docs' table: python -m scrapy_recrawl.scoring.registry
+    # through the imported module (run as __main__, this file is a second copy of it)
+    from scrapy_recrawl.scoring.registry import default_registry as _registry
+
+    print(_registry().markdown_table(), end="")
