@@ -109,3 +109,26 @@ def test_the_gp_terminal_sets_read_the_registry():
         gp.terminal_set("t,NADx")
     with pytest.raises(ValueError, match="'due' needs the wall clock"):
         gp.terminal_set("t,due")
+
+
+def test_a_scorer_string_is_parsed_once_per_process(monkeypatch):
+    # the add-on's start-up check, the scheduler and the middleware each build the scorer
+    from scrapy.settings import Settings
+    from scrapy.utils.test import get_crawler
+
+    import scrapy_recrawl.scoring.expression as expression
+    from scrapy_recrawl.addon import RecrawlAddon
+    from scrapy_recrawl.plugins import scorer_for_crawler
+    from scrapy_recrawl.scoring import Scorer
+
+    calls = []
+    real = expression.parse_expression
+    monkeypatch.setattr(
+        expression, "parse_expression", lambda *a, **kw: calls.append(a[0]) or real(*a, **kw)
+    )
+    text = "t * X + 0.5 * AADp"  # not parsed by any other test of this process
+    settings = Settings({"RECRAWL_SCORER": text})
+    RecrawlAddon().update_settings(settings)
+    scorer_for_crawler(get_crawler(settings_dict={"RECRAWL_SCORER": text}))
+    Scorer.from_settings(settings)
+    assert calls == [text]

@@ -46,6 +46,25 @@ from .registry import (
 )
 from .topk import CHUNK, _chunks, _length, top_k_indices
 
+# A scorer string parsed and compiled once per process: the add-on's start-up check,
+# the scheduler and the middleware all build a scorer from RECRAWL_SCORER. Keyed by the
+# text and the registry's names (all a parse depends on); bounded, as a GP builds many.
+_PARSED: dict[tuple[str, frozenset[str]], tuple[Any, Any, tuple[str, ...], Any]] = {}
+_PARSED_MAX = 256
+
+
+def _parsed(expression: str, setting: str, registry: TerminalRegistry) -> tuple[Any, ...]:
+    key = (expression, registry.names())
+    hit = _PARSED.get(key)
+    if hit is None:
+        sympy_expr = parse_expression(expression, setting, registry=registry)
+        hit = (sympy_expr, *compile_expression(sympy_expr))
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.pop(next(iter(_PARSED)))
+        _PARSED[key] = hit
+    return hit
+
+
 logger = logging.getLogger(__name__)
 
 
@@ -279,8 +298,9 @@ class ExpressionScorer(Scorer):
         self.metadata = {}
         reg = default_registry() if registry is None else registry
         self.registry = reg
-        self.sympy_expr = parse_expression(self.expression, setting, registry=reg)
-        self._fn, self._args, self.protected_expr = compile_expression(self.sympy_expr)
+        self.sympy_expr, self._fn, self._args, self.protected_expr = _parsed(
+            self.expression, setting, reg
+        )
         #: the block kernel (None: the expression is a constant or a bare terminal,
         #: or uses something the kernel translator does not know)
         self.kernel = compile_kernel(self._fn, self._args)
