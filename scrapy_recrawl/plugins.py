@@ -21,16 +21,15 @@ from scrapy.utils.misc import load_object
 
 from .core.plugins import BagKeeper, ColumnProvider, ProbeSource, Selector
 from .scoring import Scorer
-from .settings import DEFAULTS, RecrawlSettingError
+from .settings import RecrawlSettingError, get
 
 
 def plugin_classes(settings: Any) -> list[Any]:
     """The listed plug-in classes, in order (a bad path: RecrawlSettingError naming it)."""
-    base = settings.get("RECRAWL_PLUGINS_BASE", DEFAULTS["RECRAWL_PLUGINS_BASE"])
-    mine = settings.get("RECRAWL_PLUGINS", DEFAULTS["RECRAWL_PLUGINS"])
-    for name, value in (("RECRAWL_PLUGINS_BASE", base), ("RECRAWL_PLUGINS", mine)):
-        if not isinstance(value, dict):
-            raise RecrawlSettingError(f"{name}={value!r}: expected a dict {{'path.Class': order}}")
+    # a JSON object from the command line, as Settings.getdict() reads one
+    expect = "a dict {'path.Class': order}"
+    base = get(settings, "RECRAWL_PLUGINS_BASE", dict, expect=expect)
+    mine = get(settings, "RECRAWL_PLUGINS", dict, expect=expect)
     classes: list[Any] = []
     for path in build_component_list({**(base or {}), **(mine or {})}):
         try:
