@@ -56,7 +56,8 @@ def crawl_cycle(base_url: str, store: str, scorer: str, budget: float, seed: int
         "-s",
         f"RECRAWL_SCORER={scorer}",
         "-s",
-        f"RECRAWL_BUDGET={budget}",
+        # a share as the setting spells it ("5%"); a count as an int
+        f"RECRAWL_BUDGET={f'{budget * 100:g}%' if budget < 1 else int(budget)}",
         "-s",
         f"RECRAWL_SEED={seed}",
         "-s",

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+from scrapy.exceptions import NotConfigured
+
+from .settings import RecrawlSettingError
+
+logger = logging.getLogger(__name__)
 
 #: Where the middleware sits: below HttpCompressionMiddleware (590), so it sees
 #: decoded bodies, and below RedirectMiddleware (600), so redirects are
@@ -11,20 +18,44 @@ MIDDLEWARE_ORDER = 585
 
 
 class RecrawlAddon:
-    """Sets the recrawl scheduler and the recording middleware."""
+    """Sets the recrawl scheduler, the recording middleware and the skip middleware."""
+
+    def __init__(self, crawler: Any = None) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> RecrawlAddon:
+        return cls(crawler)
 
     def update_settings(self, settings: Any) -> None:
-        # Check every RECRAWL_* setting now, while a failure still reads clearly
-        # (Scrapy builds the scheduler only once the spider opens).
-        from .change import ChangeDetector
-        from .core.cycle import CycleConfig
-        from .plugins import check_plugins
-        from .scoring import Scorer
+        from .skip import SPIDER_MIDDLEWARE_ORDER
+        from .startup import check_settings, enabled, startup_failure
 
-        CycleConfig.from_settings(settings)
-        check_plugins(settings, Scorer.from_settings(settings).terminals_needed)
-        ChangeDetector.from_settings(settings)
+        try:
+            if not enabled(settings):
+                # RECRAWL_ENABLED = False: Scrapy leaves a NotConfigured add-on out
+                logger.info("recrawl: RECRAWL_ENABLED is False; scrapy-recrawl is off")
+                raise NotConfigured
+            # Check every RECRAWL_* setting now, while a failure still reads clearly
+            # (Scrapy builds the scheduler only once the spider opens).
+            check_settings(settings)
+        except RecrawlSettingError as exc:
+            raise startup_failure(exc) from None
         settings.set("SCHEDULER", "scrapy_recrawl.scheduler.RecrawlScheduler", priority="addon")
         settings["DOWNLOADER_MIDDLEWARES"]["scrapy_recrawl.middleware.RecrawlMiddleware"] = (
             MIDDLEWARE_ORDER
         )
+        # off (NotConfigured) unless RECRAWL_SKIP_UNCHANGED = "items"
+        settings["SPIDER_MIDDLEWARES"]["scrapy_recrawl.skip.RecrawlSpiderMiddleware"] = (
+            SPIDER_MIDDLEWARE_ORDER
+        )
+        if self.crawler is not None:
+            # Open the crawl's one store now: an unreachable one stops the crawl here, before
+            # Scrapy installs its reactor, where the one log line is all a user sees on
+            # either of Scrapy's runners (later, the Twisted one adds a traceback).
+            from .history import HistoryStoreError, store_for_crawler
+
+            try:
+                store_for_crawler(self.crawler)
+            except (HistoryStoreError, RecrawlSettingError) as exc:
+                raise startup_failure(exc) from None

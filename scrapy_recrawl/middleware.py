@@ -13,10 +13,15 @@ finally answered. Per response it
 * compares any other good body with the stored signature, records the visit,
   and puts the :class:`~scrapy_recrawl.change.ChangeResult` in
   ``response.meta["recrawl"]``;
+* flags each good response ``recrawl:new``, ``recrawl:changed``,
+  ``recrawl:unchanged`` or ``recrawl:not_modified`` (Scrapy's "Crawled" log lines
+  show it) and, with ``RECRAWL_SKIP_UNCHANGED = "all"``, ignores an unchanged one
+  once recorded (skip.py);
 * marks 404/410 gone, and records 5xx, other 4xx and download errors without
   counting them as change observations.
 
-Requests with ``meta["dont_recrawl"] = True`` and non-GET requests pass untouched.
+Requests with ``meta["dont_recrawl"] = True`` and non-GET requests pass untouched;
+``RECRAWL_ENABLED = False`` leaves the middleware out (NotConfigured).
 """
 
 from __future__ import annotations
@@ -27,15 +32,28 @@ from typing import Any
 
 from scrapy import Request, Spider
 from scrapy.crawler import Crawler
+from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Headers, Response
 from scrapy.responsetypes import responsetypes
 
 from .change import ChangeDetector, ChangeResult, Signature, SignatureVersionError
-from .core.meta import META_CYCLE, META_ID, META_RANK, META_RESULT, META_SCORE
+from .core.meta import (
+    FLAG_CHANGED,
+    FLAG_NEW,
+    FLAG_NOT_MODIFIED,
+    FLAG_UNCHANGED,
+    META_CYCLE,
+    META_ID,
+    META_RANK,
+    META_RESULT,
+    META_SCORE,
+)
 from .core.plugins import BagKeeper
 from .history import HistoryStore, HistoryStoreError, UrlRecord, Visit, store_for_crawler
 from .plugins import plugins_for_crawler, scorer_for_crawler
 from .settings import RecrawlSettingError, get
+from .skip import skip_mode, unchanged
+from .startup import check_settings, enabled, startup_failure
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +103,7 @@ class RecrawlMiddleware:
         self.stats = crawler.stats
         self.conditional_get: bool = get(settings, "RECRAWL_CONDITIONAL_GET", bool)
         self.max_body_bytes: int = get(settings, "RECRAWL_MAX_PARSE_BYTES", int)
+        self.skip_all = skip_mode(settings) == "all"
         self.detector = ChangeDetector.from_settings(settings)
         # Opened now, so an unusable RECRAWL_STORE stops the crawl at start-up.
         self.store: HistoryStore = store_for_crawler(crawler)
@@ -96,8 +115,7 @@ class RecrawlMiddleware:
                 crawler, self.store, scorer_for_crawler(crawler).terminals_needed
             )
         except RecrawlSettingError as exc:
-            logger.error("recrawl: %s", exc)
-            raise
+            raise startup_failure(exc) from None
         keeper = plugins.bag_keeper
         self.bags: BagKeeper | None = keeper if getattr(keeper, "keeps_bags", False) else None
         if self.bags is not None:
@@ -105,7 +123,13 @@ class RecrawlMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RecrawlMiddleware:
-        return cls(crawler)
+        try:
+            if not enabled(crawler.settings):
+                raise NotConfigured  # as HttpCacheMiddleware with HTTPCACHE_ENABLED off
+            check_settings(crawler.settings)  # once per crawl; the add-on may have done it
+            return cls(crawler)
+        except (RecrawlSettingError, HistoryStoreError) as exc:
+            raise startup_failure(exc) from None  # one line, no traceback, exit 1
 
     def _fingerprint(self, request: Request) -> bytes:
         return self.crawler.request_fingerprinter.fingerprint(request)
@@ -148,9 +172,9 @@ class RecrawlMiddleware:
         try:
             rec = self.store.get(fp)
             if response.status == 304:
-                return self._not_modified(request, response, fp, rec)
+                return self._skip(request, self._not_modified(request, response, fp, rec))
             if 200 <= response.status < 300:
-                return self._good(request, response, fp, rec)
+                return self._skip(request, self._good(request, response, fp, rec))
             self._bad(
                 request, response.url, response.status, fp, gone=response.status in (404, 410)
             )
@@ -206,6 +230,9 @@ class RecrawlMiddleware:
         elif old is not None:
             self._inc("changed" if result.changed else "unchanged")
         request.meta[META_RESULT] = result
+        # nothing to compare with (first fetch, or an unreadable old signature): new
+        tag = FLAG_NEW if old is None else FLAG_CHANGED if result.changed else FLAG_UNCHANGED
+        response.flags.append(tag)  # in place, as HttpCacheMiddleware adds "cached"
         return response
 
     def _not_modified(
@@ -226,6 +253,7 @@ class RecrawlMiddleware:
                 "the spider gets the bare 304",
                 response.url,
             )
+            response.flags.append(FLAG_NOT_MODIFIED)
             return response
         headers = Headers(stored.headers)
         for name in (b"ETag", b"Last-Modified", b"Date", b"Expires", b"Cache-Control"):
@@ -237,12 +265,19 @@ class RecrawlMiddleware:
             status=stored.status,
             headers=headers,
             body=stored.body,
-            flags=[*response.flags, "recrawl:not_modified"],
+            flags=[*response.flags, FLAG_NOT_MODIFIED],
             request=request,
             certificate=response.certificate,
             ip_address=response.ip_address,
             protocol=response.protocol,
         )
+
+    def _skip(self, request: Request, response: Response) -> Response:
+        """RECRAWL_SKIP_UNCHANGED = "all": an unchanged page, once recorded, is ignored."""
+        if self.skip_all and unchanged(response):
+            self._inc("skipped_unchanged")
+            raise IgnoreRequest(f"recrawl: {response.url} has not changed")
+        return response
 
     def _bad(self, request: Request, url: str, status: int, fp: bytes, *, gone: bool) -> None:
         self.store.record(

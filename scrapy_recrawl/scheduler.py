@@ -51,9 +51,10 @@ from .core.meta import META_CYCLE
 from .core.plugins import ProbeSource
 from .frontier.base import CycleFrontier
 from .frontier.local import is_new as _is_new
-from .history import HistoryStore, store_for_crawler
+from .history import HistoryStore, HistoryStoreError, store_for_crawler
 from .plugins import Plugins, plugins_for_crawler, scorer_for_crawler
 from .settings import RecrawlSettingError
+from .startup import check_settings, enabled, startup_failure, watch_failed_close
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +80,13 @@ class RecrawlScheduler(Scheduler):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RecrawlScheduler:
+        try:
+            on = enabled(crawler.settings)
+        except RecrawlSettingError as exc:
+            raise startup_failure(exc) from None
+        if not on:
+            # RECRAWL_ENABLED = False: Scrapy's own scheduler, exactly
+            return Scheduler.from_crawler(crawler)  # type: ignore[return-value]
         scheduler = super().from_crawler(crawler)
         scheduler._configure(crawler)
         return scheduler
@@ -87,14 +95,14 @@ class RecrawlScheduler(Scheduler):
 
     def _configure(self, crawler: Crawler) -> None:
         try:
+            check_settings(crawler.settings)  # once per crawl; the add-on may have done it
             self.config = CycleConfig.from_settings(crawler.settings)
             # Parsed now: a bad RECRAWL_SCORER stops the crawl before it starts.
             self.scorer = scorer_for_crawler(crawler)
         except RecrawlSettingError as exc:
             # Scrapy builds the scheduler while opening the spider, where a failure
-            # is reported as "Engine slot not assigned": say what really failed.
-            logger.error("recrawl: %s", exc)
-            raise
+            # is reported as "Engine slot not assigned": say what really failed, once.
+            raise startup_failure(exc) from None
         self._fingerprinter: Any = None
         self._store: HistoryStore | None = None
         # the papers' plug-ins (core/plugins.py), built when the store is open
@@ -102,7 +110,10 @@ class RecrawlScheduler(Scheduler):
         self.prober: ProbeSource | None = None
         self._wake_call: Any = None
         # the frontier reads its own settings now (a shared one reaches its server)
-        self.frontier: CycleFrontier = load_object(self.frontier_class)(self)
+        try:
+            self.frontier: CycleFrontier = load_object(self.frontier_class)(self)
+        except (RecrawlSettingError, HistoryStoreError) as exc:
+            raise startup_failure(exc, logged=True) from None  # the frontier said it
 
     @property
     def fingerprinter(self) -> Any:
@@ -127,7 +138,11 @@ class RecrawlScheduler(Scheduler):
         # Scrapy's own queues hold the continuations: redirects, retries, dont_filter
         result = super().open(spider)
         assert self.crawler is not None
-        self._store = store_for_crawler(self.crawler)
+        try:
+            self._store = store_for_crawler(self.crawler)
+        except (HistoryStoreError, RecrawlSettingError) as exc:
+            raise startup_failure(exc) from None
+        watch_failed_close(self.crawler)  # closed for an error: scrapy crawl exits 1
         self._open_plugins()
         if self.config.continuous:
             self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
@@ -358,8 +373,7 @@ class RecrawlScheduler(Scheduler):
                     "them yet (docs/baskets.md)"
                 )
         except RecrawlSettingError as exc:
-            logger.error("recrawl: %s", exc)
-            raise
+            raise startup_failure(exc) from None
         self.prober = self.plugins.probe_source
 
     def _on_idle(self, spider: Spider) -> None:

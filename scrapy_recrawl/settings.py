@@ -1,17 +1,23 @@
-"""Every ``RECRAWL_*`` setting: its default, and the check that rejects bad values.
+"""Every ``RECRAWL_*`` setting: its default, how a string value is read, its check.
 
 Components read their settings through :func:`get` so a typo'd or out-of-range
 value fails at start-up with a message naming the setting, never half-way
-through a crawl.
+through a crawl. A value given as a string (``scrapy crawl -s NAME=VALUE``
+hands every value over as one) is converted the way Scrapy's typed getters
+convert it (:data:`KINDS`), so ``-s RECRAWL_CONTINUOUS=true`` or
+``-s RECRAWL_IGNORE_XPATHS=//footer,//nav`` mean what they say.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import difflib
+import json
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 #: Default of every setting this package reads (documented in docs/settings.md).
 DEFAULTS: dict[str, Any] = {
+    "RECRAWL_ENABLED": True,  # False: the add-on sets nothing, the components stand aside
     # history store
     "RECRAWL_STORE": None,  # None: <project data dir>/recrawl/history.sqlite3
     "RECRAWL_STORE_CLASS": None,  # a backend of your own (class path), instead of RECRAWL_STORE
@@ -26,8 +32,9 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_MAX_PARSE_BYTES": 5 * 1024 * 1024,
     # recording middleware
     "RECRAWL_CONDITIONAL_GET": True,
+    "RECRAWL_SKIP_UNCHANGED": False,  # or "items" / "all": what an unchanged page gives the spider
     # scheduler
-    "RECRAWL_BUDGET": 0.05,  # pages per cycle (int) or share of known URLs (float < 1)
+    "RECRAWL_BUDGET": "5%",  # pages per cycle (int) or a share of the known URLs ("5%")
     "RECRAWL_NEW_SHARE": 0.2,
     "RECRAWL_WARMUP_CYCLES": 2,
     "RECRAWL_CONTINUOUS": False,
@@ -85,10 +92,196 @@ class RecrawlSettingError(ValueError):
     """A RECRAWL_* setting has a value we cannot use; the message names it."""
 
 
+# -- reading a string the way Scrapy's typed getters do ---------------------------
+#
+# Each converter takes the raw value and returns it converted when it is a string
+# (or, for booleans, 0/1), unchanged otherwise; the kind check of get() then
+# refuses what is still of the wrong type. A ValueError means "not that kind".
+
+
+def _bool(value: Any) -> Any:
+    # Settings.getbool(): 0/1, True/False, '0'/'1', 'True'/'False', 'true'/'false'
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        return value
+    if value in ("True", "true"):
+        return True
+    if value in ("False", "false"):
+        return False
+    return bool(int(value))
+
+
+def _int(value: Any) -> Any:
+    return int(value) if isinstance(value, str) else value  # Settings.getint()
+
+
+def _number(value: Any) -> Any:
+    # Settings.getfloat(), keeping "3" an int where a count or a float will do
+    if not isinstance(value, str):
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        return float(value)
+
+
+def _split(text: str) -> list[str]:
+    """Settings.getlist()'s comma split, except that a comma inside brackets,
+    parentheses or quotes does not split (an XPath such as
+    ``//div[contains(@class, "ad")]`` stays one item); a JSON list is read as one."""
+    text = text.strip()
+    if text.startswith("["):
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, list):
+            return parsed
+    items, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(text):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    items.append(text[start:])
+    return [item.strip() for item in items if item.strip()]
+
+
+def _list(value: Any) -> Any:
+    return _split(value) if isinstance(value, str) else value
+
+
+def _numbers(value: Any) -> Any:
+    # "4,6,9", "[4, 6, 9]" or "(0.5, 100)": a list of numbers
+    if not isinstance(value, str):
+        return value
+    return [_number(x) for x in _split(value.strip().strip("()"))]
+
+
+def _dict(value: Any) -> Any:
+    # Settings.getdict(): a JSON object; a Scrapy BaseSettings becomes a plain dict
+    if isinstance(value, str):
+        value = json.loads(value)
+        if not isinstance(value, dict):
+            raise ValueError("not a JSON object")
+        return value
+    if isinstance(value, Mapping) and not isinstance(value, dict):
+        return dict(value)
+    return value
+
+
+def _text(value: Any) -> Any:
+    return value
+
+
+def _skip(value: Any) -> Any:
+    if isinstance(value, str) and value.strip().lower() in ("items", "all"):
+        return value.strip().lower()
+    if value in (None, "", "None", "none"):
+        return False
+    return _bool(value)
+
+
+_NONE = ("None", "none", "")
+
+
+def _optional(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A setting whose default is None: the string "None" (or "") gives it back."""
+
+    def read(value: Any) -> Any:
+        if isinstance(value, str) and value.strip() in _NONE:
+            return None
+        return convert(value)
+
+    return read
+
+
+#: How each setting's value is read when it is a string (``-s NAME=VALUE``), with
+#: the words a refusal uses. Every name of DEFAULTS has one (tests/test_settings.py).
+KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
+    "RECRAWL_ENABLED": (_bool, "True or False"),
+    "RECRAWL_STORE": (_optional(_text), "a path or a store URL"),
+    "RECRAWL_STORE_CLASS": (_optional(_text), "a class path"),
+    "RECRAWL_STORE_BODIES": (_bool, "True or False"),
+    "RECRAWL_FLUSH_EVERY": (_int, "an integer"),
+    "RECRAWL_FLUSH_SECONDS": (_number, "a number"),
+    "RECRAWL_SHINGLE_SIZE": (_int, "an integer"),
+    "RECRAWL_SIMHASH_DISTANCE": (_int, "an integer"),
+    "RECRAWL_MIN_ELEMENT_CHANGES": (_int, "an integer"),
+    "RECRAWL_IGNORE_XPATHS": (_list, "a list of XPaths"),
+    "RECRAWL_MAX_PARSE_BYTES": (_int, "an integer"),
+    "RECRAWL_CONDITIONAL_GET": (_bool, "True or False"),
+    "RECRAWL_SKIP_UNCHANGED": (_skip, "False, 'items' or 'all'"),
+    # read by core.budget.parse_budget(), the one budget rule, strings included
+    "RECRAWL_BUDGET": (_text, "pages (an int) or a share such as '5%'"),
+    "RECRAWL_NEW_SHARE": (_number, "a number"),
+    "RECRAWL_WARMUP_CYCLES": (_int, "an integer"),
+    "RECRAWL_CONTINUOUS": (_bool, "True or False"),
+    "RECRAWL_CYCLE_SECONDS": (_number, "a number"),
+    "RECRAWL_MAX_CYCLES": (_int, "an integer"),
+    "RECRAWL_MONITOR_SHARE": (_number, "a number"),
+    "RECRAWL_MAX_PER_DOMAIN": (_optional(_int), "an integer or None"),
+    "RECRAWL_PROBE": (_optional(_bool), "True, False or None"),
+    "RECRAWL_PROBE_OFFSETS": (_numbers, "a list of numbers"),
+    "RECRAWL_PROBE_SHARE": (_number, "a number"),
+    "RECRAWL_BASKETS": (_numbers, "a list of numbers"),
+    "RECRAWL_BASKET_DEFAULT": (_number, "a number"),
+    "RECRAWL_BASKET_MODEL": (_optional(_text), "a file path or None"),
+    "RECRAWL_HOUR_SECONDS": (_number, "a number"),
+    "RECRAWL_CHANGE_TEST": (_text, "'simhash' or 'chi2'"),
+    "RECRAWL_CHI2_P": (_number, "a number"),
+    "RECRAWL_BOW_TERMS": (_int, "an integer"),
+    "RECRAWL_WINDOW": (_int, "an integer"),
+    "RECRAWL_EXPERTS": (_int, "an integer"),
+    "RECRAWL_EXPERTS_LAG": (_int, "an integer"),
+    "RECRAWL_EXPERTS_CANDIDATES": (_int, "an integer"),
+    "RECRAWL_EXPERTS_HISTORY": (_int, "an integer"),
+    "RECRAWL_EXPERTS_REFRESH": (_int, "an integer"),
+    "RECRAWL_EXPERTS_SAME_HOST": (_bool, "True or False"),
+    "RECRAWL_PLANNER": (_optional(_text), "None or 'webfountain'"),
+    "RECRAWL_PLAN_STRATEGY": (_text, "a strategy name"),
+    "RECRAWL_PLAN_PERIODS": (_int, "an integer"),
+    "RECRAWL_PLAN_EVERY": (_int, "an integer"),
+    "RECRAWL_BUCKETS": (_int, "an integer"),
+    "RECRAWL_REDIS_KEY": (_text, "a key prefix"),
+    "RECRAWL_REDIS_LOG_MAXLEN": (_int, "an integer"),
+    "RECRAWL_REDIS_SCHEDULER_KEY": (_text, "a key template"),
+    "RECRAWL_REDIS_LOCK_SECONDS": (_number, "a number"),
+    "RECRAWL_REDIS_WORKER_TIMEOUT": (_number, "a number"),
+    "RECRAWL_REDIS_OUTAGE_SECONDS": (_number, "a number"),
+    "RECRAWL_PLUGINS_BASE": (_dict, "a dict {'path.Class': order} (JSON on the command line)"),
+    "RECRAWL_PLUGINS": (_dict, "a dict {'path.Class': order} (JSON on the command line)"),
+    "RECRAWL_SCORER": (_text, "a preset name, an expression or a JSON path"),
+    "RECRAWL_PRIOR": (_optional(_numbers), "two numbers (a, b) or None"),
+    "RECRAWL_SEED": (_int, "an integer"),
+}
+
+
 def _type_name(t: type | tuple[type, ...]) -> str:
     if isinstance(t, tuple):
         return " or ".join(x.__name__ for x in t)
     return t.__name__
+
+
+def convert(name: str, value: Any, expect: str = "") -> Any:
+    """``value`` of setting ``name`` as its kind reads it (:data:`KINDS`); a string
+    that is not of that kind raises :class:`RecrawlSettingError` naming both."""
+    kind = KINDS.get(name)
+    if kind is None:
+        return value
+    read, words = kind
+    try:
+        return read(value)
+    except RecrawlSettingError:
+        raise
+    except (ValueError, TypeError):
+        raise RecrawlSettingError(f"{name}={value!r}: expected {expect or words}") from None
 
 
 def get(
@@ -100,35 +293,44 @@ def get(
 ) -> Any:
     """Read ``name`` from Scrapy ``settings`` (or a dict), defaulting to DEFAULTS.
 
+    A string is first converted as :data:`KINDS` says (Scrapy's getters' rules).
     ``kind`` is the accepted type(s), ``check`` a predicate on the value and
     ``expect`` says in words what a good value is; a bad value raises
     :class:`RecrawlSettingError` naming the setting, the value and ``expect``.
     """
-    value = settings.get(name, DEFAULTS.get(name)) if settings is not None else DEFAULTS.get(name)
+    raw = settings.get(name, DEFAULTS.get(name)) if settings is not None else DEFAULTS.get(name)
+    value = convert(name, raw, expect)
     if value is None and DEFAULTS.get(name) is None:
         return None
     if kind is not None:
-        # Scrapy hands command-line (-s) values over as strings: coerce numbers.
-        if isinstance(value, str) and kind in (int, float, (int, float)):
-            try:
-                value = float(value) if kind is not int else int(value)
-            except ValueError:
-                raise RecrawlSettingError(
-                    f"{name}={value!r}: expected {expect or _type_name(kind)}"
-                ) from None
-        if kind is bool and isinstance(value, str):
-            low = value.strip().lower()
-            if low in ("1", "true", "yes", "on"):
-                value = True
-            elif low in ("0", "false", "no", "off", ""):
-                value = False
         if isinstance(value, bool) and kind in (int, float, (int, float)):
-            raise RecrawlSettingError(f"{name}={value!r}: expected {expect or _type_name(kind)}")
+            raise RecrawlSettingError(f"{name}={raw!r}: expected {expect or _type_name(kind)}")
         if not isinstance(value, kind):
             raise RecrawlSettingError(
-                f"{name}={value!r}: expected {expect or _type_name(kind)}, "
-                f"got {type(value).__name__}"
+                f"{name}={raw!r}: expected {expect or _type_name(kind)}, got {type(value).__name__}"
             )
     if check is not None and not check(value):
-        raise RecrawlSettingError(f"{name}={value!r}: expected {expect}")
+        raise RecrawlSettingError(f"{name}={raw!r}: expected {expect}")
     return value
+
+
+# -- names ----------------------------------------------------------------------
+
+
+def closest(name: str, choices: Iterable[str]) -> str | None:
+    """The choice ``name`` was most likely meant to be (difflib), or None."""
+    found = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def unknown_settings(names: Iterable[str], known: Collection[str]) -> list[str]:
+    """One message per ``RECRAWL_*`` name that is not a setting (a typo is otherwise
+    silently ignored), naming the closest valid one."""
+    messages = []
+    for name in sorted({n for n in names if isinstance(n, str) and n.startswith("RECRAWL_")}):
+        if name in known:
+            continue
+        near = closest(name, known)
+        hint = f"; did you mean {near}?" if near else " (docs/settings.md lists them)"
+        messages.append(f"{name} is not a scrapy-recrawl setting, it is ignored{hint}")
+    return messages

@@ -137,3 +137,24 @@ class StoreContract:
     def test_side_storage_refuses_a_bad_table_name(self, store, table):
         with pytest.raises(ValueError, match="side-storage table"):
             store.side_put(table, [(1, b"x")])
+
+    # -- starting afresh (scrapy recrawl-reset) -------------------------------------
+
+    def test_clear_empties_the_store_and_it_stays_usable(self, store):
+        store.record(Visit(fp(1), "http://h/a", 0.0, 200, body=b"<p>a</p>", headers={}))
+        store.advance_cycle()
+        store.record(Visit(fp(1), "http://h/a", 1.0, 200, changed=True))
+        store.record(Visit(fp(2), "http://h/b", 1.0, 200))  # maybe still buffered
+        store.push_frontier([(fp(3), {"url": "http://h/c"}, 0)])
+        store.side_put("plugin_a", [(1, b"one")])
+        store.side_push("bags", 1, b"v1", 2)
+        store.clear()
+        assert len(store) == 0 and store.cycle == 0 and store.frontier_size() == 0
+        assert not store.knows(fp(1)) and store.get(fp(2)) is None and store.body(fp(1)) is None
+        assert len(store.arrays()) == 0 and len(store.visit_log()["url_id"]) == 0
+        assert list(store.side_items("plugin_a")) == [] and store.side_get("bags", [1]) == [None]
+        # a new history starts at id 1, cycle 1
+        assert store.advance_cycle() == 1
+        rec = store.record(Visit(fp(9), "http://h/z", 5.0, 200))
+        store.flush()
+        assert rec.id == 1 and len(store) == 1 and store.visit_log()["cycle"].tolist() == [1]

@@ -161,7 +161,10 @@ def test_resolve_k_and_bad_arguments():
     assert resolve_k(0.05, 11203) == 561
     assert resolve_k(0.05, 10) == 1
     assert resolve_k(7, 5) == 5
-    for bad in (0, -1, 1.5, "5", True):
+    # the setting's spellings (core/budget.py parse_budget): "5%" a share, "5" pages
+    assert resolve_k("5%", 11203) == 561 and resolve_k("5", 100) == 5
+    assert resolve_k("100%", 40) == 40
+    for bad in (0, -1, 1.0, 1.5, 2.0, "lots", "0%", "150%", True):
         with pytest.raises(ValueError):
             resolve_k(bad, 100)  # type: ignore[arg-type]
     with pytest.raises(ValueError):

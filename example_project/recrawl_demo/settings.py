@@ -30,7 +30,7 @@ ADDONS = {"scrapy_recrawl.RecrawlAddon": 100}
 # Each `scrapy crawl site` is one cycle (one simulated day of the site); the first
 # two fetch everything, later ones 5% of the known pages, picked by the scorer.
 RECRAWL_SCORER = "gp4c"
-RECRAWL_BUDGET = 0.05
+RECRAWL_BUDGET = "5%"
 
 # The site's ad slot carries random text on every request: not a content change.
 RECRAWL_IGNORE_XPATHS = ['//div[@class="ad"]']

@@ -42,17 +42,14 @@ def _positive_int(text: str) -> int:
 
 
 def _budget(text: str) -> float:
+    # the crawl's own rule (core/budget.py): pages, or a share such as "5%" (or 0.05)
+    from scrapy_recrawl.core.budget import parse_budget
+    from scrapy_recrawl.settings import RecrawlSettingError
+
     try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a share of the pages in (0, 1) or a page count, got {text!r}"
-        ) from None
-    if not ((v.is_integer() and v >= 1) or 0 < v < 1):
-        raise argparse.ArgumentTypeError(
-            f"expected a share of the pages in (0, 1) or a page count >= 1, got {text}"
-        )
-    return int(v) if v >= 1 else v
+        return parse_budget(text, "--budget")[0]
+    except RecrawlSettingError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _prior(text: str) -> tuple[float, float]:
@@ -134,7 +131,7 @@ class Command(RecrawlCommand):
             type=_budget,
             default=d.budget,
             metavar="K",
-            help="pages per cycle: a share in (0, 1) or a count",
+            help="pages per cycle: a count, or a share of the pages such as 5%% (or 0.05)",
         )
         g.add_argument("--warmup", type=_positive_int, default=d.warmup, metavar="W")
         g.add_argument(

@@ -1,13 +1,101 @@
-"""The one budget rule: how many pages a cycle may fetch, and how they split.
+"""The one budget rule: what a budget value means, how many pages a cycle may
+fetch, and how they split.
 
-The live schedulers and the offline replay both call :func:`budget_pages`, so
-"5% of 50 pages" means the same number of pages in a crawl and in a replay.
+``RECRAWL_BUDGET`` is a page count (an int: ``100``) or a share of the known URLs
+(a percentage string: ``"5%"``); :func:`parse_budget` reads both, from settings
+and from the command line alike. The live schedulers and the offline replay both
+call :func:`budget_pages`, so "5% of 50 pages" means the same number of pages in
+a crawl and in a replay.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
+from typing import Any
+
+from ..settings import RecrawlSettingError
+
+
+class Share(float):
+    """A budget given as a share of the known URLs: ``"5%"`` is ``Share(0.05)``, 0 < share <= 1.
+
+    A float, so arithmetic and JSON see the fraction; its own type, so ``Share(1.0)``
+    ("100%") is never mistaken for one page.
+    """
+
+    def __repr__(self) -> str:
+        return repr(f"{float(self) * 100:g}%")
+
+
+def _refuse(name: str, value: Any, why: str) -> RecrawlSettingError:
+    return RecrawlSettingError(f"{name}={value!r}: {why}")
+
+
+def parse_budget(value: Any, name: str = "RECRAWL_BUDGET") -> tuple[int | Share, str | None]:
+    """``(pages or Share, deprecation)`` of a budget value; a bad one raises
+    :class:`RecrawlSettingError` naming ``name``.
+
+    * an int (or a string of one) ``>= 1``: that many pages;
+    * a percentage string, ``"5%"`` (``0 < p <= 100``): that share of the known URLs;
+    * a float below 1 (or a string of one), the old spelling of a share: still a
+      share, with a deprecation message to log (``deprecation``, else None);
+    * a float from 1 up is refused: ``1.0`` meant one page to some and every page to others.
+    """
+    pages_or_share = (
+        "expected a number of pages (an int, e.g. 100) or a share of the pages the "
+        "store knows, as a percentage (e.g. '5%')"
+    )
+    if isinstance(value, Share):
+        return value, None
+    if isinstance(value, bool) or value is None:
+        raise _refuse(name, value, pages_or_share)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith("%"):
+            try:
+                percent = float(text[:-1])
+            except ValueError:
+                raise _refuse(name, value, pages_or_share) from None
+            if not 0 < percent <= 100:
+                raise _refuse(name, value, "a share must be above 0% and at most 100%")
+            return Share(percent / 100), None
+        try:
+            number: Any = int(text)
+        except ValueError:
+            try:
+                number = float(text)
+            except ValueError:
+                raise _refuse(name, value, pages_or_share) from None
+        try:
+            return parse_budget(number, name)
+        except RecrawlSettingError as exc:  # say it as the user wrote it: "1.0", not 1.0
+            raise RecrawlSettingError(
+                str(exc).replace(f"{name}={number!r}", f"{name}={value!r}", 1)
+            ) from None
+    if isinstance(value, numbers.Integral):
+        if value < 1:
+            raise _refuse(name, value, "expected at least 1 page (or a share such as '5%')")
+        return int(value), None
+    if isinstance(value, numbers.Real):
+        share = float(value)
+        if 0 < share < 1:
+            as_percent = f"{share * 100:g}%"
+            return Share(share), (
+                f"{name}={value!r}: a float below 1 as a share is deprecated; "
+                f"write {as_percent!r} (a share) or an int (pages)"
+            )
+        if share == 1:
+            raise _refuse(
+                name, value, "ambiguous; write 1 for one page or '100%' for every known URL"
+            )
+        if share > 1 and share.is_integer():
+            raise _refuse(
+                name, value, f"a float is ambiguous; write {int(share)} for {int(share)} pages"
+            )
+        raise _refuse(name, value, pages_or_share)
+    raise _refuse(name, value, pages_or_share)
 
 
 @dataclass(frozen=True)
@@ -27,22 +115,25 @@ class Budget:
         return self.total - self.new
 
 
-def budget_pages(budget: int | float, known: int) -> int:
-    """Pages per cycle: an int is a page count; a float below 1 a share of ``known``.
+def budget_pages(budget: int | float | str, known: int) -> int:
+    """Pages per cycle: a page count, or a share of ``known`` (:func:`parse_budget`).
 
     A share rounds up (5% of 50 pages is 3), so a small collection still gets
     its share; at least one page, else a fresh store with a share budget would
     fetch nothing for ever.
     """
-    if isinstance(budget, float) and budget < 1:
-        total = math.ceil(budget * known - 1e-9)  # 0.05 * 60 = 3.0000000000000004 is 3
+    value, _ = parse_budget(budget)
+    if isinstance(value, Share):
+        total = math.ceil(value * known - 1e-9)  # 0.05 * 60 = 3.0000000000000004 is 3
     else:
-        total = int(budget)
+        total = value
     return max(total, 1)
 
 
-def cycle_budget(budget: int | float, new_share: float, known: int, *, warmup: bool) -> Budget:
-    """RECRAWL_BUDGET (int pages, or float share of known URLs) and RECRAWL_NEW_SHARE."""
+def cycle_budget(
+    budget: int | float | str, new_share: float, known: int, *, warmup: bool
+) -> Budget:
+    """RECRAWL_BUDGET (pages, or a share of the known URLs) and RECRAWL_NEW_SHARE."""
     if warmup:
         return Budget(None, None)
     total = budget_pages(budget, known)

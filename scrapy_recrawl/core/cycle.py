@@ -18,7 +18,7 @@ import numpy as np
 from ..history.base import HistoryArrays
 from ..scoring import Scorer
 from ..settings import get
-from .budget import Budget, cycle_budget
+from .budget import Budget, Share, cycle_budget, parse_budget
 from .plugins import ColumnProvider, Selector
 from .selection import Selection, select_recrawls
 
@@ -27,7 +27,7 @@ from .selection import Selection, select_recrawls
 class CycleConfig:
     """The RECRAWL_* settings that shape a cycle (docs/settings.md has them all)."""
 
-    budget: int | float = 0.05
+    budget: int | float = Share(0.05)  # pages (int) or a Share of the known URLs
     new_share: float = 0.2
     warmup_cycles: int = 2
     continuous: bool = False
@@ -40,16 +40,12 @@ class CycleConfig:
     @classmethod
     def from_settings(cls, s: Any) -> CycleConfig:
         """Read and check each setting; a bad one raises RecrawlSettingError naming it."""
-        budget = get(
-            s,
-            "RECRAWL_BUDGET",
-            (int, float),
-            lambda v: v > 0 and (isinstance(v, int) or v < 1 or float(v).is_integer()),
-            "a positive number of pages (int) or a share of known URLs (0 < float < 1)",
-        )
+        # the one budget rule (core/budget.py); its deprecation note is logged once, at
+        # start-up (startup.py), not at every read
+        budget, _ = parse_budget(get(s, "RECRAWL_BUDGET"))
         share = (int, float)
         return cls(
-            budget=int(budget) if isinstance(budget, float) and budget >= 1 else budget,
+            budget=budget,
             new_share=get(s, "RECRAWL_NEW_SHARE", share, lambda v: 0 <= v <= 1, "a share 0..1"),
             warmup_cycles=get(
                 s, "RECRAWL_WARMUP_CYCLES", int, lambda v: v >= 0, "a number of cycles >= 0"

@@ -8,3 +8,14 @@ META_CYCLE = "recrawl_cycle"
 META_ID = "recrawl_id"
 META_RANK = "recrawl_rank"
 META_SCORE = "recrawl_score"
+
+# The ``Response.flags`` tag the middleware adds (Scrapy's "Crawled (200) <GET ...>
+# ['recrawl:changed']" log lines show it; docs/project-settings.md).
+#: first good fetch: nothing to compare with yet
+FLAG_NEW = "recrawl:new"
+FLAG_CHANGED = "recrawl:changed"
+FLAG_UNCHANGED = "recrawl:unchanged"
+#: a 304 to our conditional request, answered with the stored copy (also unchanged)
+FLAG_NOT_MODIFIED = "recrawl:not_modified"
+#: the flags of a page that has not changed since the last visit
+UNCHANGED_FLAGS = frozenset({FLAG_UNCHANGED, FLAG_NOT_MODIFIED})

@@ -42,7 +42,7 @@ from typing import Protocol
 
 import numpy as np
 
-from scrapy_recrawl.core.budget import budget_pages
+from scrapy_recrawl.core.budget import budget_pages, parse_budget
 from scrapy_recrawl.history.state import observe
 from scrapy_recrawl.scoring import Scorer, top_k_indices
 
@@ -102,21 +102,20 @@ class ReplayResult:
         }
 
 
-def resolve_k(k: int | float, pages: int) -> int:
-    """Budget per cycle: an int is a page count, a float in (0, 1) a share of the pages.
+def resolve_k(k: int | float | str, pages: int) -> int:
+    """Budget per cycle: a page count or a share of the pages (``"5%"``; a float below 1
+    still reads as a share), at most ``pages``.
 
-    The crawl's own rule (:func:`scrapy_recrawl.core.budget.budget_pages`), so a
-    replay spends what the crawl would; at most ``pages``.
+    The crawl's own rule (:func:`scrapy_recrawl.core.budget.parse_budget` and
+    :func:`~scrapy_recrawl.core.budget.budget_pages`), so a replay spends what the
+    crawl would; a bad ``k`` raises ValueError (RecrawlSettingError) naming it.
     """
-    if isinstance(k, bool) or not isinstance(k, (int, float, np.integer, np.floating)):
-        raise ValueError(f"k={k!r}: expected a page count or a share in (0, 1)")
-    if isinstance(k, (float, np.floating)) and not float(k).is_integer():
-        if not 0.0 < k < 1.0:
-            raise ValueError(f"k={k!r}: a share of the pages must be in (0, 1)")
-        return min(pages, budget_pages(float(k), pages))
-    if k < 1:
-        raise ValueError(f"k={k!r}: expected at least 1 page")
-    return min(int(k), pages)
+    if isinstance(k, np.integer):
+        k = int(k)
+    elif isinstance(k, np.floating):
+        k = float(k)
+    value, _ = parse_budget(k, "k")
+    return min(pages, budget_pages(value, pages))
 
 
 def new_state(pages: int) -> dict[str, np.ndarray]:

@@ -95,17 +95,6 @@ def _increasing_positive(v: Any) -> bool:
     )
 
 
-def _as_list(value: Any) -> Any:
-    # Scrapy's -s hands a list over as a string: "4,6,9" or "[4, 6, 9]"
-    if isinstance(value, str):
-        text = value.strip().strip("[]()")
-        try:
-            return [float(x) for x in text.split(",") if x.strip()]
-        except ValueError:
-            return value
-    return value
-
-
 @dataclass(frozen=True)
 class BasketSettings:
     """The RECRAWL_* settings of probing and baskets (docs/settings.md)."""
@@ -120,14 +109,15 @@ class BasketSettings:
 
     @classmethod
     def from_settings(cls, s: Any) -> BasketSettings:
-        probe = get(s, "RECRAWL_PROBE", bool) if _raw(s, "RECRAWL_PROBE") is not None else None
-        offsets = _as_list(_raw(s, "RECRAWL_PROBE_OFFSETS"))
+        # -s RECRAWL_PROBE_OFFSETS=4,6,9 (or "[4, 6, 9]") is a list of numbers here
+        probe = get(s, "RECRAWL_PROBE", bool)
+        offsets = get(s, "RECRAWL_PROBE_OFFSETS")
         if not isinstance(offsets, (list, tuple)) or not _increasing_positive(offsets):
             raise RecrawlSettingError(
                 f"RECRAWL_PROBE_OFFSETS={offsets!r}: expected increasing positive numbers "
                 "of hours after the first fetch, e.g. [4, 6, 9, 14, 21, 32, 48, 72]"
             )
-        baskets = _as_list(_raw(s, "RECRAWL_BASKETS"))
+        baskets = get(s, "RECRAWL_BASKETS")
         if not isinstance(baskets, (list, tuple)) or not _increasing_positive(baskets):
             raise RecrawlSettingError(
                 f"RECRAWL_BASKETS={baskets!r}: expected increasing positive recrawl "
@@ -168,12 +158,6 @@ class BasketSettings:
                 )
             ),
         )
-
-
-def _raw(s: Any, name: str) -> Any:
-    from ..settings import DEFAULTS
-
-    return s.get(name, DEFAULTS.get(name)) if s is not None else DEFAULTS.get(name)
 
 
 # --------------------------------------------------------------------------- features

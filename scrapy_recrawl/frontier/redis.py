@@ -153,3 +153,32 @@ class RedisFrontier:
 
     def deregister(self) -> None:
         self.server.hdel(self.key("workers"), self.worker_id)
+
+
+def reset_spider(settings: Any, spider: str) -> tuple[str, int]:
+    """Delete one spider's shared cycle: its state, budget counters, workers, lock,
+    recrawl and new-URL queues, start claims and dupefilter sets (``scrapy
+    recrawl-reset``, beside the store's clear()). Returns (where, keys deleted).
+
+    The keys are those RedisRecrawlScheduler names for ``spider`` from the same
+    settings (``RECRAWL_REDIS_SCHEDULER_KEY``, ``SCHEDULER_QUEUE_KEY``,
+    ``SCHEDULER_DUPEFILTER_KEY``); no other spider's key is touched.
+    """
+    from scrapy_redis import defaults
+
+    from ..history.redis_connection import redis_from_settings
+    from ..settings import get
+
+    names = {"spider": spider}
+    skey = get(settings, "RECRAWL_REDIS_SCHEDULER_KEY", str) % names
+    queue = (settings.get("SCHEDULER_QUEUE_KEY") or defaults.SCHEDULER_QUEUE_KEY) % names
+    dupes = (settings.get("SCHEDULER_DUPEFILTER_KEY") or defaults.SCHEDULER_DUPEFILTER_KEY) % names
+    server, location = redis_from_settings(settings)
+    try:
+        keys = [f"{skey}:{n}" for n in ("state", "taken", "workers", "lock", "recrawls")]
+        keys += [queue, dupes]
+        for pattern in (f"{skey}:starts:*", f"{dupes}:*"):
+            keys += server.scan_iter(match=pattern, count=1000)
+        return location, int(server.delete(*keys))
+    finally:
+        server.close()

@@ -238,6 +238,12 @@ class HistoryStore(Protocol):
         """Write what is buffered (visits); a failure keeps the buffer for a retry."""
         ...
 
+    def clear(self) -> None:
+        """Remove everything this store keeps -- URLs, visit log, frontier, side storage,
+        what is buffered -- and start again at cycle 0, open and usable
+        (``scrapy recrawl-reset``). Nothing outside this store is touched."""
+        ...
+
     def __len__(self) -> int:
         """How many URLs the store knows."""
         ...

@@ -85,6 +85,7 @@ from .redis_schema import (
     ROWS_PER_SHARD,
     SIDE_PUSH_LUA,
     _opt,
+    own_key,
 )
 
 
@@ -554,12 +555,22 @@ class RedisHistoryStore:
     # -- maintenance -----------------------------------------------------------
 
     def clear(self) -> None:
-        """Delete every key of this store (tests, benchmarks)."""
+        """Delete this store's keys (``scrapy recrawl-reset``), leaving an empty store at
+        cycle 0. Only the names this store writes under its prefix: a longer prefix that
+        starts with it (another spider's ``recrawl:<name>``) is left alone."""
 
         def delete(c: Any) -> None:
-            keys = list(c.scan_iter(match=f"{self.key}:*", count=1000))
+            keys = [
+                k
+                for k in c.scan_iter(match=f"{self.key}:*", count=1000)
+                if own_key(k, len(self.key) + 1)
+            ]
             for start in range(0, len(keys), 1000):
                 c.delete(*keys[start : start + 1000])
+            c.hset(
+                self._k("meta"),
+                mapping={"schema_version": SCHEMA_VERSION, "rows_per_shard": self._rps},
+            )
 
         self._call("write to", delete)
 

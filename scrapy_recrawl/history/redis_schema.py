@@ -290,3 +290,18 @@ if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('RENAME', KEYS[3], KEYS[5]
 redis.call('HSET', KEYS[1], 'schema_version', 2)
 return 1
 """
+
+
+#: The first name after the prefix of every key a RedisHistoryStore writes
+#: (``<prefix>:rows:3``, ``<prefix>:side:basket_model``, ...): what clear() deletes.
+STORE_KEY_NAMES = frozenset(
+    {"meta", "cycle", "ids", "next_id", "log", "logstart", "frontier", "rows", "side"}
+    | {"urls", "req", "sig", "body", "etag", "lastmod", "bags", "dists"}
+)
+
+
+def own_key(key: bytes | str, skip: int) -> bool:
+    """Whether ``key``, less its first ``skip`` characters (the prefix and ``:``), is
+    one of the store's own (not a longer prefix's, such as ``recrawl:<spider>:...``)."""
+    name = key.decode("latin-1") if isinstance(key, bytes) else key
+    return name[skip:].split(":", 1)[0] in STORE_KEY_NAMES

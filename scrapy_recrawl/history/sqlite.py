@@ -532,6 +532,21 @@ class SqliteHistoryStore:
         self._write(write)
         self._reset_buffers()
 
+    def clear(self) -> None:
+        """Empty the store (``scrapy recrawl-reset``): cycle 0, no URL, visit, frontier
+        request or side-storage row; the schema stays, and the file shrinks."""
+        self._reset_buffers()  # buffered visits belong to the history being removed
+
+        def wipe(db: sqlite3.Connection) -> None:
+            for table in ("visits", "bodies", "requests", "signatures", "frontier", "side"):
+                db.execute(f"DELETE FROM {table}")
+            db.execute("DELETE FROM urls")
+            db.execute("UPDATE meta SET value = '0' WHERE key = 'cycle'")
+
+        self._write(wipe)
+        self._cycle, self._next_id, self._count = 0, 1, 0
+        self._read(lambda db: db.execute("VACUUM"))
+
     @staticmethod
     def _url_row(rec: UrlRecord) -> tuple[Any, ...]:
         row = []

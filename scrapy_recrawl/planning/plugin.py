@@ -24,9 +24,7 @@ logger = logging.getLogger(__name__)
 def _prior(settings: Any) -> tuple[float, float] | None:
     from ..scoring import check_prior
 
-    prior = settings.get("RECRAWL_PRIOR") if settings is not None else None
-    if isinstance(prior, str):  # -s RECRAWL_PRIOR=0.5,1
-        prior = tuple(prior.replace("(", "").replace(")", "").split(","))
+    prior = get(settings, "RECRAWL_PRIOR")  # -s RECRAWL_PRIOR=0.5,1 is a list here
     return None if prior is None else check_prior(prior)
 
 

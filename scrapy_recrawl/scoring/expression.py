@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -66,6 +67,20 @@ def _parsed(expression: str, setting: str, registry: TerminalRegistry) -> tuple[
 
 
 logger = logging.getLogger(__name__)
+
+# a name, maybe with the "+" of the smoothed presets: what a preset looks like
+_NAME_LIKE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+*$")
+
+
+def _unknown_preset(spec: str, setting: str) -> RecrawlSettingError:
+    from scrapy_recrawl.settings import closest
+
+    near = closest(spec.lower(), PRESETS)
+    hint = f" did you mean {near!r}?" if near else ""
+    return RecrawlSettingError(
+        f"{setting}={spec!r}: unknown preset;{hint} presets: {', '.join(PRESETS)} "
+        "(or an expression over the terminals, docs/scorers.md)"
+    )
 
 
 class Scorer:
@@ -167,9 +182,16 @@ class Scorer:
             return cls._from_file(
                 key, prior=checked_prior, seed=seed, setting=setting, registry=registry
             )
-        return ExpressionScorer(
-            key, name="expression", prior=checked_prior, setting=setting, registry=registry
-        )
+        try:
+            return ExpressionScorer(
+                key, name="expression", prior=checked_prior, setting=setting, registry=registry
+            )
+        except RecrawlSettingError:
+            # A lone name that is no terminal was meant as a preset ("aad++", "nad_plus"):
+            # say so with the presets, not with the list of terminals.
+            if _NAME_LIKE.match(key):
+                raise _unknown_preset(key, setting) from None
+            raise
 
     @classmethod
     def _from_file(
@@ -216,12 +238,7 @@ class Scorer:
         spec = get(
             settings, "RECRAWL_SCORER", str, expect="a preset name, an expression or a JSON path"
         )
-        prior = settings.get("RECRAWL_PRIOR") if settings is not None else None
-        if isinstance(prior, str):  # -s RECRAWL_PRIOR=0.5,1
-            try:
-                prior = tuple(float(x) for x in prior.replace("(", "").replace(")", "").split(","))
-            except ValueError:
-                pass
+        prior = get(settings, "RECRAWL_PRIOR")  # -s RECRAWL_PRIOR=0.5,1 is a list here
         if prior is not None:
             prior = check_prior(prior)
         seed = get(settings, "RECRAWL_SEED", int, expect="an integer")
@@ -242,14 +259,14 @@ def window_needed(terminals: Iterable[str]) -> int:
 
 def _warn_related(scorer: Scorer, spec: str, settings: Mapping[str, Any] | Any) -> None:
     """Q means what it meant when evolved only with the same related-page settings."""
-    from scrapy_recrawl.settings import DEFAULTS
+    from scrapy_recrawl.settings import DEFAULTS, get
 
     evolved = getattr(scorer, "metadata", {}).get("related")
     if "Q" not in getattr(scorer, "terminals_needed", ()) or not isinstance(evolved, dict):
         return
     for name, value in evolved.items():
         if name.startswith("RECRAWL_") and name in DEFAULTS:
-            here = settings.get(name, DEFAULTS[name]) if settings is not None else DEFAULTS[name]
+            here = get(settings, name)  # "20" from the command line is 20
             if here != value:
                 logger.warning(
                     "RECRAWL_SCORER=%r was evolved with %s=%r, this crawl has %r: its Q "

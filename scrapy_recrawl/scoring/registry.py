@@ -169,11 +169,13 @@ def plugin_paths(settings: Any) -> list[Any]:
     ``settings`` None: the defaults."""
     from scrapy.utils.conf import build_component_list
 
-    from ..settings import DEFAULTS, RecrawlSettingError
+    from ..settings import DEFAULTS, RecrawlSettingError, convert
 
     merged: dict[Any, Any] = {}
     for name in ("RECRAWL_PLUGINS_BASE", "RECRAWL_PLUGINS"):
         value = DEFAULTS[name] if settings is None else settings.get(name, DEFAULTS[name])
+        # a JSON object from the command line (-s), as Settings.getdict() reads one
+        value = convert(name, value, "a dict {'path.Class': order}")
         if value is None:
             continue
         if not isinstance(value, Mapping):

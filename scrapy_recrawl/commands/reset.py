@@ -1,0 +1,107 @@
+"""``scrapy recrawl-reset SPIDER``: start one spider's history afresh.
+
+Run inside the project. It reads the settings the spider crawls with (the
+project's, the spider's ``custom_settings``, ``-s`` options), says which history
+store that is, how many URLs and cycles it holds, asks for confirmation (unless
+``--yes``) and then empties that store: the SQLite file, or the keys of the Redis
+store under its prefix (and, with ``RedisRecrawlScheduler``, the spider's shared
+cycle state, queues and dupefilters). The next ``scrapy crawl SPIDER`` starts at
+cycle 1 with warm-up cycles, as on the first day. Exit status 0 when reset,
+1 when not (declined, or the store cannot be opened).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from scrapy.exceptions import UsageError
+from scrapy.utils.misc import load_object
+
+from . import RecrawlCommand
+
+
+class Command(RecrawlCommand):
+    requires_project = True
+
+    def syntax(self) -> str:
+        return "[options] <spider>"
+
+    def short_desc(self) -> str:
+        return "Delete one spider's recrawl history, to start it afresh"
+
+    def long_desc(self) -> str:
+        return __doc__ or ""
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if len(args) != 1:
+            raise UsageError("recrawl-reset takes one spider name")
+        name = args[0]
+        settings = self._spider_settings(name)
+        from scrapy_recrawl.history import HistoryStoreError, open_store
+        from scrapy_recrawl.settings import RecrawlSettingError
+
+        try:
+            store = open_store(settings)
+            store.open()
+        except (RecrawlSettingError, HistoryStoreError) as exc:
+            self._fail(f"cannot open the history store of spider {name!r}: {exc}")
+            return
+        try:
+            shared = _uses_redis_scheduler(settings)
+            what = f"{len(store)} URLs, cycle {store.cycle}"
+            also = " and its shared cycle on Redis (RedisRecrawlScheduler)" if shared else ""
+            print(f"The history of spider {name!r} is {store.location} ({what}){also}.")
+            if not opts.yes and not _confirm("Delete it? [y/N] "):
+                self._fail("nothing deleted")
+                return
+            store.clear()
+        except HistoryStoreError as exc:
+            self._fail(str(exc))
+            return
+        finally:
+            store.close()
+        if shared:
+            from scrapy_recrawl.frontier.redis import reset_spider
+
+            location, deleted = reset_spider(settings, name)
+            print(f"Deleted {deleted} keys of spider {name!r}'s shared cycle at {location}.")
+        print(f"Reset: the next `scrapy crawl {name}` starts at cycle 1.")
+
+    def _spider_settings(self, name: str) -> Any:
+        """The settings ``scrapy crawl NAME`` would crawl with (custom_settings included)."""
+        assert self.settings is not None
+        loader_cls = load_object(self.settings["SPIDER_LOADER_CLASS"])
+        loader = loader_cls.from_settings(self.settings.frozencopy())
+        try:
+            spidercls = loader.load(name)
+        except KeyError:
+            raise UsageError(f"Spider not found: {name}", print_help=False) from None
+        settings = self.settings.copy()
+        spidercls.update_settings(settings)
+        return settings
+
+    def _fail(self, message: str) -> None:
+        sys.stderr.write(f"recrawl-reset: {message}\n")
+        self.exitcode = 1
+
+
+def _confirm(prompt: str) -> bool:
+    try:
+        answer = input(prompt)
+    except EOFError:  # no terminal, no --yes: no
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _uses_redis_scheduler(settings: Any) -> bool:
+    try:
+        cls = load_object(settings["SCHEDULER"])
+    except (ImportError, ValueError, NameError, AttributeError, TypeError):
+        return False
+    return getattr(cls, "recrawl_store_backend", None) == "redis"

@@ -1,0 +1,185 @@
+"""Once per crawl, before the first request: every ``RECRAWL_*`` setting checked, and
+how a failure is told (docs/project-settings.md).
+
+The add-on's ``update_settings``, the middleware and the scheduler all call
+:func:`check_settings`; the first call does the work (misspelled names and
+deprecated values are warned about once), the others reuse its outcome.
+
+A failure a user causes is one log line naming the setting (or the store) and
+the value, and a non-zero exit status of ``scrapy crawl``:
+
+* **at start-up** the component raises, and Scrapy counts a crawl whose start
+  raised as failed (``CrawlerProcess.bootstrap_failed``: exit status 1). The
+  error was logged by :func:`startup_failure` as that one line, so the traceback
+  Scrapy's runner would have printed for the same exception -- asyncio's "Task
+  exception was never retrieved", Twisted's "Unhandled error in Deferred" -- is
+  dropped by a logging filter that recognises it (and only it);
+* **mid-crawl**, a spider the package closes for an error (a close reason in
+  :data:`FAILED_CLOSE_REASONS`, e.g. ``recrawl_redis_unavailable``) is reported
+  to Scrapy as a failed crawl the one way Scrapy has: both of its runners set
+  ``bootstrap_failed`` when a crawler ends without a spider, so once the engine
+  has stopped (the last step of a crawl) the crawler's ``spider`` is cleared.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import Any
+
+from .settings import DEFAULTS, RecrawlSettingError, get, unknown_settings
+
+logger = logging.getLogger(__name__)
+
+#: Close reasons that mean "this crawl failed": ``scrapy crawl`` exits non-zero.
+FAILED_CLOSE_REASONS = frozenset({"recrawl_redis_unavailable"})
+
+# settings object id -> (a weak reference to it, the RecrawlSettingError it gave, if any)
+_CHECKED: dict[int, tuple[weakref.ref[Any], RecrawlSettingError | None]] = {}
+
+
+def enabled(settings: Any) -> bool:
+    """``RECRAWL_ENABLED``: False turns the whole package off for this crawl."""
+    return bool(get(settings, "RECRAWL_ENABLED", bool))
+
+
+def check_settings(settings: Any) -> None:
+    """Warn about unknown ``RECRAWL_*`` names and deprecated values, then check every
+    value; once per settings object (per crawl). Raises RecrawlSettingError."""
+    try:
+        ref, failure = _CHECKED[id(settings)]
+    except KeyError:
+        pass
+    else:
+        if ref() is settings:
+            if failure is not None:
+                raise failure
+            return
+    failure = None
+    try:
+        _warn(settings)
+        _check(settings)
+    except RecrawlSettingError as exc:
+        failure = exc
+    try:
+        key = id(settings)
+        _CHECKED[key] = (weakref.ref(settings, lambda _: _CHECKED.pop(key, None)), failure)
+    except TypeError:
+        pass  # a plain dict (tests, offline tools): not remembered, checked at every call
+    if failure is not None:
+        raise failure
+
+
+def _warn(settings: Any) -> None:
+    from .core.budget import parse_budget
+
+    for message in unknown_settings(_names(settings), _known_names(settings)):
+        logger.warning("recrawl: %s", message)
+    _, deprecated = parse_budget(get(settings, "RECRAWL_BUDGET"))
+    if deprecated:
+        logger.warning("recrawl: %s", deprecated)
+
+
+def _check(settings: Any) -> None:
+    from .change import ChangeDetector
+    from .core.cycle import CycleConfig
+    from .plugins import check_plugins
+    from .scoring import Scorer
+    from .skip import skip_mode
+
+    for name in DEFAULTS:
+        get(settings, name)  # each string of the kind it should be (settings.KINDS)
+    CycleConfig.from_settings(settings)
+    check_plugins(settings, Scorer.from_settings(settings).terminals_needed)
+    ChangeDetector.from_settings(settings)
+    get(settings, "RECRAWL_CONDITIONAL_GET", bool)
+    skip_mode(settings)
+
+
+def _names(settings: Any) -> list[str]:
+    try:
+        return [str(name) for name in settings]
+    except TypeError:
+        return []
+
+
+def _known_names(settings: Any) -> set[str]:
+    """DEFAULTS, and the settings a listed plug-in declares (``setting_names``)."""
+    from .plugins import plugin_classes
+
+    known = set(DEFAULTS)
+    try:
+        classes = plugin_classes(settings)
+    except RecrawlSettingError:
+        return known  # reported by the check itself
+    for cls in classes:
+        known.update(getattr(cls, "setting_names", ()))
+    return known
+
+
+# -- failures -----------------------------------------------------------------------
+
+
+def startup_failure(exc: BaseException, *, logged: bool = False) -> BaseException:
+    """Log ``exc`` as the one line the user sees (unless the raiser ``logged`` it),
+    once, and mark it so no traceback of it follows; returns it, to be raised
+    (Scrapy then fails the crawl: exit 1)."""
+    if not getattr(exc, "_recrawl_reported", False):
+        if not logged:
+            logger.error("recrawl: %s", exc)
+        try:
+            exc._recrawl_reported = True  # type: ignore[attr-defined]
+        except AttributeError:  # pragma: no cover -- every exception class we raise takes it
+            pass
+    _install_filter()
+    return exc
+
+
+def reported(exc: BaseException | None) -> bool:
+    """``exc``, or an exception it was raised while handling, was told by startup_failure()."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if getattr(exc, "_recrawl_reported", False):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+class _DropReported(logging.Filter):
+    """Drops a log record whose exception was already told as one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and reported(record.exc_info[1]))
+
+
+_FILTER = _DropReported()
+
+
+def _install_filter() -> None:
+    # asyncio logs a task's unretrieved exception on its own logger; Scrapy bridges
+    # Twisted's log (an unhandled Deferred error) to the "twisted" logger
+    for name in ("asyncio", "twisted"):
+        log = logging.getLogger(name)
+        if _FILTER not in log.filters:
+            log.addFilter(_FILTER)
+
+
+def watch_failed_close(crawler: Any) -> None:
+    """Make ``scrapy crawl`` exit non-zero if this crawl's spider is closed for an error."""
+    from scrapy import signals
+
+    if getattr(crawler, "_recrawl_watched", False):
+        return
+    crawler._recrawl_watched = True
+
+    def spider_closed(spider: Any, reason: str) -> None:
+        if reason in FAILED_CLOSE_REASONS:
+            # connected now, so it runs after every other engine_stopped handler
+            crawler.signals.connect(engine_stopped, signal=signals.engine_stopped, weak=False)
+
+    def engine_stopped() -> None:
+        logger.debug("recrawl: the crawl failed; scrapy crawl exits with status 1")
+        crawler.spider = None  # Scrapy's runners: no spider at the end -> bootstrap_failed
+
+    crawler.signals.connect(spider_closed, signal=signals.spider_closed, weak=False)

@@ -1,0 +1,112 @@
+"""``scrapy recrawl-reset SPIDER``: one spider's history emptied, after a yes, and
+nothing else touched (SQLite file; Redis store keys and the shared cycle)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scrapy_recrawl.history import SqliteHistoryStore, Visit
+from scrapy_recrawl.history.redis import RedisHistoryStore
+
+from .helpers import LocalSite, Page
+from .project import make_project, scrapy
+from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def site():
+    with LocalSite() as site:
+        site.pages["/"] = Page(b'<html><body><a href="/a">a</a><a href="/b">b</a></body></html>')
+        site.pages["/a"] = Page(b"<html><body><p>a</p></body></html>")
+        site.pages["/b"] = Page(b"<html><body><p>b</p></body></html>")
+        yield site
+
+
+def test_reset_asks_then_empties_the_spiders_sqlite_store(tmp_path, site):
+    project = make_project(tmp_path, 'RECRAWL_STORE = "history.sqlite3"\n')
+    for _ in range(2):
+        run = scrapy(project, "crawl", "pages", "-a", f"start_url={site.url}/")
+        assert run.returncode == 0, run.stderr
+    with SqliteHistoryStore(project / "history.sqlite3") as store:
+        assert (len(store), store.cycle) == (3, 2)
+
+    run = scrapy(project, "recrawl-reset", "pages", input="n\n")
+    assert run.returncode == 1 and "nothing deleted" in run.stderr
+    assert "3 URLs, cycle 2" in run.stdout and "history.sqlite3" in run.stdout
+    with SqliteHistoryStore(project / "history.sqlite3") as store:
+        assert len(store) == 3  # declined: untouched
+
+    run = scrapy(project, "recrawl-reset", "pages", input="")  # no terminal, no --yes
+    assert run.returncode == 1
+
+    run = scrapy(project, "recrawl-reset", "pages", "--yes")
+    assert run.returncode == 0, run.stderr
+    with SqliteHistoryStore(project / "history.sqlite3") as store:
+        assert (len(store), store.cycle) == (0, 0)
+    run = scrapy(project, "crawl", "pages", "-a", f"start_url={site.url}/", "-s", "LOG_LEVEL=INFO")
+    assert "recrawl cycle 1: warm-up" in run.stderr  # as on the first day
+
+
+def test_reset_reads_the_spiders_own_settings(tmp_path):
+    project = make_project(tmp_path)
+    spider = (project / "proj" / "spiders" / "pages.py").read_text()
+    spider = spider.replace(
+        'name = "pages"', 'name = "pages"\n    custom_settings = {"RECRAWL_STORE": "mine.db"}'
+    )
+    (project / "proj" / "spiders" / "pages.py").write_text(spider)
+    with SqliteHistoryStore(project / "mine.db") as store:
+        store.record(Visit(b"1" * 20, "http://h/", 0.0, 200))
+    run = scrapy(project, "recrawl-reset", "pages", "-y")
+    assert run.returncode == 0, run.stderr
+    assert "mine.db" in run.stdout
+    with SqliteHistoryStore(project / "mine.db") as store:
+        assert len(store) == 0
+
+
+def test_reset_of_an_unknown_spider_or_store_fails_cleanly(tmp_path):
+    project = make_project(tmp_path)
+    run = scrapy(project, "recrawl-reset", "nope", "--yes")
+    assert run.returncode != 0 and "Spider not found: nope" in run.stderr
+    run = scrapy(
+        project, "recrawl-reset", "pages", "--yes", "-s", "RECRAWL_STORE=redis://127.0.0.1:1/0"
+    )
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert "cannot open the history store of spider 'pages'" in run.stderr
+
+
+def test_reset_on_redis_leaves_other_spiders_keys(tmp_path, redis_db):  # noqa: F811
+    client = redis_db.client()
+    # another spider's store under a longer prefix, and its shared cycle
+    with RedisHistoryStore(redis_db.url, key="recrawl:other") as other:
+        other.record(Visit(b"2" * 20, "http://h/x", 0.0, 200))
+    client.hset("other:recrawl:state", "cycle", 4)
+    # this spider's store and shared cycle (RedisRecrawlScheduler's keys)
+    with RedisHistoryStore(redis_db.url) as mine:
+        mine.advance_cycle()
+        mine.record(Visit(b"1" * 20, "http://h/a", 0.0, 200))
+    client.hset("pages:recrawl:state", "cycle", 1)
+    client.hset("pages:recrawl:starts:1", "fp", "w")
+    client.sadd("pages:dupefilter:1", "fp")
+    client.lpush("pages:requests", "r")
+
+    project = make_project(
+        tmp_path,
+        f'SCHEDULER = "scrapy_recrawl.RedisRecrawlScheduler"\nREDIS_URL = "{redis_db.url}"\n',
+    )
+    run = scrapy(project, "recrawl-reset", "pages", "--yes")
+    assert run.returncode == 0, run.stderr
+    assert "1 URLs, cycle 1" in run.stdout and "shared cycle" in run.stdout
+
+    with RedisHistoryStore(redis_db.url) as mine:
+        assert (len(mine), mine.cycle) == (0, 0)
+    with RedisHistoryStore(redis_db.url, key="recrawl:other") as other:
+        assert len(other) == 1
+    left = sorted(k.decode() for k in client.keys("*"))
+    assert not [k for k in left if k.startswith("pages:")]
+    assert "other:recrawl:state" in left
+    assert [k for k in left if k.startswith("recrawl:") and not k.startswith("recrawl:other:")] == [
+        "recrawl:meta"
+    ]
+    client.close()
