@@ -290,3 +290,13 @@ if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('RENAME', KEYS[3], KEYS[5]
 redis.call('HSET', KEYS[1], 'schema_version', 2)
 return 1
 """
+
+
+MIGRATE_2_TO_3_LUA = r"""
+-- Version 3: the store names the spider it belongs to (meta field 'spider'). A store
+-- written before has none: nothing to move; the first spider to open it adopts it.
+-- KEYS meta.
+if tonumber(redis.call('HGET', KEYS[1], 'schema_version')) ~= 2 then return 0 end
+redis.call('HSET', KEYS[1], 'schema_version', 3)
+return 1
+"""
