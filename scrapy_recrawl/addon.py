@@ -49,13 +49,21 @@ class RecrawlAddon:
         settings["SPIDER_MIDDLEWARES"]["scrapy_recrawl.skip.RecrawlSpiderMiddleware"] = (
             SPIDER_MIDDLEWARE_ORDER
         )
-        if self.crawler is not None:
+        crawler = self.crawler
+        if crawler is not None and getattr(crawler, "spider", None) is not None:
             # Open the crawl's one store now: an unreachable one stops the crawl here, before
             # Scrapy installs its reactor, where the one log line is all a user sees on
-            # either of Scrapy's runners (later, the Twisted one adds a traceback).
-            from .history import HistoryStoreError, store_for_crawler
+            # either of Scrapy's runners (later, the Twisted one adds a traceback). A crawl
+            # makes its spider before applying its settings; `scrapy shell` has none yet,
+            # and `fetch` / `parse` only look at a URL (scope.py): neither opens a store.
+            from .history import HistoryStoreError, StoreRefused, store_for_crawler
+            from .scope import off_reason
 
+            if off_reason(crawler) is not None:
+                return
             try:
-                store_for_crawler(self.crawler)
+                store_for_crawler(crawler)
+            except StoreRefused as exc:
+                raise startup_failure(exc, logged=True) from None  # said once already
             except (HistoryStoreError, RecrawlSettingError) as exc:
                 raise startup_failure(exc) from None

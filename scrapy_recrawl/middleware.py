@@ -20,7 +20,10 @@ finally answered. Per response it
 * marks 404/410 gone, and records 5xx, other 4xx and download errors without
   counting them as change observations.
 
-Requests with ``meta["dont_recrawl"] = True`` and non-GET requests pass untouched;
+Only the spider's own pages enter the history (:mod:`scrapy_recrawl.scope`): non-GET
+requests, ``meta["dont_recrawl"]``, ``callback=NO_CALLBACK`` (robots.txt), the
+sitemaps a ``SitemapSpider`` reads and responses from Scrapy's HTTP cache pass
+untouched, and under ``scrapy shell`` / ``fetch`` / ``parse`` the middleware is off.
 ``RECRAWL_ENABLED = False`` leaves the middleware out (NotConfigured).
 """
 
@@ -49,8 +52,16 @@ from .core.meta import (
     META_SCORE,
 )
 from .core.plugins import BagKeeper
-from .history import HistoryStore, HistoryStoreError, UrlRecord, Visit, store_for_crawler
+from .history import (
+    HistoryStore,
+    HistoryStoreError,
+    StoreRefused,
+    UrlRecord,
+    Visit,
+    store_for_crawler,
+)
 from .plugins import plugins_for_crawler, scorer_for_crawler
+from .scope import not_a_page, off_reason, warn_http_cache
 from .settings import RecrawlSettingError, get
 from .skip import skip_mode, unchanged
 from .startup import check_settings, enabled, startup_failure
@@ -105,9 +116,22 @@ class RecrawlMiddleware:
         self.max_body_bytes: int = get(settings, "RECRAWL_MAX_PARSE_BYTES", int)
         self.skip_all = skip_mode(settings) == "all"
         self.detector = ChangeDetector.from_settings(settings)
-        # Opened now, so an unusable RECRAWL_STORE stops the crawl at start-up.
-        self.store: HistoryStore = store_for_crawler(crawler)
         self._unpicklable_warned = False
+        self.bags: BagKeeper | None = None
+        # `scrapy shell`, `fetch`, `parse` ...: look at a URL, never write the history
+        self.off = off_reason(crawler, building_engine=True)
+        if self.off is not None:
+            return
+        if warn_http_cache(settings):
+            # A 304 to our conditional request would be cached and served bare later
+            self.conditional_get = False
+        # Opened now (the engine is built once the spider is), so an unusable
+        # RECRAWL_STORE, or another spider's store, stops the crawl at start-up.
+        try:
+            self.store: HistoryStore = store_for_crawler(crawler)
+        except StoreRefused:
+            self.off = "refused"  # said in the log; the spider closes once open
+            return
         # A plug-in may keep each version's bag of words beside the store (content-aware
         # prediction: the chi-squared rule needs the previous bag, the D* terminals the last l).
         try:
@@ -117,7 +141,7 @@ class RecrawlMiddleware:
         except RecrawlSettingError as exc:
             raise startup_failure(exc) from None
         keeper = plugins.bag_keeper
-        self.bags: BagKeeper | None = keeper if getattr(keeper, "keeps_bags", False) else None
+        self.bags = keeper if getattr(keeper, "keeps_bags", False) else None
         if self.bags is not None:
             self.detector.keep_bags = True
 
@@ -134,14 +158,21 @@ class RecrawlMiddleware:
     def _fingerprint(self, request: Request) -> bytes:
         return self.crawler.request_fingerprinter.fingerprint(request)
 
-    @staticmethod
-    def _handled(request: Request) -> bool:
-        return request.method in ("GET", "HEAD") and not request.meta.get("dont_recrawl")
+    def _skipped(self, request: Request, response: Response | None = None) -> bool:
+        """Not one of the spider's pages (scope.not_a_page), or the middleware is off."""
+        if self.off is not None:
+            return True
+        why = not_a_page(request, response)
+        if why is None:
+            return False
+        if response is not None:  # counted once per response, not per request too
+            self._inc(f"not_recorded/{why}")
+        return True
 
     # -- outgoing ----------------------------------------------------------
 
     def process_request(self, request: Request, spider: Spider | None = None) -> None:
-        if not self._handled(request):
+        if self._skipped(request):
             return None
         if request.meta.pop(_META_CONDITIONAL, False):
             # a copy of our request (redirect, retry): its validators may be another URL's
@@ -166,7 +197,7 @@ class RecrawlMiddleware:
     def process_response(
         self, request: Request, response: Response, spider: Spider | None = None
     ) -> Response:
-        if not self._handled(request):
+        if self._skipped(request, response):
             return response
         fp = self._fingerprint(request)
         try:
@@ -185,7 +216,7 @@ class RecrawlMiddleware:
     def process_exception(
         self, request: Request, exception: BaseException, spider: Spider | None = None
     ) -> None:
-        if self._handled(request):
+        if not self._skipped(request):
             try:
                 self._bad(request, request.url, 0, self._fingerprint(request), gone=False)
             except HistoryStoreError as exc:

@@ -14,7 +14,12 @@ Three streams of requests, handed to the engine in this order:
    priority; those the cycle has no budget for wait in the store's frontier.
 
 A spider request for a URL the store already knows is not fetched again on
-the spider's say-so: its recrawl is the scorer's decision.
+the spider's say-so: its recrawl is the scorer's decision. Each URL is fetched
+at most once per cycle, whichever of these streams (or a probe) asks for it
+(the frontier keeps the cycle's fetched URLs: frontier/base.py). Requests that
+are not the spider's pages (:mod:`scrapy_recrawl.scope`: sitemaps, robots.txt,
+non-GET, ``dont_recrawl``) are continuations, never budgeted nor kept; under
+``scrapy shell`` / ``fetch`` / ``parse`` this is Scrapy's scheduler, nothing more.
 
 In a per-run cycle with no budget (the warm-up cycles) there is nothing to
 count, so new URLs share Scrapy's own queues: request order, priorities and
@@ -51,8 +56,9 @@ from .core.meta import META_CYCLE
 from .core.plugins import ProbeSource
 from .frontier.base import CycleFrontier
 from .frontier.local import is_new as _is_new
-from .history import HistoryStore, HistoryStoreError, store_for_crawler
+from .history import HistoryStore, HistoryStoreError, StoreRefused, store_for_crawler
 from .plugins import Plugins, plugins_for_crawler, scorer_for_crawler
+from .scope import not_a_page, off_reason
 from .settings import RecrawlSettingError
 from .startup import check_settings, enabled, startup_failure, watch_failed_close
 
@@ -109,6 +115,10 @@ class RecrawlScheduler(Scheduler):
         self.plugins = Plugins()
         self.prober: ProbeSource | None = None
         self._wake_call: Any = None
+        # `scrapy shell`, `fetch`, `parse` ...: Scrapy's scheduler, no history, no cycle
+        self.off = off_reason(crawler)
+        if self.off is not None:
+            return
         # the frontier reads its own settings now (a shared one reaches its server)
         try:
             self.frontier: CycleFrontier = load_object(self.frontier_class)(self)
@@ -137,12 +147,17 @@ class RecrawlScheduler(Scheduler):
     def open(self, spider: Spider) -> Deferred[None] | None:
         # Scrapy's own queues hold the continuations: redirects, retries, dont_filter
         result = super().open(spider)
+        if self.off is not None:
+            return result
         assert self.crawler is not None
+        watch_failed_close(self.crawler)  # closed for an error or refused: scrapy crawl exits 1
         try:
-            self._store = store_for_crawler(self.crawler)
+            self._store = store_for_crawler(self.crawler, spider)
+        except StoreRefused:
+            self.off = "refused"  # said in the log; the spider closes once open (exit 1)
+            return result
         except (HistoryStoreError, RecrawlSettingError) as exc:
             raise startup_failure(exc) from None
-        watch_failed_close(self.crawler)  # closed for an error: scrapy crawl exits 1
         self._open_plugins()
         if self.config.continuous:
             self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
@@ -152,10 +167,13 @@ class RecrawlScheduler(Scheduler):
     def close(self, reason: str) -> Deferred[None] | None:
         if self._wake_call is not None and self._wake_call.active():
             self._wake_call.cancel()
-        self.frontier.close(reason)
+        if self.off is None:
+            self.frontier.close(reason)
         return super().close(reason)
 
     def has_pending_requests(self) -> bool:
+        if self.off is not None:
+            return super().has_pending_requests()
         return (
             len(self.mqs) > 0
             or (self.dqs is not None and len(self.dqs) > 0)
@@ -164,13 +182,21 @@ class RecrawlScheduler(Scheduler):
         )
 
     def __len__(self) -> int:
+        if self.off is not None:
+            return super().__len__()
         return super().__len__() + self.frontier.queued()
 
     def enqueue_request(self, request: Request) -> bool:
+        if self.off is not None:
+            return super().enqueue_request(request)
         return self.frontier.enqueue(request)
 
     def enqueue_now(self, request: Request) -> bool:
         """Enqueue ``request`` (the frontier calls it, or holds the request for later)."""
+        if not_a_page(request) is not None:
+            # bookkeeping (a sitemap, robots.txt, a POST, dont_recrawl): Scrapy's own
+            # queues, as a continuation; never budgeted, never kept to recrawl
+            return super().enqueue_request(request)
         if _is_start(request):
             why = self.frontier.start_taken(request)
             if why is not None:  # fetched once per cycle, by one process
@@ -198,8 +224,12 @@ class RecrawlScheduler(Scheduler):
         return True
 
     def next_request(self) -> Request | None:
-        request = super().next_request()  # continuations first, never budgeted
-        if request is not None:
+        if self.off is not None:
+            return super().next_request()
+        # continuations first, never budgeted; each URL once per cycle all the same
+        while (request := super().next_request()) is not None:
+            if not self.frontier.first_fetch(request):
+                continue
             if self.frontier.unbudgeted() and _is_new(request):
                 request.meta[META_CYCLE] = self.frontier.cycle
                 self.inc_stat("recrawl/fetched_new")
@@ -326,6 +356,8 @@ class RecrawlScheduler(Scheduler):
         prober = self.prober
         if prober is None or not self.frontier.probe_allowed():
             return None
+        # when the probe came due, at the earliest (the heap's head before the pop)
+        due = prober.next_due_time()
         url_id = prober.pop_due()
         if url_id is None:
             self._wake_at(prober.next_due_time())
@@ -334,7 +366,12 @@ class RecrawlScheduler(Scheduler):
             self.store.requests(np.asarray([url_id], dtype=np.int64))[0], url_id
         )
         request.meta[META_CYCLE] = self.store.cycle
+        # Dispatched either way, so its next offset is scheduled: when this cycle fetched
+        # the URL since the probe came due, that fetch stands for the probe (if its
+        # response is still to come, the prober takes it as the probe's).
         prober.dispatched(self.fingerprinter.fingerprint(request), url_id)
+        if not self.frontier.first_fetch(request, due=due):
+            return None
         self.frontier.probe_taken()
         return request
 

@@ -19,7 +19,8 @@ from typing import Any
 DEFAULTS: dict[str, Any] = {
     "RECRAWL_ENABLED": True,  # False: the add-on sets nothing, the components stand aside
     # history store
-    "RECRAWL_STORE": None,  # None: <project data dir>/recrawl/history.sqlite3
+    "RECRAWL_STORE": None,  # None: <project data dir>/recrawl/<spider>/history.sqlite3
+    "RECRAWL_SHARED_STORE": False,  # True: spiders may share one store on purpose
     "RECRAWL_STORE_CLASS": None,  # a backend of your own (class path), instead of RECRAWL_STORE
     "RECRAWL_STORE_BODIES": True,
     "RECRAWL_FLUSH_EVERY": 500,  # visits buffered before one write transaction
@@ -68,7 +69,7 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_PLAN_EVERY": 7,
     "RECRAWL_BUCKETS": 64,
     # Redis (docs/distributed.md)
-    "RECRAWL_REDIS_KEY": "recrawl",
+    "RECRAWL_REDIS_KEY": "%(spider)s:history",  # one history per spider
     "RECRAWL_REDIS_LOG_MAXLEN": 10_000_000,
     "RECRAWL_REDIS_SCHEDULER_KEY": "%(spider)s:recrawl",
     "RECRAWL_REDIS_LOCK_SECONDS": 300.0,

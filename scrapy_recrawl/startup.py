@@ -32,7 +32,7 @@ from .settings import DEFAULTS, RecrawlSettingError, get, unknown_settings
 logger = logging.getLogger(__name__)
 
 #: Close reasons that mean "this crawl failed": ``scrapy crawl`` exits non-zero.
-FAILED_CLOSE_REASONS = frozenset({"recrawl_redis_unavailable"})
+FAILED_CLOSE_REASONS = frozenset({"recrawl_redis_unavailable", "recrawl_store_refused"})
 
 # settings object id -> (a weak reference to it, the RecrawlSettingError it gave, if any)
 _CHECKED: dict[int, tuple[weakref.ref[Any], RecrawlSettingError | None]] = {}

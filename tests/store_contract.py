@@ -113,6 +113,12 @@ class StoreContract:
 
     # -- side storage --------------------------------------------------------------
 
+    def test_a_store_remembers_the_spider_that_claimed_it_first(self, store):
+        assert store.owner() is None  # a new store is nobody's yet
+        assert store.claim("news") == "news"
+        assert store.claim("blog") == "news"  # the first claim wins; the owner is returned
+        assert store.owner() == "news"
+
     def test_side_storage_puts_gets_deletes_and_lists(self, store):
         store.side_put("plugin_a", [(3, b"three"), (1, b"one")])
         store.side_put("plugin_b", [(1, b"other")])

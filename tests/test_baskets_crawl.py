@@ -24,7 +24,7 @@ TOLERANCE = 0.6  # seconds a probe may come after its offset
 def test_probes_are_fetched_at_their_offsets_in_continuous_mode(tmp_path, backend, request):
     if backend == "redis":
         url = request.getfixturevalue("redis_db").url
-        store_setting, make_store = url, lambda: RedisHistoryStore(url)
+        store_setting, make_store = url, lambda: RedisHistoryStore(url, key="test:history")
     else:
         path = tmp_path / "history.sqlite3"
         store_setting, make_store = str(path), lambda: SqliteHistoryStore(path)

@@ -185,3 +185,38 @@ def test_inside_a_project_reads_the_monitoring_sample(project, capsys):
 def test_inside_a_project_without_a_monitoring_sample_explains_it(project):
     with pytest.raises(UsageError, match="RECRAWL_MONITOR_SHARE is 0"):
         run([*TINY, "-s", "RECRAWL_MONITOR_SHARE=0"])
+
+
+@pytest.fixture
+def spiders_project(tmp_path, monkeypatch):
+    """A project with two spiders and the default store, one per spider: alpha's has
+    complete histories, beta has none yet."""
+    truth = _history(60, 10, seed=4)
+    truth[:, 0] = 0
+    _fill_store(tmp_path / ".scrapy" / "recrawl" / "alpha" / "history.sqlite3", 10, 60, truth)
+    (tmp_path / "scrapy.cfg").write_text("[settings]\ndefault = twoproj.settings\n")
+    pkg = tmp_path / "twoproj"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "settings.py").write_text(
+        'SPIDER_MODULES = ["twoproj.spiders"]\nRECRAWL_MONITOR_SHARE = 1.0\n'
+    )
+    (pkg / "spiders.py").write_text(
+        "import scrapy\n\n\nclass A(scrapy.Spider):\n    name = 'alpha'\n\n\n"
+        "class B(scrapy.Spider):\n    name = 'beta'\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("SCRAPY_SETTINGS_MODULE", "twoproj.settings")
+    yield tmp_path
+    for name in [m for m in sys.modules if m.startswith("twoproj")]:
+        del sys.modules[name]
+
+
+def test_each_spider_has_its_history_and_the_command_asks_which(spiders_project, capsys):
+    with pytest.raises(UsageError, match="--spider NAME"):
+        run(TINY)  # two spiders, two histories: which one?
+    run([*TINY, "--folds", "3", "--spider", "alpha"])
+    assert "60 pages x 10 cycles" in capsys.readouterr().err
+    with pytest.raises(UsageError, match=r"recrawl/beta/history.sqlite3 has no URL"):
+        run([*TINY, "--spider", "beta"])  # beta's own history: nothing in it yet

@@ -1,13 +1,12 @@
-"""Stores written by the previous release (schema version 1) open and upgrade, losing nothing.
+"""Stores written by earlier releases open and upgrade, losing nothing.
 
-The fixtures in tests/fixtures/ were written by scrapy-recrawl 0.1.0 with
-tests/fixtures/make_v1_stores.py (see tests/fixtures/README.md).
+The fixtures in tests/fixtures/ (see its README.md): schema version 1, written by
+scrapy-recrawl 0.1.0 with make_v1_stores.py; schema version 2, written by the
+release before stores knew their spider (commit d96f17e) with make_v2_stores.py.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -18,10 +17,12 @@ import pytest
 from scrapy_recrawl.change.bow import bag_from_text
 from scrapy_recrawl.content.store import BagStore
 from scrapy_recrawl.estimate.probes import ProbeStore
-from scrapy_recrawl.history import SCHEMA_VERSION, SqliteHistoryStore
+from scrapy_recrawl.history import SCHEMA_VERSION, HistoryStoreError, SqliteHistoryStore
+from scrapy_recrawl.history.ownership import claim_store
 from scrapy_recrawl.history.records import unpack_record
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
+from .fixtures.redis_typed import load_typed
 from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -65,7 +66,7 @@ def test_a_version_1_sqlite_store_upgrades(tmp_path):
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     version = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
     db.close()
-    assert int(version) == SCHEMA_VERSION == 2
+    assert int(version) == SCHEMA_VERSION == 3
     assert not tables & {"content_bags", "basket_probes", "basket_model"}
 
 
@@ -88,38 +89,89 @@ def test_a_failed_migration_leaves_the_store_as_it_was(tmp_path, monkeypatch):
     db.close()
 
 
-def load_redis_fixture(client, path) -> None:
-    """Write a store saved key by key, by type, in base64 (tests/fixtures/README.md):
-    unlike DUMP payloads, which only the Redis version that made them restores."""
-
-    def b(v):
-        return base64.b64decode(v)
-
-    for key, item in json.loads(path.read_text()).items():
-        kind, value = item["type"], item["value"]
-        if kind == "string":
-            client.set(key, b(value))
-        elif kind == "hash":
-            client.hset(key, mapping={b(f): b(v) for f, v in value.items()})
-        elif kind == "list":
-            client.rpush(key, *map(b, value))
-        elif kind == "set":
-            client.sadd(key, *map(b, value))
-        elif kind == "zset":
-            client.zadd(key, {b(m): score for m, score in value})
-        elif kind == "stream":
-            for entry_id, fields in value:
-                client.xadd(key, {b(f): b(v) for f, v in fields.items()}, id=entry_id)
-        else:
-            raise ValueError(f"{path}: {key} has an unknown type {kind!r}")
-
-
 def test_a_version_1_redis_store_upgrades(redis_db):  # noqa: F811
     client = redis_db.client()
-    load_redis_fixture(client, FIXTURES / "store_v1.redis.json")
+    load_typed(client, FIXTURES / "store_v1.redis.json")
     assert client.hget("recrawl:meta", "schema_version") == b"1"
     with RedisHistoryStore(redis_db.url) as store:
         _check_history(store)
-    assert client.hget("recrawl:meta", "schema_version") == b"2"
+    assert client.hget("recrawl:meta", "schema_version") == b"3"
     assert not client.exists("recrawl:bags", "recrawl:dists")
     client.close()
+
+
+# -- schema version 2: the store did not know its spider ------------------------------
+
+
+def _check_v2(store) -> None:
+    arrays = store.arrays()
+    assert len(arrays) == 3 and arrays.cycle == 3 and store.cycle == 3
+    assert arrays.columns["n"].tolist() == [2, 2, 2]
+    assert arrays.columns["X"].tolist() == [1, 1, 1]
+    assert len(store.visit_log()["url_id"]) == 9
+    assert store.requests(np.array([2]))[0] == {
+        "url": "http://h/1",
+        "method": "GET",
+        "callback": "parse_page",
+    }
+    assert store.frontier_size() == 1
+    bags = BagStore(store, keep=3, window=3)
+    for u in (1, 2):
+        assert bags.bags(u) == _expected_bags(u)
+    active = ProbeStore(store).active()
+    assert [st.url_id for st in active] == [1] and active[0].prev_sig == b"sig-prev"
+    np.testing.assert_array_equal(active[0].features, np.arange(8, dtype=float))
+    model = unpack_record(store.side_get("basket_model", [1])[0])
+    assert model["model"] == b"model-bytes"
+
+
+def test_a_version_2_sqlite_store_upgrades_and_is_adopted_by_its_first_spider(tmp_path, caplog):
+    path = tmp_path / "history.sqlite3"
+    shutil.copy(FIXTURES / "store_v2.sqlite3", path)
+    with SqliteHistoryStore(path) as store:
+        _check_v2(store)
+        assert store.owner() is None  # written before stores knew their spider
+        with caplog.at_level("WARNING"):
+            claim_store(store, "news", {})
+        assert store.owner() == "news"
+    adopted = [r.getMessage() for r in caplog.records if "adopts" in r.getMessage()]
+    assert len(adopted) == 1 and "'news'" in adopted[0] and str(path) in adopted[0]
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("3",)
+    db.close()
+    caplog.clear()
+    with SqliteHistoryStore(path) as store:
+        _check_v2(store)
+        claim_store(store, "news", {})  # its own: nothing said
+        assert not caplog.records
+        with pytest.raises(HistoryStoreError, match="belongs to the spider 'news', not 'blog'"):
+            claim_store(store, "blog", {})
+        claim_store(store, "blog", {"RECRAWL_SHARED_STORE": True})  # shared on purpose
+        assert store.owner() == "news"
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "RECRAWL_SHARED_STORE" in errors[0].getMessage()
+
+
+def test_a_version_2_redis_store_upgrades_and_is_adopted(redis_db, caplog):  # noqa: F811
+    client = redis_db.client()
+    load_typed(client, FIXTURES / "store_v2.redis.json")
+    assert client.hget("recrawl:meta", "schema_version") == b"2"
+    with RedisHistoryStore(redis_db.url, key="recrawl") as store:
+        _check_v2(store)
+        assert store.owner() is None
+        with caplog.at_level("WARNING"):
+            claim_store(store, "news", {})
+        assert store.owner() == "news"
+        with pytest.raises(HistoryStoreError, match="key prefix 'recrawl'.*'news', not 'blog'"):
+            claim_store(store, "blog", {})
+    assert client.hget("recrawl:meta", "schema_version") == b"3"
+    assert client.hget("recrawl:meta", "spider") == b"news"
+    assert any("adopts" in r.getMessage() for r in caplog.records)
+    client.close()
+
+
+def test_a_new_store_is_claimed_silently(tmp_path, caplog):
+    with SqliteHistoryStore(tmp_path / "new.sqlite3") as store, caplog.at_level("INFO"):
+        claim_store(store, "news", {})
+        assert store.owner() == "news"
+    assert not caplog.records

@@ -6,6 +6,7 @@ the SQLite scheduler (once as the start request, once as the recrawl).
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import pytest
@@ -49,3 +50,76 @@ def test_a_start_url_that_is_also_a_recrawl_is_fetched_once(backend, tmp_path, r
             fetched = Counter(entry["path"] for entry in site.log)
             assert fetched["/"] == 1, (cycle, fetched)
             assert max(fetched.values()) == 1, (cycle, fetched)
+
+
+def _linked_site(pages: int, extra: list[str]) -> dict[str, Page]:
+    """Every page links to the index, every other page, ``extra`` and ``/moved``, a
+    permanent redirect to ``/p1``."""
+    paths = ["/", *(f"/p{i}" for i in range(pages)), *extra]
+    links = "".join(f'<a href="{p}">{p}</a>' for p in [*paths, "/moved"])
+    site = {
+        p: Page(f"<html><body><h1>{p}</h1><p>text of {p}</p>{links}</body></html>".encode())
+        for p in paths
+    }
+    site["/moved"] = Page(b"", status=301, headers={"Location": "/p1"})
+    return site
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_one_url_asked_for_by_every_stream_is_fetched_once_per_cycle(backend, tmp_path, request):
+    """``/`` is at once a start request, a link every page has, a recrawl (in the
+    monitoring sample: id 1 is in RECRAWL_SEED 0's sample) and, on the SQLite
+    scheduler, due for a probe (in cycle 2, as every page); ``/new`` appears in cycle 3 as a start request and a
+    link at once; ``/moved``, a link (and so a new URL, then a recrawl), redirects to
+    ``/p1``, a start request. Every other page is a start request, a link and maybe a
+    recrawl. (The spider's own ``dont_filter`` duplicates are Scrapy's "fetch it
+    again", which tests/test_scope.py checks.)"""
+    redis = request.getfixturevalue("redis_db") if backend == "redis" else None
+    settings = {
+        "ADDONS": {"scrapy_recrawl.RecrawlAddon": 100},
+        "RETRY_ENABLED": False,
+        "RECRAWL_WARMUP_CYCLES": 1,
+        "RECRAWL_BUDGET": 0.5,
+        "RECRAWL_MONITOR_SHARE": 0.4,
+        "RECRAWL_SEED": 0,
+        **_backend_settings(backend, tmp_path, redis),
+    }
+    if backend == "sqlite":  # loop-time probes need the scheduler's own (local) frontier
+        settings |= {
+            "RECRAWL_PROBE": True,
+            # due at the start of cycle 2 (the sleep below); the next one after the test
+            "RECRAWL_PROBE_OFFSETS": [2, 1000],
+            "RECRAWL_HOUR_SECONDS": 1.0,  # an "hour" of the offsets is a second here
+            "RECRAWL_PROBE_SHARE": 1.0,
+        }
+    dropped = probes = 0
+    with LocalSite() as site:
+        site.pages.update(_linked_site(8, []))
+        for cycle in range(1, 6):
+            if cycle == 3:
+                site.pages.update(_linked_site(8, ["/new"]))
+            # then every page ("/new" too), not "/moved": its redirect is not the spider's
+            start = ["/"] if cycle == 1 else sorted(set(site.pages) - {"/moved"})
+            site.log.clear()
+            result = run_crawl(
+                [site.url + p for p in start],
+                settings,
+                tmp_path,
+                follow=True,
+                start_dont_filter=True,
+            )
+            stats = result["stats"]
+            assert stats["recrawl/cycle"] == cycle
+            fetched = Counter(entry["path"] for entry in site.log)
+            assert max(fetched.values()) == 1, (cycle, fetched)
+            assert fetched["/"] == 1
+            if cycle >= 2:
+                assert stats["recrawl/monitored"] >= 1  # "/" among them
+            if cycle == 3:
+                assert fetched["/new"] == 1
+            dropped += stats.get("recrawl/fetched_this_cycle_dropped", 0)
+            probes += stats.get("recrawl/probes/fetched", 0)
+            if cycle == 1 and backend == "sqlite":
+                time.sleep(2.0)  # the first probe offset comes due
+    if backend == "sqlite":  # probes due for every page: the rule was needed, not luck
+        assert probes >= 1 and dropped >= 1

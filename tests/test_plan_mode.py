@@ -37,7 +37,7 @@ def test_plan_mode_keeps_the_budget_and_solves_a_plan(tmp_path, backend, request
                 assert len(site.log) <= 7  # the budget, plus the start request
                 assert result["stats"]["recrawl/plan_solves"] >= 1
     if backend == "redis":
-        store = RedisHistoryStore(settings["RECRAWL_STORE"])
+        store = RedisHistoryStore(settings["RECRAWL_STORE"], key="test:history")
     else:
         store = SqliteHistoryStore(tmp_path / "history.sqlite3")
     with store:

@@ -59,7 +59,7 @@ def test_chi2_and_window_and_experts_terminals_on_redis(site, redis_server, tmp_
         assert len(site.log) <= budget + 1, site.log  # + the start request
         if cycle >= 4:  # the rewritten pages were seen changed (C1 = D1 = 1): first
             assert {_num(i["url"]) for i in recrawled if "/p" in i["url"]} & BIG
-    with RedisHistoryStore(redis_server.url) as store:
+    with RedisHistoryStore(redis_server.url, key="test:history") as store:
         log = store.visit_log()
         for cycle in (3, 4, 5):
             assert (log["cycle"] == cycle).sum() <= budget + 1
@@ -68,7 +68,7 @@ def test_chi2_and_window_and_experts_terminals_on_redis(site, redis_server, tmp_
         assert changed and changed <= set(BIG), changed
         # the bags (the last RECRAWL_WINDOW versions: a D* terminal is used) and distances
         client = store.client
-        assert client.hlen("recrawl:side:content_bags") >= PAGES
+        assert client.hlen("test:history:side:content_bags") >= PAGES
         ids = store.arrays().ids
         kept = [len(unpack_list(b)) for b in store.side_get("content_bags", ids) if b]
         assert max(kept) == 3 and min(kept) >= 1

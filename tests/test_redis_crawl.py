@@ -93,7 +93,7 @@ def test_three_processes_three_cycles_share_one_frontier(redis_server, tmp_path)
             assert sum(s.get("recrawl/cycles_opened", 0) for s in stats) == 1  # opened once
             assert {s["recrawl/cycle"] for s in stats} == {cycle}  # the others joined it
             assert all(s.get("response_received_count", 0) > 0 for s in stats), stats  # all worked
-            with RedisHistoryStore(redis_server.url) as store:
+            with RedisHistoryStore(redis_server.url, key="site:history") as store:
                 log = store.visit_log()
                 in_cycle = log["cycle"] == cycle
                 # exactly one visit-log record per response received, by any process
@@ -109,7 +109,7 @@ def test_three_processes_three_cycles_share_one_frontier(redis_server, tmp_path)
                     assert len(served["served"]) <= budget + redirects
                     assert sum(pages.values()) >= budget // 2
             site.state.advance(1)
-        with RedisHistoryStore(redis_server.url) as store:
+        with RedisHistoryStore(redis_server.url, key="site:history") as store:
             assert store.cycle == 3  # advanced exactly three times
             arr = store.arrays()
             log = store.visit_log()
@@ -141,7 +141,7 @@ def test_redis_restarted_mid_crawl_recovers_and_store_stays_consistent(redis_ser
     assert "is back after" in log
     assert stats["finish_reason"] == "finished"
     assert stats["recrawl/redis_outages"] >= 1
-    with RedisHistoryStore(redis_server.url) as store:
+    with RedisHistoryStore(redis_server.url, key="site:history") as store:
         arr = store.arrays()
         visits = store.visit_log()
         assert store.cycle == 1

@@ -78,10 +78,10 @@ PLUGIN = textwrap.dedent(
     _open_store = history.open_store
 
 
-    def open_store(settings):
+    def open_store(settings, spider=None):
         if settings.get("RECRAWL_STORE") is not None:
-            return _open_store(settings)
-        return _open_store(Override(settings))
+            return _open_store(settings, spider)
+        return _open_store(Override(settings), spider)
 
 
     history.open_store = open_store

@@ -19,6 +19,7 @@ from scrapy_recrawl.history import (
 )
 from scrapy_recrawl.history.redis import RedisHistoryStore
 from scrapy_recrawl.history.state import observe
+from scrapy_recrawl.settings import RecrawlSettingError
 
 from . import redis_server as servers
 from .redis_server import free_port
@@ -227,9 +228,10 @@ def test_store_setting_dispatch(redis_db):
     assert isinstance(s, RedisHistoryStore) and s.key == "other"
     assert s.location == redis_db.url
     # "redis", or no RECRAWL_STORE with RedisRecrawlScheduler: scrapy-redis's settings
-    s = open_store({"RECRAWL_STORE": "redis", "REDIS_URL": redis_db.url})
+    s = open_store({"RECRAWL_STORE": "redis", "REDIS_URL": redis_db.url}, "news")
     s.open()
     assert s.location == f"redis://127.0.0.1:{redis_db.port}/0"
+    assert s.key == "news:history"  # one history per spider by default
     s.close()
     s = open_store(
         {
@@ -237,10 +239,15 @@ def test_store_setting_dispatch(redis_db):
             "REDIS_HOST": "127.0.0.1",
             "REDIS_PORT": redis_db.port,
             "REDIS_PARAMS": {"db": 2},
-        }
+            "RECRAWL_REDIS_KEY": "crawl:%(spider)s",
+        },
+        "blog",
     )
-    assert isinstance(s, RedisHistoryStore)
+    assert isinstance(s, RedisHistoryStore) and s.key == "crawl:blog"
     assert s.location == f"redis://127.0.0.1:{redis_db.port}/2"
+    # a key that names the spider, where none is known (an offline command without --spider)
+    with pytest.raises(RecrawlSettingError, match=r"RECRAWL_REDIS_KEY=.*%\(spider\)s.*--spider"):
+        open_store({"RECRAWL_STORE": redis_db.url})
 
 
 def test_closed_store_and_redis_errors_are_history_store_errors(redis_db):

@@ -8,8 +8,8 @@ import pytest
 from scrapy_recrawl.history import SqliteHistoryStore, Visit
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
+from .cli_project import make_project, scrapy
 from .helpers import LocalSite, Page
-from .project import make_project, scrapy
 from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 
 pytestmark = pytest.mark.slow

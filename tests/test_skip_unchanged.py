@@ -10,8 +10,8 @@ import pytest
 
 from scrapy_recrawl.history import SqliteHistoryStore
 
+from .cli_project import make_project, scrapy
 from .helpers import LocalSite, Page
-from .project import make_project, scrapy
 
 pytestmark = pytest.mark.slow
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from .cli_project import make_project, scrapy
 from .helpers import LocalSite, Page
-from .project import make_project, scrapy
 from .redis_server import RedisServer, free_port
 
 pytestmark = pytest.mark.slow

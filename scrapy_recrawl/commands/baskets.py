@@ -105,6 +105,8 @@ def training_from_file(path: str, cfg: BasketSettings) -> tuple[dict[str, np.nda
 
 
 class Command(RecrawlCommand):
+    reads_history = True
+
     def short_desc(self) -> str:
         return "Train the loop-time basket classifier (random forest) from probe features"
 
@@ -142,9 +144,7 @@ class Command(RecrawlCommand):
         if opts.history:
             data, offsets, baskets = training_from_file(opts.history, cfg)
         else:
-            from scrapy_recrawl.history import open_store
-
-            store = open_store(settings)
+            store = self.history_store(opts)
             store.open()
             min_span = 2 * cfg.baskets[-1] if opts.min_span is None else opts.min_span
             data = training_from_store(

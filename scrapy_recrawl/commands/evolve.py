@@ -63,6 +63,8 @@ def _prior(text: str) -> tuple[float, float]:
 
 
 class Command(RecrawlCommand):
+    reads_history = True
+
     def short_desc(self) -> str:
         return "Learn a recrawl scorer from complete change histories (GP4C)"
 
@@ -251,16 +253,15 @@ class Command(RecrawlCommand):
                 "url,cycle,changed), or run inside a Scrapy project whose history store has "
                 "a monitoring sample (RECRAWL_MONITOR_SHARE)"
             )
-        return self._store_history()
+        return self._store_history(opts)
 
-    def _store_history(self) -> History:
-        from scrapy_recrawl.history import open_store
+    def _store_history(self, opts: argparse.Namespace) -> History:
         from scrapy_recrawl.settings import get
 
         settings: Any = self.settings
         share = get(settings, "RECRAWL_MONITOR_SHARE", (int, float), expect="a share in [0, 1]")
         seed = get(settings, "RECRAWL_SEED", int, expect="an integer")
-        store = open_store(settings)
+        store = self.history_store(opts)
         try:
             store.open()
         except Exception as exc:  # noqa: BLE001 -- the store names itself in the message

@@ -47,12 +47,19 @@ class Command(RecrawlCommand):
         from scrapy_recrawl.settings import RecrawlSettingError
 
         try:
-            store = open_store(settings)
+            store = open_store(settings, name)  # the spider's own (its %(spider)s defaults)
             store.open()
         except (RecrawlSettingError, HistoryStoreError) as exc:
             self._fail(f"cannot open the history store of spider {name!r}: {exc}")
             return
         try:
+            owner = store.owner()
+            if owner not in (None, name):
+                self._fail(
+                    f"{store.location} is the history of spider {owner!r}, not {name!r}: "
+                    f"nothing deleted (reset it with `scrapy recrawl-reset {owner}`)"
+                )
+                return
             shared = _uses_redis_scheduler(settings)
             what = f"{len(store)} URLs, cycle {store.cycle}"
             also = " and its shared cycle on Redis (RedisRecrawlScheduler)" if shared else ""

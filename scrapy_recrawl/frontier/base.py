@@ -13,22 +13,30 @@ subclass that overrides the scheduler's methods):
   shared by many processes (``RedisRecrawlScheduler`` is the scheduler with it).
 
 The cycle is *decided* once, by the cycle core (:func:`scrapy_recrawl.core.cycle.plan_cycle`
-through :meth:`SchedulerHost.plan_cycle`); a frontier only keeps what was decided.
+through :meth:`SchedulerHost.plan_cycle`); a frontier only keeps what was decided,
+and which URLs the cycle has fetched: every request the scheduler hands out passes
+:meth:`CycleFrontier.first_fetch`, so a URL is fetched at most once per cycle
+whichever streams asked for it (start request, link, recrawl, monitoring sample,
+probe).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from scrapy import Request, Spider
+from scrapy import Request, Spider, signals
 
 from ..core.budget import Budget
 from ..core.cycle import CycleConfig, CyclePlan, cycle_over, side_order
-from ..core.meta import META_CYCLE
+from ..core.meta import META_CYCLE, META_ID
 from ..history import HistoryStore
+from ..scope import not_a_page
+
+logger = logging.getLogger("scrapy_recrawl.scheduler")
 
 
 class SchedulerHost(Protocol):
@@ -159,6 +167,9 @@ class CycleFrontier(ABC):
         taken = self.taken()
         for side, quota in side_order(self.budget, taken.new, taken.recrawl, quiet=self.quiet):
             request = self.take(side, quota)
+            while request is not None and not self.first_fetch(request):
+                self.give_back(side, request)  # fetched this cycle already: not counted
+                request = self.take(side, quota)
             if request is None:
                 continue
             if side == "new":
@@ -170,6 +181,49 @@ class CycleFrontier(ABC):
     @abstractmethod
     def take(self, side: str, quota: int | None) -> Request | None:
         """Count one budgeted request of ``side`` and pop it (None: none to take)."""
+
+    @abstractmethod
+    def give_back(self, side: str, request: Request) -> None:
+        """Uncount a request :meth:`take` gave that is not fetched after all."""
+
+    # -- each URL at most once per cycle ---------------------------------------------
+
+    def first_fetch(self, request: Request, *, due: float | None = None) -> bool:
+        """Whether ``request`` goes out: each URL at most once per cycle.
+
+        Asked of every request the scheduler hands out; requests that are not pages
+        (scope.not_a_page) and retries (the same fetch again, after a failure) pass.
+        Otherwise a URL already fetched in this cycle is not fetched again, with two
+        exceptions, both asked for explicitly:
+
+        * the spider's own ``dont_filter=True`` requests (Scrapy's "fetch it again",
+          and their redirects, which RedirectMiddleware makes ``dont_filter`` too):
+          duplicates of each other all go out, as Scrapy's scheduler sends them; but
+          not after the add-on's streams fetched the URL (a recrawl, the monitoring
+          sample, a probe, a new URL, a link): start_urls' requests are
+          ``dont_filter``, and a start URL that is also a link is fetched once;
+        * a probe (``due``: the wall time it came due) of a URL fetched *before* that
+          in this cycle: a later measurement the probe schedule asks for (in a cycle
+          longer than the gap, e.g. a continuous one: docs/baskets.md).
+        """
+        if not_a_page(request) is not None or "retry_times" in request.meta:
+            return True
+        # META_ID: a recrawl, rebuilt from a stored request that may be dont_filter
+        spider = request.dont_filter and due is None and META_ID not in request.meta
+        if self.mark_fetched(self.host.fingerprinter.fingerprint(request), spider, due):
+            return True
+        self.host.inc_stat("recrawl/fetched_this_cycle_dropped")
+        logger.debug("recrawl: %s was fetched in cycle %d already: dropped", request, self.cycle)
+        # as the engine says of a request its scheduler refuses (extensions count them)
+        self.host.crawler.signals.send_catch_log(
+            signals.request_dropped, request=request, spider=self.host.spider
+        )
+        return False
+
+    @abstractmethod
+    def mark_fetched(self, fingerprint: bytes, spider: bool, due: float | None) -> bool:
+        """Note the URL as fetched in this cycle, now, by a ``spider`` request
+        (``dont_filter``) or not; False: it is not fetched again (:meth:`first_fetch`)."""
 
     def quiet(self) -> bool:
         """Nothing in flight anywhere in the cycle can discover more new URLs."""
@@ -209,6 +263,8 @@ class CycleFrontier(ABC):
         cycle; returns how many were not there already."""
         host, items = self.host, []
         for request in requests:
+            if not_a_page(request) is not None:
+                continue  # bookkeeping (a sitemap, robots.txt): never a URL to recrawl
             try:
                 d = request.to_dict(spider=host.spider)
             except ValueError:

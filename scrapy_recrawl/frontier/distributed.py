@@ -17,6 +17,10 @@ docs/distributed.md has the whole story; in short:
   never hand out more than the cycle's budget.
 * **Start requests** are claimed per cycle: one process fetches each, and none
   does when the cycle's recrawls already include its URL.
+* **Each URL once per cycle**, across the processes: every request handed out is
+  first added to the cycle's fetched URLs (``{s}:fetched:<cycle>``); one already
+  there is dropped (and its budget given back), unless both are the spider's own
+  ``dont_filter`` requests (frontier/base.py: ``first_fetch``).
 * A process whose queues are empty stays open while another process in the
   same cycle is still busy (it may discover more URLs), polling twice a second.
 * If Redis goes away mid-crawl, the scheduler keeps the spider open and retries
@@ -42,6 +46,7 @@ from scrapy.utils.misc import load_object
 from ..core.budget import Budget
 from ..core.meta import META_CYCLE, META_ID, META_RANK, META_SCORE
 from ..history import HistoryStoreError
+from ..history.ownership import for_spider
 from ..history.redis_connection import redis_from_settings
 from ..settings import RecrawlSettingError, get
 from .base import CycleFrontier, SchedulerHost, Taken
@@ -140,7 +145,7 @@ class DistributedFrontier(CycleFrontier):
         host, spider = self.host, self.host.spider
         self.keys = RedisFrontier(
             self.server,
-            self.key_template % {"spider": spider.name},
+            for_spider(self.key_template, "RECRAWL_REDIS_SCHEDULER_KEY", spider.name),
             self.worker_id,
             lock_seconds=self.lock_seconds,
         )
@@ -250,6 +255,18 @@ class DistributedFrontier(CycleFrontier):
         if request is None:  # another process emptied it first: give the budget back
             self.shared.give_back(side)
         return request
+
+    def give_back(self, side: str, request: Request) -> None:
+        self.shared.give_back(side)
+
+    def mark_fetched(self, fingerprint: bytes, spider: bool, due: float | None) -> bool:
+        # no probes here (supports_probes is False): `due` is always None
+        try:
+            return self.shared.mark_fetched(self.cycle, fingerprint.hex(), spider)
+        except Exception as exc:  # noqa: BLE001 -- redis-py's errors
+            if not is_redis_error(exc):
+                raise
+            return True  # Redis away: fetch it rather than lose it (the outage is handled)
 
     def quiet(self) -> bool:
         # nothing in flight anywhere can discover more new URLs

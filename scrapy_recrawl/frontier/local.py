@@ -4,7 +4,8 @@ Recrawls wait in a :class:`~scrapy_recrawl.recrawl_queue.RecrawlQueue` (score
 order per download slot), new URLs in a Scrapy priority queue of their own;
 new URLs the cycle has no budget for, and those left when the spider closes,
 wait in the store's frontier for a later cycle. With JOBDIR, an interrupted
-cycle is written to ``recrawl_cycle.json`` and the next run finishes it.
+cycle is written to ``recrawl_cycle.json`` (with the URLs it has fetched, so a
+resume fetches none of them again) and the next run finishes it.
 """
 
 from __future__ import annotations
@@ -21,15 +22,19 @@ from scrapy import Request, Spider, signals
 from ..core.budget import Budget
 from ..core.meta import META_CYCLE, META_ID, META_RANK, META_SCORE
 from ..recrawl_queue import RecrawlQueue
+from ..scope import not_a_page
 from .base import CycleFrontier, SchedulerHost, Taken
 
 logger = logging.getLogger("scrapy_recrawl.scheduler")
 
 
 def is_new(request: Request) -> bool:
-    """Not a continuation (start request, redirect, retry, ``dont_filter``)."""
-    return not request.dont_filter and not any(
-        k in request.meta for k in ("redirect_urls", "retry_times", "is_start_request")
+    """A page of the spider's (scope.not_a_page), not a continuation (start request,
+    redirect, retry, ``dont_filter``)."""
+    return (
+        not request.dont_filter
+        and not any(k in request.meta for k in ("redirect_urls", "retry_times", "is_start_request"))
+        and not_a_page(request) is None
     )
 
 
@@ -47,6 +52,9 @@ class LocalFrontier(CycleFrontier):
         self.in_flight: set[int] = set()  # recrawl ids handed out, not yet downloaded
         # this cycle's recrawls, by fingerprint: a start request for one of them is dropped
         self.recrawl_fps: set[bytes] = set()
+        # URLs handed out this cycle, by fingerprint: when, and whether only by the
+        # spider's own dont_filter requests (frontier/base.py: first_fetch)
+        self.fetched: dict[bytes, tuple[float, bool]] = {}
         self.probe_cap: int | None = None
 
     # -- life ------------------------------------------------------------------
@@ -102,6 +110,23 @@ class LocalFrontier(CycleFrontier):
             self.taken_new += 1
         return request
 
+    def give_back(self, side: str, request: Request) -> None:
+        if side == "recrawl":
+            self.taken_recrawl -= 1
+            self.in_flight.discard(request.meta.get(META_ID, -1))
+        else:
+            self.taken_new -= 1
+
+    def mark_fetched(self, fingerprint: bytes, spider: bool, due: float | None) -> bool:
+        before = self.fetched.get(fingerprint)
+        if before is not None:
+            at, by_spider = before
+            if not (by_spider if spider else due is not None and at < due):
+                return False
+            spider = spider and by_spider
+        self.fetched[fingerprint] = (time.time(), spider)  # wall time, as the probes' due
+        return True
+
     def taken(self) -> Taken:
         return Taken(self.taken_new, self.taken_recrawl, self.taken_probe)
 
@@ -136,6 +161,7 @@ class LocalFrontier(CycleFrontier):
         self.budget = plan.budget
         self.selected = plan.selection.ids
         self.recrawl_fps = set()
+        self.fetched = {}
         self._queue_recrawls(plan.selection.ids, plan.selection.scores)
         self.taken_new = self.taken_recrawl = self.taken_probe = 0
         self._reset_probe_cap()
@@ -196,6 +222,7 @@ class LocalFrontier(CycleFrontier):
             "taken_recrawl": self.taken_recrawl,
             "budget": [self.budget.total, self.budget.new],
             "left_ids": [int(self.selected[i]) for i in left if i is not None],
+            "fetched": {fp.hex(): list(v) for fp, v in self.fetched.items()},
         }
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(state, fh)
@@ -219,6 +246,10 @@ class LocalFrontier(CycleFrontier):
         ids = np.asarray(state["left_ids"], dtype=np.int64)
         self.selected = ids
         self.recrawl_fps = set()
+        self.fetched = {
+            bytes.fromhex(fp): (float(at), bool(spider))
+            for fp, (at, spider) in state.get("fetched", {}).items()
+        }
         self._queue_recrawls(ids, np.zeros(len(ids)))
         # The new requests pending when the job stopped were kept in the frontier
         # (close() spills them there): take them back, as Scrapy's scheduler takes its

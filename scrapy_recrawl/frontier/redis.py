@@ -8,6 +8,9 @@ Keys under ``RECRAWL_REDIS_SCHEDULER_KEY`` (``%(spider)s:recrawl``), one set per
 ``{s}:lock``      the lock under which a cycle is opened, rolled over or left
 ``{s}:recrawls``  the cycle's scored recrawls (a scrapy-redis FifoQueue)
 ``{s}:starts:<cycle>``  hash: start-request fingerprint -> the worker that claimed it
+``{s}:fetched:<cycle>`` hash: fingerprint of each URL handed out this cycle, by any
+                  process -> ``s`` (only by the spider's own dont_filter requests) or
+                  ``x`` (each URL at most once per cycle)
 
 New URLs go to scrapy-redis's queue (``SCHEDULER_QUEUE_KEY``) and duplicates
 are filtered in a set per cycle (``SCHEDULER_DUPEFILTER_KEY`` + ``:<cycle>``).
@@ -36,6 +39,17 @@ return 1
 """
 
 
+#: Note a URL fetched in this cycle (KEYS[1] the cycle's hash; ARGV fingerprint, "s" for
+#: the spider's own dont_filter request or "x"); 1: fetch it, 0: fetched already.
+#: Atomic, so two processes never both fetch a URL (frontier/base.py: first_fetch).
+FETCHED_LUA = r"""
+local before = redis.call('HGET', KEYS[1], ARGV[1])
+if before and (ARGV[2] ~= 's' or before ~= 's') then return 0 end
+if not before then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+return 1
+"""
+
+
 class RedisFrontier:
     """A spider's shared cycle state in one Redis (module docstring)."""
 
@@ -45,6 +59,7 @@ class RedisFrontier:
         self.worker_id = worker_id
         self.lock_seconds = lock_seconds
         self._reserve = server.register_script(RESERVE_LUA)
+        self._fetched = server.register_script(FETCHED_LUA)
 
     def key(self, name: str) -> str:
         return f"{self.skey}:{name}"
@@ -98,9 +113,12 @@ class RedisFrontier:
         return len(batch)
 
     def close_cycle(self, cycle: int, df_key: str) -> None:
-        """Mark ``cycle`` done; its recrawls, dupefilter set and start claims go."""
+        """Mark ``cycle`` done; its recrawls, dupefilter set, start claims and fetched
+        set go."""
         pipe = self.server.pipeline()
-        pipe.delete(self.key("recrawls"), df_key, self.key(f"starts:{cycle}"))
+        pipe.delete(
+            self.key("recrawls"), df_key, self.key(f"starts:{cycle}"), self.key(f"fetched:{cycle}")
+        )
         pipe.hset(self.key("state"), "done", 1)
         pipe.execute()
 
@@ -116,6 +134,13 @@ class RedisFrontier:
 
     def seen(self, df_key: str, fingerprint: str) -> bool:
         return bool(self.server.sismember(df_key, fingerprint))
+
+    # -- each URL at most once per cycle, across the processes -------------------
+
+    def mark_fetched(self, cycle: int, fingerprint: str, spider: bool) -> bool:
+        """Note the URL as fetched in ``cycle``; False: some process fetched it already."""
+        keys, args = [self.key(f"fetched:{cycle}")], [fingerprint, "s" if spider else "x"]
+        return bool(self._fetched(keys=keys, args=args))
 
     # -- the shared budget -------------------------------------------------------
 

@@ -6,7 +6,7 @@ import os
 import weakref
 from typing import Any
 
-from ..settings import RecrawlSettingError, get
+from ..settings import DEFAULTS, RecrawlSettingError, get
 from .base import (
     SCHEMA_VERSION,
     HistoryArrays,
@@ -16,6 +16,13 @@ from .base import (
     UrlRecord,
     Visit,
 )
+from .ownership import (
+    StoreRefused,
+    claim_store,
+    default_sqlite_path,
+    for_spider,
+    warn_old_default,
+)
 from .sqlite import SqliteHistoryStore
 
 __all__ = [
@@ -24,6 +31,7 @@ __all__ = [
     "HistoryStore",
     "HistoryStoreError",
     "SqliteHistoryStore",
+    "StoreRefused",
     "StoredBody",
     "UrlRecord",
     "Visit",
@@ -32,21 +40,16 @@ __all__ = [
 ]
 
 
-def _default_sqlite_path() -> str:
-    # Scrapy's project data dir (.scrapy/ beside scrapy.cfg), as HttpCacheMiddleware uses.
-    from scrapy.utils.project import data_path
+def open_store(settings: Any, spider: str | None = None) -> HistoryStore:
+    """Build (not yet open) the store ``RECRAWL_STORE`` names, for the spider ``spider``.
 
-    return os.path.join(data_path("recrawl", createdir=True), "history.sqlite3")
-
-
-def open_store(settings: Any) -> HistoryStore:
-    """Build (not yet open) the store ``RECRAWL_STORE`` names.
-
-    ``None``: ``.scrapy/recrawl/history.sqlite3`` in the project (with
+    ``None``: ``.scrapy/recrawl/<spider>/history.sqlite3`` in the project (with
     RedisRecrawlScheduler: Redis, as ``"redis"``); a path,
     ``sqlite:///relative.sqlite3`` or ``sqlite:////absolute.sqlite3``: that SQLite file;
     ``redis://host:port/db`` (``rediss://``, ``unix://``): that Redis, with
-    ``REDIS_PARAMS``; ``"redis"``: the Redis scrapy-redis's ``REDIS_URL`` names.
+    ``REDIS_PARAMS``, keys under ``RECRAWL_REDIS_KEY`` (``<spider>:history``);
+    ``"redis"``: the Redis scrapy-redis's ``REDIS_URL`` names. ``%(spider)s`` in
+    ``RECRAWL_STORE`` is the spider's name (history/ownership.py).
     """
     cls_path = get(settings, "RECRAWL_STORE_CLASS", str)
     if cls_path:
@@ -68,16 +71,27 @@ def open_store(settings: Any) -> HistoryStore:
     if spec is None and _scheduler_uses_redis(settings):
         spec = "redis"  # RedisRecrawlScheduler: the store lives beside its frontier
     if spec is None:
-        return SqliteHistoryStore(_default_sqlite_path(), **options)
-    spec = os.fspath(spec)
+        return SqliteHistoryStore(default_sqlite_path(spider), **options)
+    spec = for_spider(os.fspath(spec), "RECRAWL_STORE", spider)
     if spec == "redis" or spec.split("://", 1)[0] in ("redis", "rediss", "unix"):
         # "redis": where scrapy-redis's REDIS_URL / REDIS_HOST ... point; or a URL
-        from .redis import store_from_spec
+        from .redis import RedisHistoryStore
 
-        return store_from_spec(spec, settings, store_bodies=options["store_bodies"])
+        key = get(settings, "RECRAWL_REDIS_KEY", str) or DEFAULTS["RECRAWL_REDIS_KEY"]
+        maxlen = get(
+            settings, "RECRAWL_REDIS_LOG_MAXLEN", int, lambda v: v >= 0, "entries >= 0 (0: no cap)"
+        )
+        return RedisHistoryStore(
+            None if spec == "redis" else spec,
+            settings=settings,
+            key=for_spider(key, "RECRAWL_REDIS_KEY", spider),
+            store_bodies=options["store_bodies"],
+            log_maxlen=10_000_000 if maxlen is None else maxlen,
+        )
     if spec.startswith("sqlite:///"):
         # as SQLAlchemy spells it: sqlite:///relative.db, sqlite:////absolute.db
-        return SqliteHistoryStore(spec[len("sqlite:///") :] or _default_sqlite_path(), **options)
+        path = spec[len("sqlite:///") :] or default_sqlite_path(spider)
+        return SqliteHistoryStore(path, **options)
     if "://" in spec:
         scheme = spec.split("://", 1)[0]
         raise RecrawlSettingError(
@@ -127,28 +141,56 @@ def _scheduler_uses_redis(settings: Any) -> bool:
 
 
 _STORES: weakref.WeakKeyDictionary[Any, HistoryStore] = weakref.WeakKeyDictionary()
+_REFUSED: weakref.WeakKeyDictionary[Any, StoreRefused] = weakref.WeakKeyDictionary()
 
 
-def store_for_crawler(crawler: Any) -> HistoryStore:
+def store_for_crawler(crawler: Any, spider: Any = None) -> HistoryStore:
     """The one open store shared by this crawler's scheduler and middleware.
 
-    Opened on first use. Without the recrawl scheduler (middleware alone),
-    opening also starts a new cycle: one ``scrapy crawl`` = one cycle. The
+    Opened on first use, for ``spider`` (default: ``crawler.spider``; the scheduler
+    passes the spider it is opened with), whose name picks the default store and
+    must own it (history/ownership.py). Without the recrawl scheduler (middleware
+    alone), opening also starts a new cycle: one ``scrapy crawl`` = one cycle. The
     recrawl scheduler (``manages_recrawl_cycles``) starts cycles itself, so a
     JOBDIR resume can continue the cycle it interrupted. Closed (flushed) when
     the engine stops.
+
+    Another spider's store raises :class:`StoreRefused` (said once, in one log line)
+    and closes the spider as soon as it is open, with the finish reason
+    ``recrawl_store_refused``, before anything is fetched: the callers then stand aside.
     """
+    if crawler in _REFUSED:
+        raise _REFUSED[crawler]
     store = _STORES.get(crawler)
     if store is None:
         from scrapy import signals
-
-        store = open_store(crawler.settings)
-        store.open()
         from scrapy.utils.misc import load_object
 
-        scheduler = load_object(crawler.settings["SCHEDULER"])
+        spider = spider if spider is not None else getattr(crawler, "spider", None)
+        if spider is None:
+            raise RuntimeError("the history store is opened for a spider: none is known yet")
+        settings = crawler.settings
+        store = open_store(settings, spider.name)
+        store.open()
+        warn_old_default(store, spider.name, settings)
+        try:
+            claim_store(store, spider.name, settings)
+        except StoreRefused as exc:
+            store.close()
+            _REFUSED[crawler] = exc
+            crawler.signals.connect(_close_refused, signal=signals.spider_opened, weak=False)
+            raise
+        scheduler = load_object(settings["SCHEDULER"])
         if not getattr(scheduler, "manages_recrawl_cycles", False):
             store.advance_cycle()
         _STORES[crawler] = store
         crawler.signals.connect(store.close, signal=signals.engine_stopped, weak=False)
     return store
+
+
+def _close_refused(spider: Any) -> None:
+    # Scrapy (2.13+) closes a spider whose spider_opened handler raises CloseSpider,
+    # before its start requests: a clean stop with a reason, not a traceback
+    from scrapy.exceptions import CloseSpider
+
+    raise CloseSpider("recrawl_store_refused")

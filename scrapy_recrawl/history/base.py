@@ -17,7 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 #: Schema version written by this release; backends migrate older ones up.
-SCHEMA_VERSION = 2
+#: 3: the store remembers the spider it belongs to (:meth:`HistoryStore.owner`).
+SCHEMA_VERSION = 3
 
 
 class HistoryStoreError(RuntimeError):
@@ -242,6 +243,18 @@ class HistoryStore(Protocol):
         """Remove everything this store keeps -- URLs, visit log, frontier, side storage,
         what is buffered -- and start again at cycle 0, open and usable
         (``scrapy recrawl-reset``). Nothing outside this store is touched."""
+        ...
+
+    # -- whose history: one store per spider (docs/project.md) ------------------
+
+    def owner(self) -> str | None:
+        """The name of the spider this history belongs to; None: nobody's yet (a new
+        store, or one written before schema version 3, which did not record it)."""
+        ...
+
+    def claim(self, spider: str) -> str:
+        """Make ``spider`` the owner if the store has none, atomically (several processes
+        of one spider may open it at once); returns the owner, whoever it is."""
         ...
 
     def __len__(self) -> int:

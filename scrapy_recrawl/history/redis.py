@@ -14,7 +14,8 @@ sequences). Doing it server-side, rather than optimistic WATCH/MULTI/EXEC
 around a Python ``observe``, costs one round trip per visit instead of three,
 and cannot livelock when several processes update the same URL.
 
-Encoding (keys under ``RECRAWL_REDIS_KEY``, default ``recrawl``):
+Encoding (keys under ``RECRAWL_REDIS_KEY``, default ``%(spider)s:history``: one
+history per spider):
 
 ``{p}:rows:{shard}``
     The per-URL numbers as fixed-width little-endian rows of
@@ -47,7 +48,8 @@ Encoding (keys under ``RECRAWL_REDIS_KEY``, default ``recrawl``):
 ``{p}:cycle``  the cycle counter (``INCR``).
 ``{p}:frontier`` (zset) ``{p}:frontier:fp`` ``{p}:frontier:req``
     discovered requests waiting for a cycle with budget.
-``{p}:meta``  schema version, rows per shard.
+``{p}:meta``  schema version, rows per shard, and (schema version 3) ``spider``: the
+    spider whose history this is.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ from .redis_schema import (
     LOG_DTYPE,
     LOG_FORMAT,
     MIGRATE_1_TO_2_LUA,
+    MIGRATE_2_TO_3_LUA,
     POP_FRONTIER_LUA,
     PUSH_FRONTIER_LUA,
     READ_CHUNK,
@@ -85,7 +88,7 @@ from .redis_schema import (
     ROWS_PER_SHARD,
     SIDE_PUSH_LUA,
     _opt,
-    own_key,
+    delete_own_keys,
 )
 
 
@@ -171,11 +174,16 @@ class RedisHistoryStore:
         }
 
     def _migrate(self, version: int) -> None:
-        """Bring a store of an older schema up to this release's, in one script per step."""
-        if version == 1:
-            keys = [self._k(n) for n in ("meta", "bags", "dists")]
-            keys += [self._side("content_bags"), self._side("content_dists")]
-            self._call("migrate", lambda c: c.eval(MIGRATE_1_TO_2_LUA, len(keys), *keys))
+        """Bring a store of an older schema up to this release's, one script per step
+        (each checks the version it starts from: a step runs once, all of it or none)."""
+        for step in range(version, SCHEMA_VERSION):
+            if step == 1:
+                keys = [self._k(n) for n in ("meta", "bags", "dists")]
+                keys += [self._side("content_bags"), self._side("content_dists")]
+                self._call("migrate", lambda c, k=keys: c.eval(MIGRATE_1_TO_2_LUA, len(k), *k))
+            elif step == 2:
+                meta = self._k("meta")
+                self._call("migrate", lambda c, m=meta: c.eval(MIGRATE_2_TO_3_LUA, 1, m))
 
     def close(self) -> None:
         if self._client is None:
@@ -415,6 +423,29 @@ class RedisHistoryStore:
             for name in LOG_DTYPE.names or ()
         }
 
+    # -- whose history (the ``spider`` field of {p}:meta, schema version 3) -----
+
+    def owner(self) -> str | None:
+        name = self._call("read", lambda c: c.hget(self._k("meta"), "spider"))
+        return name.decode() if name is not None else None
+
+    def claim(self, spider: str) -> str:
+        def claim(c: Any) -> Any:
+            pipe = c.pipeline()  # MULTI/EXEC: the first claim wins, every process sees it
+            pipe.hsetnx(self._k("meta"), "spider", spider)
+            pipe.hget(self._k("meta"), "spider")
+            return pipe.execute()[1]
+
+        return bytes(self._call("write to", claim)).decode()
+
+    def unclaimed_at(self, prefix: str) -> bool:
+        """Whether the same Redis holds a store nobody owns under ``prefix`` (the
+        shared one an earlier release kept under ``recrawl``); nothing is written."""
+        version, owner = self._call(
+            "read", lambda c: c.hmget(f"{prefix}:meta", ["schema_version", "spider"])
+        )
+        return version is not None and owner is None
+
     # -- the frontier --------------------------------------------------------
 
     def push_frontier(self, items: list[tuple[bytes, dict[str, Any], int]]) -> int:
@@ -560,35 +591,8 @@ class RedisHistoryStore:
         starts with it (another spider's ``recrawl:<name>``) is left alone."""
 
         def delete(c: Any) -> None:
-            keys = [
-                k
-                for k in c.scan_iter(match=f"{self.key}:*", count=1000)
-                if own_key(k, len(self.key) + 1)
-            ]
-            for start in range(0, len(keys), 1000):
-                c.delete(*keys[start : start + 1000])
-            c.hset(
-                self._k("meta"),
-                mapping={"schema_version": SCHEMA_VERSION, "rows_per_shard": self._rps},
-            )
+            delete_own_keys(c, self.key)
+            meta = {"schema_version": SCHEMA_VERSION, "rows_per_shard": self._rps}
+            c.hset(self._k("meta"), mapping=meta)
 
         self._call("write to", delete)
-
-
-def store_from_spec(spec: str | None, settings: Any, **options: Any) -> RedisHistoryStore:
-    """The store ``RECRAWL_STORE`` names: ``redis://…``/``rediss://``/``unix://`` or
-    ``"redis"`` / None (scrapy-redis's ``REDIS_URL`` and friends)."""
-    from ..settings import get
-
-    key = get(settings, "RECRAWL_REDIS_KEY", str) or "recrawl"
-    maxlen = get(
-        settings, "RECRAWL_REDIS_LOG_MAXLEN", int, lambda v: v >= 0, "entries >= 0 (0: no cap)"
-    )
-    url = None if spec in (None, "redis") else spec
-    return RedisHistoryStore(
-        url,
-        settings=settings,
-        key=key,
-        log_maxlen=10_000_000 if maxlen is None else maxlen,
-        **options,
-    )

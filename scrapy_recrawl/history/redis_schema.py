@@ -8,6 +8,7 @@ Each script takes every key it touches in KEYS or builds it from the store's pre
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import numpy as np
 
@@ -300,8 +301,27 @@ STORE_KEY_NAMES = frozenset(
 )
 
 
+def delete_own_keys(client: Any, prefix: str) -> None:
+    """Delete the store's own keys under ``prefix`` (not a longer prefix's), in batches."""
+    keys = [
+        k for k in client.scan_iter(match=f"{prefix}:*", count=1000) if own_key(k, len(prefix) + 1)
+    ]
+    for start in range(0, len(keys), 1000):
+        client.delete(*keys[start : start + 1000])
+
+
 def own_key(key: bytes | str, skip: int) -> bool:
     """Whether ``key``, less its first ``skip`` characters (the prefix and ``:``), is
     one of the store's own (not a longer prefix's, such as ``recrawl:<spider>:...``)."""
     name = key.decode("latin-1") if isinstance(key, bytes) else key
     return name[skip:].split(":", 1)[0] in STORE_KEY_NAMES
+
+
+MIGRATE_2_TO_3_LUA = r"""
+-- Version 3: the store names the spider it belongs to (meta field 'spider'). A store
+-- written before has none: nothing to move; the first spider to open it adopts it.
+-- KEYS meta.
+if tonumber(redis.call('HGET', KEYS[1], 'schema_version')) ~= 2 then return 0 end
+redis.call('HSET', KEYS[1], 'schema_version', 3)
+return 1
+"""

@@ -35,7 +35,7 @@ from .base import (
     Visit,
 )
 from .records import check_table, pack_list, unpack_list, window_from_log
-from .sqlite_schema import MIGRATIONS, SCHEMA
+from .sqlite_schema import MIGRATIONS, OWNER_SQL, SCHEMA
 from .state import observe
 
 # Column order of the urls table as UrlRecord fields (row <-> record).
@@ -379,6 +379,19 @@ class SqliteHistoryStore:
         found = self._select_by_id("SELECT id, url FROM urls WHERE id IN", wanted)
         found.update({rec.id: rec.url for rec in self._dirty.values()})
         return [found[i] for i in wanted]
+
+    # -- whose history (the meta row 'spider', schema version 3) ---------------
+
+    def owner(self) -> str | None:
+        row = self._read(lambda db: db.execute(OWNER_SQL).fetchone())
+        return row[0] if row else None
+
+    def claim(self, spider: str) -> str:
+        # INSERT OR IGNORE: the first claim wins, a later one leaves it as it is
+        self._write(
+            lambda db: db.execute("INSERT OR IGNORE INTO meta VALUES ('spider', ?)", (spider,))
+        )
+        return self.owner() or spider
 
     # -- the frontier: discovered requests waiting for a cycle with budget ----
 

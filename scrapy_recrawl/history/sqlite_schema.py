@@ -7,10 +7,14 @@ store written by the previous release opens and upgrades, all of a step or none.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from typing import Any
 
 from .records import pack_record
+
+#: The spider a store belongs to (schema version 3; no row: nobody's yet).
+OWNER_SQL = "SELECT value FROM meta WHERE key = 'spider'"
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -100,5 +104,30 @@ def _migrate_1_to_2(db: sqlite3.Connection) -> None:
         db.execute(f"DROP TABLE {table}")
 
 
+def _migrate_2_to_3(db: sqlite3.Connection) -> None:
+    """Version 3: the store belongs to one spider, named by the ``meta`` row ``spider``.
+
+    A store written before has no such row: no table changes, nothing to move. It
+    stays nobody's until the first spider that opens it adopts it
+    (``history.ownership.claim_store``, which says so in the log). The version step
+    itself is the change: a release that does not check the owner refuses the store
+    ("newer than this scrapy-recrawl understands") rather than mixing spiders in it.
+    """
+
+
 # Migrations from schema version v to v + 1, each run in one transaction.
-MIGRATIONS: dict[int, Any] = {1: _migrate_1_to_2}
+MIGRATIONS: dict[int, Any] = {1: _migrate_1_to_2, 2: _migrate_2_to_3}
+
+
+def owner_of(path: str | os.PathLike[str]) -> str | None:
+    """The owner recorded in the store file at ``path``, read without writing to it
+    (None: nobody's, or not a readable store), for the message about an old file."""
+    try:
+        db = sqlite3.connect(f"file:{os.path.abspath(path)}?mode=ro", uri=True)
+        try:
+            row = db.execute(OWNER_SQL).fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None
+    return row[0] if row else None

@@ -80,10 +80,10 @@ def _store_path() -> str:
     return os.path.join(_tmp_root, f"crawler-{os.getpid()}-{next(_counter)}.sqlite3")
 
 
-def _open_fresh_store(settings: Any) -> Any:
+def _open_fresh_store(settings: Any, spider: str | None = None) -> Any:
     if settings.get("RECRAWL_STORE") is not None:  # a test that chose its own store
-        return _original_open_store(settings)
-    return _original_open_store(_StoreOverride(settings, _store_path()))
+        return _original_open_store(settings, spider)
+    return _original_open_store(_StoreOverride(settings, _store_path()), spider)
 
 
 # store_for_crawler() looks open_store up in its module at call time: one store per crawler.

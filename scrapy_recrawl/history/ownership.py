@@ -1,0 +1,163 @@
+"""One history per spider: where a spider's store is by default, and whose a store is.
+
+Scrapy keeps per-spider state apart by the spider's name (HttpCacheMiddleware: one
+folder per spider; scrapy-redis: ``%(spider)s`` in its keys), and so does this
+package: the default SQLite file is ``.scrapy/recrawl/<spider>/history.sqlite3``,
+the default Redis prefix ``<spider>:history``, and ``%(spider)s`` may be used in
+``RECRAWL_STORE`` and the key settings. A store remembers the spider that first
+opened it for a crawl (schema version 3); another spider is refused, unless
+``RECRAWL_SHARED_STORE`` says the sharing is meant (docs/project.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from ..settings import RecrawlSettingError, get
+from .base import HistoryStore, HistoryStoreError
+
+logger = logging.getLogger("scrapy_recrawl.history")
+
+
+class StoreRefused(HistoryStoreError):
+    """The store belongs to another spider (and RECRAWL_SHARED_STORE is off)."""
+
+
+#: What every spider of a project shared before stores were per spider: the file (in
+#: the project's recrawl data dir) and the Redis key prefix.
+OLD_DEFAULT = "history.sqlite3"
+OLD_REDIS_KEY = "recrawl"
+
+
+def for_spider(value: str, setting: str, spider: str | None) -> str:
+    """``value`` with ``%(spider)s`` replaced by the spider's name (as scrapy-redis's keys)."""
+    if "%(" not in value:
+        return value
+    if spider is None:
+        raise RecrawlSettingError(
+            f"{setting}={value!r} names the spider (%(spider)s), but no spider is known "
+            "here: run it for a spider (a crawl, or the command's --spider NAME)"
+        )
+    try:
+        return value % {"spider": spider}
+    except (KeyError, ValueError, TypeError) as exc:
+        raise RecrawlSettingError(
+            f"{setting}={value!r}: only %(spider)s may be filled in ({exc})"
+        ) from None
+
+
+def recrawl_dir() -> str:
+    # in Scrapy's project data dir (.scrapy/ beside scrapy.cfg), as HttpCacheMiddleware's
+    from scrapy.utils.project import data_path
+
+    return data_path("recrawl")
+
+
+def default_sqlite_path(spider: str | None) -> str:
+    """``.scrapy/recrawl/<spider>/history.sqlite3``: one folder per spider, as HttpCache."""
+    if spider is None:
+        raise RecrawlSettingError(
+            "RECRAWL_STORE is not set and the history is kept per spider by default: "
+            "name the spider (a crawl, or the command's --spider NAME) or set RECRAWL_STORE"
+        )
+    return os.path.join(recrawl_dir(), spider, "history.sqlite3")
+
+
+def describe(store: HistoryStore) -> str:
+    """The store as messages name it: its location, and its key prefix on a shared server."""
+    key = getattr(store, "key", None)
+    return f"{store.location} (key prefix {key!r})" if isinstance(key, str) else store.location
+
+
+def claim_store(store: HistoryStore, spider: str, settings: Any) -> None:
+    """Record ``spider`` as the owner of the open ``store``, or refuse another spider's.
+
+    A store nobody owns is adopted: silently when it is empty (a new store), with one
+    log line when it holds a history (written by an earlier release, which did not
+    record its spider). A store of another spider raises :class:`StoreRefused`
+    (logged first, one line) unless ``RECRAWL_SHARED_STORE`` is on.
+    """
+    shared = get(settings, "RECRAWL_SHARED_STORE", bool)
+    before = store.owner()
+    if before is None:
+        fresh = len(store) == 0 and store.cycle == 0
+        owner = store.claim(spider)
+        if owner == spider and not fresh:
+            logger.warning(
+                "recrawl: the history store %s was written before stores knew their spider; "
+                "the spider %r adopts it (another spider that opens it will be refused "
+                "unless RECRAWL_SHARED_STORE = True)",
+                describe(store),
+                spider,
+            )
+    else:
+        owner = before
+    if owner == spider:
+        return
+    if shared:
+        logger.info(
+            "recrawl: the spider %r shares the history store %s of the spider %r "
+            "(RECRAWL_SHARED_STORE)",
+            spider,
+            describe(store),
+            owner,
+        )
+        return
+    message = (
+        f"the history store {describe(store)} belongs to the spider {owner!r}, not {spider!r}: "
+        "give this spider its own (leave RECRAWL_STORE and RECRAWL_REDIS_KEY unset, or put "
+        "%(spider)s in them), or set RECRAWL_SHARED_STORE = True if the spiders share one "
+        "history on purpose"
+    )
+    logger.error("recrawl: %s", message)
+    raise StoreRefused(message)
+
+
+def warn_old_default(store: HistoryStore, spider: str, settings: Any) -> None:
+    """Tell a project that still has the store every spider shared before (the file
+    ``.scrapy/recrawl/history.sqlite3``, the Redis prefix ``recrawl``) what to do.
+
+    Only when this spider uses the default store; nothing is moved, deleted or
+    written: the old store may hold several spiders' pages. Said on every run while
+    it is there and nobody has adopted it (once a spider opens it through
+    RECRAWL_STORE / RECRAWL_REDIS_KEY, it is that spider's and the message stops).
+    """
+    from .redis import RedisHistoryStore
+    from .sqlite import SqliteHistoryStore
+    from .sqlite_schema import owner_of
+
+    if get(settings, "RECRAWL_STORE_CLASS", str):
+        return
+    if isinstance(store, SqliteHistoryStore):
+        if get(settings, "RECRAWL_STORE", (str, os.PathLike)) is not None:
+            return
+        old = os.path.join(recrawl_dir(), OLD_DEFAULT)
+        if not os.path.isfile(old) or owner_of(old) is not None:
+            return
+        logger.warning(
+            "recrawl: %s holds the history of an earlier scrapy-recrawl, which every spider "
+            "of the project shared; the spider %r now keeps its own in %s. If that history "
+            "is this spider's, move the file there while no crawl runs (or set "
+            "RECRAWL_STORE = %r for this spider); the old file is left as it is",
+            os.path.relpath(old),
+            spider,
+            os.path.relpath(store.path),
+            os.path.relpath(old),
+        )
+    elif isinstance(store, RedisHistoryStore) and settings.get("RECRAWL_REDIS_KEY") is None:
+        if store.key == OLD_REDIS_KEY or not store.unclaimed_at(OLD_REDIS_KEY):
+            return
+        logger.warning(
+            "recrawl: the Redis at %s holds, under the key prefix %r, the history of an "
+            "earlier scrapy-recrawl, which every spider of the project shared; the spider %r "
+            "now keeps its own under %r. If that history is this spider's, set "
+            "RECRAWL_REDIS_KEY = %r for it; nothing under %r is changed",
+            store.location,
+            OLD_REDIS_KEY,
+            spider,
+            store.key,
+            OLD_REDIS_KEY,
+            OLD_REDIS_KEY,
+        )
