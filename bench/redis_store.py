@@ -214,10 +214,12 @@ def main() -> None:
         three = bench_record(server.url, args.visits, 3)
         server.client().flushall()
         with_bags = bench_record(server.url, args.visits, 1, bags=True)
-        from scrapy_recrawl.content.store import _unpack
+        from scrapy_recrawl.history.records import unpack_list
 
-        bag_bytes = server.client().memory_usage("recrawl:bags") or 0
-        kept = [len(_unpack(b)) for b in server.client().hvals("recrawl:bags")]
+        # the bags live in the store's side storage (the plug-in's table, content/store.py)
+        bags_key = f"{RedisHistoryStore(server.url).key}:side:content_bags"
+        bag_bytes = server.client().memory_usage(bags_key) or 0
+        kept = [len(unpack_list(b)) for b in server.client().hvals(bags_key)]
         server.client().flushall()
 
         store = RedisHistoryStore(server.url)

@@ -216,6 +216,11 @@ class RecrawlMiddleware:
     def process_exception(
         self, request: Request, exception: BaseException, spider: Spider | None = None
     ) -> None:
+        if isinstance(exception, IgnoreRequest):
+            # a component chose not to fetch it (robots.txt forbids it, an offsite or a
+            # user's filter): nothing was downloaded, so there is nothing to record
+            self._inc("not_recorded/ignored")
+            return None
         if not self._skipped(request):
             try:
                 self._bad(request, request.url, 0, self._fingerprint(request), gone=False)

@@ -208,6 +208,7 @@ def _optional(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
 KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "RECRAWL_ENABLED": (_bool, "True or False"),
     "RECRAWL_STORE": (_optional(_text), "a path or a store URL"),
+    "RECRAWL_SHARED_STORE": (_bool, "True or False"),
     "RECRAWL_STORE_CLASS": (_optional(_text), "a class path"),
     "RECRAWL_STORE_BODIES": (_bool, "True or False"),
     "RECRAWL_FLUSH_EVERY": (_int, "an integer"),

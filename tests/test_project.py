@@ -35,6 +35,7 @@ def _site(prefix: str, version: int = 0) -> LocalSite:
 
 def _publish(site: LocalSite, prefix: str, version: int) -> None:
     links = "".join(f'<a href="/{prefix}{i}">{prefix}{i}</a>' for i in range(PAGES))
+    links += '<a href="/private/area">robots.txt forbids it: never fetched, never recorded</a>'
     site.pages["/"] = Page(f"<html><body><h1>{prefix}</h1>{links}</body></html>".encode())
     for i in range(PAGES):
         text = f"page {prefix}{i}: " + ("fresh news " * 20 if i % 2 and version else "same ") * 3
@@ -240,7 +241,8 @@ def test_an_old_shared_store_is_pointed_out_then_adopted_never_moved(tmp_path):
             settings={"RECRAWL_STORE": str(old)},
         )
         assert site.log == []
-        assert refused.stats["finish_reason"] == "recrawl_store_refused"
+        # the add-on opens the store at start-up: a refusal stops the crawl there, exit 1
+        assert refused.returncode == 1, refused.log[-3000:]
         assert "Traceback" not in refused.log, refused.log[-3000:]
         errors = [line for line in refused.log.splitlines() if "] ERROR:" in line]
         assert len(errors) == 1, refused.log[-3000:]

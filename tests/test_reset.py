@@ -38,8 +38,14 @@ def test_reset_asks_then_empties_the_spiders_sqlite_store(tmp_path, site):
     with SqliteHistoryStore(project / "history.sqlite3") as store:
         assert len(store) == 3  # declined: untouched
 
-    run = scrapy(project, "recrawl-reset", "pages", input="")  # no terminal, no --yes
-    assert run.returncode == 1
+    run = scrapy(project, "recrawl-reset", "pages", input="y\n")  # no terminal, no --yes
+    assert run.returncode == 1 and "no terminal" in run.stderr
+    with SqliteHistoryStore(project / "history.sqlite3") as store:
+        assert len(store) == 3  # a piped "y" is no confirmation
+    missing = project / "typo" / "histroy.sqlite3"
+    run = scrapy(project, "recrawl-reset", "pages", "--yes", "-s", f"RECRAWL_STORE={missing}")
+    assert run.returncode == 1 and "has no history at" in run.stderr
+    assert not missing.parent.exists()  # a mistyped path is not created to be emptied
 
     run = scrapy(project, "recrawl-reset", "pages", "--yes")
     assert run.returncode == 0, run.stderr
@@ -78,12 +84,13 @@ def test_reset_of_an_unknown_spider_or_store_fails_cleanly(tmp_path):
 
 def test_reset_on_redis_leaves_other_spiders_keys(tmp_path, redis_db):  # noqa: F811
     client = redis_db.client()
-    # another spider's store under a longer prefix, and its shared cycle
-    with RedisHistoryStore(redis_db.url, key="recrawl:other") as other:
+    # another store under a longer prefix than this spider's, and another spider's cycle
+    with RedisHistoryStore(redis_db.url, key="pages:history:other") as other:
         other.record(Visit(b"2" * 20, "http://h/x", 0.0, 200))
     client.hset("other:recrawl:state", "cycle", 4)
-    # this spider's store and shared cycle (RedisRecrawlScheduler's keys)
-    with RedisHistoryStore(redis_db.url) as mine:
+    # this spider's store (RECRAWL_REDIS_KEY's default, "%(spider)s:history") and its
+    # shared cycle (RedisRecrawlScheduler's keys)
+    with RedisHistoryStore(redis_db.url, key="pages:history") as mine:
         mine.advance_cycle()
         mine.record(Visit(b"1" * 20, "http://h/a", 0.0, 200))
     client.hset("pages:recrawl:state", "cycle", 1)
@@ -99,14 +106,15 @@ def test_reset_on_redis_leaves_other_spiders_keys(tmp_path, redis_db):  # noqa: 
     assert run.returncode == 0, run.stderr
     assert "1 URLs, cycle 1" in run.stdout and "shared cycle" in run.stdout
 
-    with RedisHistoryStore(redis_db.url) as mine:
+    with RedisHistoryStore(redis_db.url, key="pages:history") as mine:
         assert (len(mine), mine.cycle) == (0, 0)
-    with RedisHistoryStore(redis_db.url, key="recrawl:other") as other:
+    with RedisHistoryStore(redis_db.url, key="pages:history:other") as other:
         assert len(other) == 1
     left = sorted(k.decode() for k in client.keys("*"))
-    assert not [k for k in left if k.startswith("pages:")]
     assert "other:recrawl:state" in left
-    assert [k for k in left if k.startswith("recrawl:") and not k.startswith("recrawl:other:")] == [
-        "recrawl:meta"
+    # of this spider's keys only its emptied store's meta is left; the longer prefix's stay
+    mine_left = [k for k in left if k.startswith("pages:")]
+    assert [k for k in mine_left if not k.startswith("pages:history:other:")] == [
+        "pages:history:meta"
     ]
     client.close()

@@ -19,6 +19,7 @@ from scrapy_recrawl.startup import check_settings, enabled
 FROM_THE_COMMAND_LINE = {
     "RECRAWL_ENABLED": ("false", False),
     "RECRAWL_STORE": ("/var/lib/crawl/news.sqlite3", "/var/lib/crawl/news.sqlite3"),
+    "RECRAWL_SHARED_STORE": ("true", True),
     "RECRAWL_STORE_CLASS": ("None", None),
     "RECRAWL_STORE_BODIES": ("0", False),
     "RECRAWL_FLUSH_EVERY": ("100", 100),

@@ -13,6 +13,7 @@ cycle 1 with warm-up cycles, as on the first day. Exit status 0 when reset,
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -48,6 +49,10 @@ class Command(RecrawlCommand):
 
         try:
             store = open_store(settings, name)  # the spider's own (its %(spider)s defaults)
+            path = getattr(store, "path", None)  # a file store: never create one to empty it
+            if path is not None and not os.path.exists(path):
+                self._fail(f"spider {name!r} has no history at {path}: nothing to reset")
+                return
             store.open()
         except (RecrawlSettingError, HistoryStoreError) as exc:
             self._fail(f"cannot open the history store of spider {name!r}: {exc}")
@@ -64,6 +69,9 @@ class Command(RecrawlCommand):
             what = f"{len(store)} URLs, cycle {store.cycle}"
             also = " and its shared cycle on Redis (RedisRecrawlScheduler)" if shared else ""
             print(f"The history of spider {name!r} is {store.location} ({what}){also}.")
+            if not opts.yes and not sys.stdin.isatty():
+                self._fail("no terminal to confirm on: nothing deleted (pass --yes)")
+                return
             if not opts.yes and not _confirm("Delete it? [y/N] "):
                 self._fail("nothing deleted")
                 return
