@@ -223,3 +223,41 @@ def test_top_k_selects_exactly_on_large_tie_heavy_scores(kind):
         idx = top_k_indices(s, k)
         assert idx.size == k and np.unique(idx).size == k
         np.testing.assert_array_equal(ranked[idx], np.sort(ranked)[::-1][:k])
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("1e999999*X", "out of bounds"),
+        ("X*1e-999999", "out of bounds"),
+        ("t*X + 10000000000000", "out of bounds"),
+        ("0." + "1" * 40 + "*X", "out of bounds"),
+        ("(" * 200 + "X" + ")" * 200, "nested too deeply"),
+        (" + ".join(["X"] * 5000), "too long"),
+        ("X" + " " * 200_000 + "+ X", "too long"),
+    ],
+)
+def test_a_scorer_string_is_bounded_and_refused_at_once(text, problem):
+    # any string is compiled or refused within a second, with the setting named
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(RecrawlSettingError, match=problem) as err:
+        Scorer.from_spec(text)
+    assert time.perf_counter() - t0 < 1.0
+    assert str(err.value).startswith("RECRAWL_SCORER=")
+    assert "\n" not in str(err.value) and len(str(err.value)) < 400
+
+
+def test_the_largest_gp_tree_is_still_accepted_within_a_second():
+    # a full binary tree of the papers' largest depth (10): 4,095 tokens
+    import time
+
+    def tree(depth, i=0):
+        if depth == 0:
+            return ("n", "X", "t", "AADp", "0.001", "1000")[i % 6]
+        return f"({tree(depth - 1, 2 * i)} {'+-*/'[i % 4]} {tree(depth - 1, 2 * i + 1)})"
+
+    t0 = time.perf_counter()
+    Scorer.from_spec(tree(10))
+    assert time.perf_counter() - t0 < 1.0

@@ -12,6 +12,7 @@ import keyword
 import re
 import tokenize
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from typing import Any, Protocol
 
 import sympy
@@ -136,19 +137,67 @@ def _unknown_name(name: str, registry: TerminalNames) -> str:
     )
 
 
+#: Bounds on what a scorer string may be, so any one is compiled or refused within a
+#: second: a GP winner of the papers' largest depth (10) prints to at most ~6,000
+#: tokens and 20 levels of parentheses; literals are the GP's constants (0.001 .. 1000)
+#: or a user's weights. ``1e999999`` once hung start-up for minutes.
+MAX_TOKENS = 8000
+MAX_NESTING = 64
+MAX_LITERAL = 1e12
+MIN_LITERAL = 1e-12
+MAX_LITERAL_CHARS = 32
+
+
+def _check_literal(text: str, s: str, setting: str) -> None:
+    # exact, not float(): 1e-999999 underflows to 0.0 as a float but is no zero
+    value = abs(Decimal(s))  # a decimal literal (matched above): cannot fail
+    if len(s) > MAX_LITERAL_CHARS or not (
+        value == 0 or Decimal(MIN_LITERAL) <= value <= Decimal(MAX_LITERAL)
+    ):
+        raise _refuse(
+            text,
+            f"number {s!r} is out of bounds (a literal is 0 or between {MIN_LITERAL:g} and "
+            f"{MAX_LITERAL:g}, at most {MAX_LITERAL_CHARS} characters)",
+            setting,
+        )
+
+
 def _check_tokens(text: str, setting: str, registry: TerminalNames) -> str:
     """Validate every token against the whitelist; returns the text with ``^`` as ``**``."""
     if not text.strip():
         raise _refuse(text, "empty expression", setting)
     if "\n" in text.strip() or "\r" in text:
         raise _refuse(text, "expression must be on one line", setting)
+    if len(text) > 16 * MAX_TOKENS:  # before tokenizing it: the bound is on time
+        raise _refuse(
+            f"{text[:60]}...",
+            f"expression too long ({len(text)} characters; at most {16 * MAX_TOKENS})",
+            setting,
+        )
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (tokenize.TokenError, IndentationError, SyntaxError) as exc:
         raise _refuse(text, f"cannot tokenize ({exc})", setting) from None
+    if len(tokens) > MAX_TOKENS:
+        raise _refuse(
+            f"{text[:60]}...",
+            f"expression too long ({len(tokens)} tokens; at most {MAX_TOKENS})",
+            setting,
+        )
     out: list[str] = []
+    depth = 0
     for tok in tokens:
         kind, s = tok.type, tok.string
+        if kind == tokenize.OP and s in "([":
+            depth += 1
+            if depth > MAX_NESTING:
+                raise _refuse(
+                    f"{text[:60]}...",
+                    f"expression nested too deeply (more than {MAX_NESTING} parentheses)",
+                    setting,
+                )
+        elif kind == tokenize.OP and s in ")]":
+            depth -= 1
         if kind in (
             tokenize.NEWLINE,
             tokenize.NL,
@@ -165,6 +214,7 @@ def _check_tokens(text: str, setting: str, registry: TerminalNames) -> str:
         if kind == tokenize.NUMBER:
             if not _DECIMAL.match(s):
                 raise _refuse(text, f"number {s!r} is not allowed (decimal numbers only)", setting)
+            _check_literal(text, s, setting)
             out.append(s)
             continue
         if kind == tokenize.OP and s in _OPERATORS:
