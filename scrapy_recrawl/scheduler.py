@@ -328,6 +328,10 @@ class RecrawlScheduler(Scheduler):
             stats.set_value("recrawl/scored_urls", plan.selection.scored)
             stats.inc_value("recrawl/score_seconds", plan.score_seconds)  # type: ignore[arg-type]
             stats.inc_value("recrawl/monitored", plan.selection.monitored)
+            # stored requests that were not data (skipped, each said in a warning)
+            unreadable = getattr(self.store, "unreadable_values", 0)
+            if unreadable:
+                stats.set_value("recrawl/unreadable_stored_requests", unreadable)
         logger.info(
             "recrawl cycle %d: %s; scored %d known URLs with %s in %.2fs, %d recrawls queued "
             "(%d monitored), %d new URLs from the frontier",
