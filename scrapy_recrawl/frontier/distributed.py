@@ -425,19 +425,33 @@ class DistributedFrontier(CycleFrontier):
         if missing:
             urls = store.urls(ids[missing])
             for i, url in zip(missing, urls, strict=True):
-                dicts[i] = Request(url).to_dict()
+                dicts[i] = {"url": url}
 
         def entries() -> Iterator[tuple[dict[str, Any], str]]:
             for rank, (url_id, d) in enumerate(zip(ids.tolist(), dicts, strict=True)):
                 assert d is not None
                 meta = {META_CYCLE: cycle, META_ID: int(url_id), META_RANK: rank}
+                try:
+                    request = Request(
+                        d["url"], method=d.get("method", "GET"), body=d.get("body") or b""
+                    )
+                    if set(d) == {"url"}:
+                        d = request.to_dict()  # no stored request: a GET of its URL
+                except (ValueError, TypeError, UnicodeError) as exc:
+                    # a URL read back from Redis that is not one (data, never run)
+                    self.host.inc_stat("recrawl/unreadable_stored_requests")
+                    logger.warning(
+                        "recrawl: URL id %d of the history store at %s is not a URL, not "
+                        "recrawled: %s",
+                        url_id,
+                        store.location,
+                        exc,
+                    )
+                    continue
                 d = {
                     **d,
                     "meta": {**(d.get("meta") or {}), **meta, META_SCORE: float(scores[rank])},
                 }
-                request = Request(
-                    d["url"], method=d.get("method", "GET"), body=d.get("body") or b""
-                )
                 yield d, df.request_fingerprint(request)
 
         return self.shared.push_recrawls(self.recrawls, df.key, entries())

@@ -99,6 +99,14 @@ from .request_codec import decode_stored, encode_stored
 logger = logging.getLogger("scrapy_recrawl.history")
 
 
+def _validator(value: bytes | None) -> str | None:
+    """A stored ETag / Last-Modified, if it can be a header value (printable ASCII):
+    anything else read back is not ours, and is not sent (the page is fetched whole)."""
+    if value is None or not all(32 <= b < 127 for b in value):
+        return None
+    return value.decode("ascii")
+
+
 class RedisHistoryStore:
     """The history store in Redis, shared by many crawler processes (module docstring)."""
 
@@ -165,6 +173,15 @@ class RedisHistoryStore:
                 f"cannot reach the history store at {self.location} (RECRAWL_STORE, "
                 f"REDIS_URL): {exc}"
             ) from exc
+        try:
+            version, rps = int(version), int(rps)
+        except (TypeError, ValueError):
+            self._client = None
+            raise HistoryStoreError(
+                f"history store {self.location}: the key {self._k('meta')} does not hold a "
+                "schema version this scrapy-recrawl wrote (read as data, not run): point "
+                "RECRAWL_STORE or RECRAWL_REDIS_KEY elsewhere"
+            ) from None
         if int(version) < SCHEMA_VERSION:
             self._migrate(int(version))
         if int(version) > SCHEMA_VERSION:
@@ -254,7 +271,17 @@ class RedisHistoryStore:
     @property
     def cycle(self) -> int:
         """The shared cycle counter, read from Redis (another process may have moved it)."""
-        return int(self._call("read", lambda c: c.get(self._k("cycle"))) or 0)
+        return self._int(self._call("read", lambda c: c.get(self._k("cycle"))), "cycle")
+
+    def _int(self, value: Any, name: str) -> int:
+        """A counter read back (None: 0); a value that is not one stops with the key named."""
+        try:
+            return int(value or 0)
+        except ValueError:
+            raise HistoryStoreError(
+                f"history store {self.location}: the key {self._k(name)} does not hold a "
+                "counter this scrapy-recrawl wrote (read as data, not run)"
+            ) from None
 
     def advance_cycle(self) -> int:
         return int(self._call("write to", lambda c: c.incr(self._k("cycle"))))
@@ -316,10 +343,8 @@ class RedisHistoryStore:
             M=float(r["M"]),
             status=int(r["status"]),
             gone=bool(r["gone"]),
-            etag=etag.decode("utf-8", "surrogateescape") if etag is not None else None,
-            last_modified=lastmod.decode("utf-8", "surrogateescape")
-            if lastmod is not None
-            else None,
+            etag=_validator(etag),
+            last_modified=_validator(lastmod),
             has_body=bool(r["has_body"]),
             signature=sig,
         )
@@ -329,9 +354,23 @@ class RedisHistoryStore:
         if not raw or raw[6] is None:
             return None
         blob = raw[6]
-        status, hlen = struct.unpack_from("<HI", blob)
-        headers = json.loads(blob[6 : 6 + hlen])
-        return StoredBody(status=status, headers=headers, body=zlib.decompress(blob[6 + hlen :]))
+        try:
+            status, hlen = struct.unpack_from("<HI", blob)
+            headers = json.loads(blob[6 : 6 + hlen])
+            body = zlib.decompress(blob[6 + hlen :])
+            if not isinstance(headers, dict):
+                raise ValueError("headers are not a map")
+        except (struct.error, ValueError, zlib.error) as exc:
+            self.unreadable_values += 1
+            logger.warning(
+                "recrawl: %s field %d in the history store at %s is not a stored body, skipped: %s",
+                self._k("body"),
+                int(raw[0]),
+                self.location,
+                exc,
+            )
+            return None
+        return StoredBody(status=status, headers=headers, body=body)
 
     def _hmget(self, name: str, ids: list[int]) -> list[Any]:
         out: list[Any] = []
@@ -375,7 +414,7 @@ class RedisHistoryStore:
             pipe.get(self._k("next_id"))
             pipe.get(self._k("cycle"))
             next_id, cycle = pipe.execute()
-            total = int(next_id or 0)
+            total = self._int(next_id, "next_id")
             size = ROW_DTYPE.itemsize
             pipe = c.pipeline(transaction=False)
             plan = []
@@ -391,7 +430,7 @@ class RedisHistoryStore:
             for part in parts:
                 buf[pos : pos + len(part)] = part
                 pos += len(part)
-            return np.frombuffer(bytes(buf), dtype=ROW_DTYPE), int(cycle or 0)
+            return np.frombuffer(bytes(buf), dtype=ROW_DTYPE), self._int(cycle, "cycle")
 
         return self._call("read", read)
 
