@@ -75,6 +75,14 @@ def _is_start(request: Request) -> bool:
     )
 
 
+def _close_refused(spider: Spider) -> None:
+    # Scrapy closes a spider whose spider_opened handler raises CloseSpider: a clean
+    # stop with a reason (startup.FAILED_CLOSE_REASONS: exit 1), not a traceback
+    from scrapy.exceptions import CloseSpider
+
+    raise CloseSpider("recrawl_store_refused")
+
+
 class RecrawlScheduler(Scheduler):
     """Drop-in for Scrapy's scheduler that spends each cycle's budget on the
     recrawls most likely to find a change (see the module docstring)."""
@@ -161,7 +169,13 @@ class RecrawlScheduler(Scheduler):
         self._open_plugins()
         if self.config.continuous:
             self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
-        self.frontier.open()
+        try:
+            self.frontier.open()
+        except HistoryStoreError as exc:  # e.g. a shared cycle state that is not ours
+            # one line, then the spider closes once open (exit 1), as a refused store does
+            startup_failure(exc)
+            self.off = "refused"
+            self.crawler.signals.connect(_close_refused, signal=signals.spider_opened)
         return result
 
     def close(self, reason: str) -> Deferred[None] | None:
@@ -328,6 +342,10 @@ class RecrawlScheduler(Scheduler):
             stats.set_value("recrawl/scored_urls", plan.selection.scored)
             stats.inc_value("recrawl/score_seconds", plan.score_seconds)  # type: ignore[arg-type]
             stats.inc_value("recrawl/monitored", plan.selection.monitored)
+            # stored requests that were not data (skipped, each said in a warning)
+            unreadable = getattr(self.store, "unreadable_values", 0)
+            if unreadable:
+                stats.set_value("recrawl/unreadable_stored_requests", unreadable)
         logger.info(
             "recrawl cycle %d: %s; scored %d known URLs with %s in %.2fs, %d recrawls queued "
             "(%d monitored), %d new URLs from the frontier",

@@ -19,7 +19,6 @@ from scrapy_recrawl.content.store import BagStore
 from scrapy_recrawl.estimate.probes import ProbeStore
 from scrapy_recrawl.history import SCHEMA_VERSION, HistoryStoreError, SqliteHistoryStore
 from scrapy_recrawl.history.ownership import claim_store
-from scrapy_recrawl.history.records import unpack_record
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
 from .fixtures.redis_typed import load_typed
@@ -60,13 +59,13 @@ def test_a_version_1_sqlite_store_upgrades(tmp_path):
         np.testing.assert_array_equal(active[0].features, np.arange(64, dtype=float))
         ids, baskets = probes.baskets()
         assert ids.tolist() == [2] and baskets.tolist() == [3]
-        model = unpack_record(store.side_get("basket_model", [1])[0])
-        assert model["model"] == b"model-bytes" and model["saved"] == 1234.5
+        # kept up to version 3, then dropped by version 4: models were pickles
+        assert store.side_get("basket_model", [1]) == [None]
     db = sqlite3.connect(path)
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     version = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
     db.close()
-    assert int(version) == SCHEMA_VERSION == 3
+    assert int(version) == SCHEMA_VERSION == 4
     assert not tables & {"content_bags", "basket_probes", "basket_model"}
 
 
@@ -95,7 +94,7 @@ def test_a_version_1_redis_store_upgrades(redis_db):  # noqa: F811
     assert client.hget("recrawl:meta", "schema_version") == b"1"
     with RedisHistoryStore(redis_db.url) as store:
         _check_history(store)
-    assert client.hget("recrawl:meta", "schema_version") == b"3"
+    assert client.hget("recrawl:meta", "schema_version") == b"4"
     assert not client.exists("recrawl:bags", "recrawl:dists")
     client.close()
 
@@ -121,8 +120,7 @@ def _check_v2(store) -> None:
     active = ProbeStore(store).active()
     assert [st.url_id for st in active] == [1] and active[0].prev_sig == b"sig-prev"
     np.testing.assert_array_equal(active[0].features, np.arange(8, dtype=float))
-    model = unpack_record(store.side_get("basket_model", [1])[0])
-    assert model["model"] == b"model-bytes"
+    assert store.side_get("basket_model", [1]) == [None]  # dropped by version 4
 
 
 def test_a_version_2_sqlite_store_upgrades_and_is_adopted_by_its_first_spider(tmp_path, caplog):
@@ -137,7 +135,7 @@ def test_a_version_2_sqlite_store_upgrades_and_is_adopted_by_its_first_spider(tm
     adopted = [r.getMessage() for r in caplog.records if "adopts" in r.getMessage()]
     assert len(adopted) == 1 and "'news'" in adopted[0] and str(path) in adopted[0]
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("3",)
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("4",)
     db.close()
     caplog.clear()
     with SqliteHistoryStore(path) as store:
@@ -164,7 +162,7 @@ def test_a_version_2_redis_store_upgrades_and_is_adopted(redis_db, caplog):  # n
         assert store.owner() == "news"
         with pytest.raises(HistoryStoreError, match="key prefix 'recrawl'.*'news', not 'blog'"):
             claim_store(store, "blog", {})
-    assert client.hget("recrawl:meta", "schema_version") == b"3"
+    assert client.hget("recrawl:meta", "schema_version") == b"4"
     assert client.hget("recrawl:meta", "spider") == b"news"
     assert any("adopts" in r.getMessage() for r in caplog.records)
     client.close()
@@ -175,3 +173,112 @@ def test_a_new_store_is_claimed_silently(tmp_path, caplog):
         claim_store(store, "news", {})
         assert store.owner() == "news"
     assert not caplog.records
+
+
+# -- schema version 3: requests and the basket model were pickles ----------------------
+
+
+def _v3_request(u: int) -> dict:
+    # as make_v3_stores.py wrote them (its request()), tuples-free: every field survives
+    return {
+        "url": f"http://h/{u}",
+        "method": "POST" if u == 2 else "GET",
+        "callback": "parse_page",
+        "errback": None,
+        "headers": {b"Accept": [b"text/html"], b"X-Page": [str(u).encode()]},
+        "body": b"q=\xff\x00" if u == 2 else b"",
+        "cookies": {"session": "abc"},
+        "meta": {"depth": u, "tag": f"page-{u}"},
+        "encoding": "utf-8",
+        "priority": u,
+        "dont_filter": False,
+        "flags": [],
+        "cb_kwargs": {"n": u},
+    }
+
+
+class _Marker:
+    """A pickle that would create a file when unpickled (os.system)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, (f"touch {self.path}",))
+
+
+def _evil(path) -> bytes:
+    import pickle
+
+    return pickle.dumps({"url": "http://h/evil", "meta": {"x": _Marker(path)}}, protocol=4)
+
+
+def _check_v3(store, caplog) -> None:
+    assert len(store) == 3 and store.cycle == 3
+    assert store.arrays().columns["n"].tolist() == [2, 2, 2]
+    assert store.requests(np.array([1, 2, 3])) == [_v3_request(u) for u in range(3)]
+    assert store.owner() == "books"
+    assert store.side_get("basket_model", [1]) == [None]
+    dropped = [r.getMessage() for r in caplog.records if "basket model" in r.getMessage()]
+    assert len(dropped) == 1 and "recrawl-baskets" in dropped[0] and "pickle" in dropped[0]
+    assert ProbeStore(store).active()[0].prev_sig == b"sig-prev"
+    assert BagStore(store, keep=3, window=3).bags(1) == _expected_bags(1)
+    assert store.pop_frontier(10) == [_v3_request(9)]
+
+
+def test_a_version_3_sqlite_store_keeps_its_requests_as_data(tmp_path, caplog):
+    path = tmp_path / "history.sqlite3"
+    shutil.copy(FIXTURES / "store_v3.sqlite3", path)
+    with caplog.at_level("WARNING"), SqliteHistoryStore(path) as store:
+        _check_v3(store, caplog)
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("4",)
+    blobs = [r[0] for r in db.execute("SELECT request FROM requests")]
+    db.close()
+    assert blobs and not any(b.startswith(b"\x80") for b in blobs)  # no pickle left
+
+
+def test_a_version_3_redis_store_keeps_its_requests_as_data(redis_db, caplog):  # noqa: F811
+    client = redis_db.client()
+    load_typed(client, FIXTURES / "store_v3.redis.json")
+    assert client.hget("books:history:meta", "schema_version") == b"3"
+    with caplog.at_level("WARNING"), RedisHistoryStore(redis_db.url, key="books:history") as s:
+        _check_v3(s, caplog)
+    assert client.hget("books:history:meta", "schema_version") == b"4"
+    assert not client.exists("books:history:side:basket_model")
+    assert not any(v.startswith(b"\x80") for v in client.hvals("books:history:req"))
+    client.close()
+
+
+def test_a_pickle_needing_code_is_dropped_by_the_migration_never_run(
+    tmp_path,
+    redis_db,  # noqa: F811
+    caplog,
+):
+    marker = tmp_path / "ran"
+    path = tmp_path / "history.sqlite3"
+    shutil.copy(FIXTURES / "store_v3.sqlite3", path)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE requests SET request = ? WHERE url_id = 3", (_evil(marker),))
+    db.execute("UPDATE frontier SET request = ?", (_evil(marker),))
+    db.commit()
+    db.close()
+    client = redis_db.client()
+    load_typed(client, FIXTURES / "store_v3.redis.json")
+    client.hset("books:history:req", 3, _evil(marker))
+    for field in client.hkeys("books:history:frontier:req"):
+        client.hset("books:history:frontier:req", field, _evil(marker))
+    stores = [SqliteHistoryStore(path), RedisHistoryStore(redis_db.url, key="books:history")]
+    for store in stores:
+        caplog.clear()
+        with caplog.at_level("WARNING"), store:
+            assert store.requests(np.array([1, 2, 3])) == [_v3_request(0), _v3_request(1), None]
+            assert store.frontier_size() == 0 and store.pop_frontier(10) == []
+            assert store.urls(np.array([3])) == ["http://h/2"]  # the URL stays
+        said = [r.getMessage() for r in caplog.records if "needed code" in r.getMessage()]
+        assert len(said) == 1 and said[0].startswith("recrawl: 2 stored request(s)")
+    assert not marker.exists()
+    assert not client.exists("books:history:frontier:fp")
+    client.close()

@@ -50,6 +50,9 @@ def _get_spider_with_recrawl(*args, **kwargs):
     # every key of the test under its prefix, so its tearDown leaves the server clean
     settings.setdefault("RECRAWL_REDIS_KEY", "scrapy_redis:tests:recrawl")
     settings.setdefault("RECRAWL_REDIS_SCHEDULER_KEY", "scrapy_redis:tests:%(spider)s:recrawl")
+    # upstream's scheduler test names SCHEDULER_SERIALIZER = "pickle" on purpose; that is
+    # refused without this opt-in (tests/test_no_pickle.py)
+    settings.setdefault("RECRAWL_ALLOW_PICKLE", True)
     return _original_get_spider(*args, settings_dict=settings, **kwargs)
 
 

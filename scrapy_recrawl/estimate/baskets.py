@@ -34,7 +34,7 @@ from __future__ import annotations
 import io
 import json
 import math
-import pickle
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from ..settings import RecrawlSettingError, get
+from .forest import Forest
 
 #: The paper's probing offsets, hours after the first fetch.
 DEFAULT_OFFSETS: tuple[float, ...] = (4, 6, 9, 14, 21, 32, 48, 72)
@@ -59,8 +60,20 @@ PAPER_E = {"pages": 624, "0": 549, "+1": 45, "-1": 19, "larger": 11}
 
 EXTRA_HINT = "pip install scrapy-recrawl[ml]"
 
-#: Format of a saved model (bumped when the pickle's content changes).
-MODEL_FORMAT = 1
+#: Format of a saved model: 2, the trees as arrays in an ``.npz`` (estimate/forest.py);
+#: 1 was a pickle, never read again.
+MODEL_FORMAT = 2
+
+#: What loading a format-1 (pickled) model says.
+PICKLED_MODEL = (
+    "is a basket model saved as a pickle by an earlier scrapy-recrawl; it is never "
+    "unpickled (a pickle runs code when read): retrain it with `scrapy recrawl-baskets`"
+)
+
+
+class ModelFormatError(RecrawlSettingError):
+    """Bytes that are not a basket model of this release; the message says what to do
+    (a RecrawlSettingError: a crawl given such a model file stops at start-up)."""
 
 
 class MissingExtraError(ImportError):
@@ -236,8 +249,8 @@ class BasketModel:
 
     offsets: tuple[float, ...]
     baskets: tuple[float, ...]
-    forest: Any
-    relevance: Any = None  # RandomForestRegressor (4 trees) or None
+    forest: Forest
+    relevance: Forest | None = None  # the relevance split's 4 regression trees, or None
     relevance_threshold: float = 0.5
     trained_on: int = 0
     info: dict[str, Any] = field(default_factory=dict)
@@ -277,8 +290,8 @@ class BasketModel:
         return cls(
             tuple(float(o) for o in offsets),
             tuple(float(b) for b in baskets),
-            forest,
-            rel,
+            Forest.from_sklearn(forest),
+            None if rel is None else Forest.from_sklearn(rel),
             trained_on=len(features),
         )
 
@@ -304,7 +317,7 @@ class BasketModel:
                 "or set them back"
             )
 
-    # -- persistence: a pickle with a JSON header, in the store or a file ----
+    # -- persistence: the trees as arrays in an .npz, no pickle (estimate/forest.py) --
 
     def to_bytes(self) -> bytes:
         header = {
@@ -312,46 +325,62 @@ class BasketModel:
             "offsets": list(self.offsets),
             "baskets": list(self.baskets),
             "trained_on": self.trained_on,
-            "relevance": self.relevance is not None,
+            "relevance_threshold": self.relevance_threshold,
             "info": self.info,
         }
+        arrays = self.forest.arrays("forest_")
+        if self.relevance is not None:
+            arrays.update(self.relevance.arrays("relevance_"))
+        arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
         buf = io.BytesIO()
-        head = json.dumps(header).encode()
-        buf.write(len(head).to_bytes(4, "big"))
-        buf.write(head)
-        pickle.dump(
-            {"forest": self.forest, "relevance": self.relevance, "t": self.relevance_threshold},
-            buf,
-            protocol=4,
-        )
+        savez: Any = np.savez_compressed  # numpy's stub types **kwds as its allow_pickle
+        savez(buf, **arrays)
         return buf.getvalue()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> BasketModel:
-        size = int.from_bytes(data[:4], "big")
-        header = json.loads(data[4 : 4 + size])
-        if header.get("format") != MODEL_FORMAT:
-            raise ValueError(f"basket model format {header.get('format')} is not {MODEL_FORMAT}")
-        require_sklearn()  # unpickling the forest needs it: fail naming the extra
-        body = pickle.loads(data[4 + size :])  # noqa: S301 -- our own file, written by save()
-        return cls(
-            tuple(header["offsets"]),
-            tuple(header["baskets"]),
-            body["forest"],
-            body["relevance"],
-            body["t"],
-            header.get("trained_on", 0),
-            header.get("info", {}),
-        )
+    def from_bytes(cls, data: bytes, where: str = "the data") -> BasketModel:
+        """The model saved by :meth:`to_bytes`; :class:`ModelFormatError` naming ``where``
+        for anything else, a pickled model of format 1 included (never unpickled)."""
+        if not data.startswith(b"PK"):
+            size = int.from_bytes(data[:4], "big")
+            if data[4:5] == b"{" and b'"format": 1' in data[4 : 4 + size]:
+                raise ModelFormatError(f"{where} {PICKLED_MODEL}")
+            raise ModelFormatError(f"{where} is not a basket model (scrapy recrawl-baskets)")
+        try:
+            with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+                header = json.loads(bytes(npz["header"]))
+                if not isinstance(header, dict) or header.get("format") != MODEL_FORMAT:
+                    fmt = header.get("format") if isinstance(header, dict) else None
+                    raise ModelFormatError(
+                        f"{where}: basket model format {fmt} is not {MODEL_FORMAT}: retrain it "
+                        "with `scrapy recrawl-baskets`"
+                    )
+                forest = Forest.from_arrays(npz, "forest_")
+                rel = Forest.from_arrays(npz, "relevance_") if "relevance_roots" in npz else None
+                return cls(
+                    tuple(float(o) for o in header["offsets"]),
+                    tuple(float(b) for b in header["baskets"]),
+                    forest,
+                    rel,
+                    float(header.get("relevance_threshold", 0.5)),
+                    int(header.get("trained_on", 0)),
+                    dict(header.get("info", {})),
+                )
+        except ModelFormatError:
+            raise
+        except (ValueError, KeyError, TypeError, OSError, EOFError, zipfile.BadZipFile) as exc:
+            raise ModelFormatError(f"{where} is not a readable basket model: {exc}") from None
 
     def save(self, path: str) -> None:
         with open(path, "wb") as fh:
             fh.write(self.to_bytes())
 
     @classmethod
-    def load(cls, path: str) -> BasketModel:
+    def load(cls, path: str, setting: str = "") -> BasketModel:
+        """The model saved in the file ``path`` (``setting``: the setting that named it,
+        for the message)."""
         with open(path, "rb") as fh:
-            return cls.from_bytes(fh.read())
+            return cls.from_bytes(fh.read(), f"{setting}{' ' if setting else ''}{path}")
 
 
 # --------------------------------------------------------------------------- evaluation

@@ -147,7 +147,8 @@ class ProbeStore:
             return None
         model = unpack_record(data)["model"]
         assert isinstance(model, bytes)
-        return BasketModel.from_bytes(model)
+        where = f"the basket model in the history store {self.history.location}"
+        return BasketModel.from_bytes(model, where)
 
 
 def _stack(states: list[ProbeState]) -> tuple[np.ndarray, np.ndarray]:
@@ -207,7 +208,7 @@ class Prober:
 
     def _load_model(self) -> BasketModel | None:
         model = (
-            BasketModel.load(self.cfg.model)
+            BasketModel.load(self.cfg.model, "RECRAWL_BASKET_MODEL")
             if self.cfg.model is not None
             else self.store.load_model()
         )

@@ -30,7 +30,6 @@ docs/distributed.md has the whole story; in short:
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import socket
@@ -49,6 +48,7 @@ from ..history import HistoryStoreError
 from ..history.ownership import for_spider
 from ..history.redis_connection import redis_from_settings
 from ..settings import RecrawlSettingError, get
+from . import serializer
 from .base import CycleFrontier, SchedulerHost, Taken
 from .outage import OutageClock, is_redis_error
 from .redis import RedisFrontier
@@ -90,6 +90,8 @@ class DistributedFrontier(CycleFrontier):
                 "seconds >= 0",
             )
             self.key_template = get(s, "RECRAWL_REDIS_SCHEDULER_KEY", str)
+            # requests as data unless pickling is allowed on purpose (frontier/serializer.py)
+            self.serializer = serializer.choose(s)
         except RecrawlSettingError as exc:
             logger.error("recrawl: %s", exc)
             raise
@@ -105,10 +107,6 @@ class DistributedFrontier(CycleFrontier):
         if not df_path and "scrapy_redis" in str(s.get("DUPEFILTER_CLASS") or ""):
             df_path = s.get("DUPEFILTER_CLASS")
         self.redis_df_cls = load_object(df_path or defaults.SCHEDULER_DUPEFILTER_CLASS)
-        serializer = s.get("SCHEDULER_SERIALIZER")
-        if isinstance(serializer, str):
-            serializer = importlib.import_module(serializer)
-        self.serializer = serializer
         self.server, self.redis_location = redis_from_settings(s)
         try:
             self.server.ping()  # as scrapy-redis's scheduler does: fail now, not mid-crawl
@@ -250,11 +248,27 @@ class DistributedFrontier(CycleFrontier):
     def take(self, side: str, quota: int | None) -> Request | None:
         if not self.shared.reserve(side, self.budget.total, quota):
             return None
-        queue = self.recrawls if side == "recrawl" else self.newqs
-        request = queue.pop()
+        request = self._pop(self.recrawls if side == "recrawl" else self.newqs)
         if request is None:  # another process emptied it first: give the budget back
             self.shared.give_back(side)
         return request
+
+    def _pop(self, queue: Any) -> Request | None:
+        """The queue's next request; a value that is not one (checked as data by the
+        serializer, frontier/serializer.py, never run) is off the queue then: it is
+        said, counted, and the next one is taken."""
+        while True:
+            try:
+                return queue.pop()  # type: ignore[no-any-return]
+            except (ValueError, TypeError, KeyError) as exc:
+                self.host.inc_stat("recrawl/unreadable_queue_values")
+                logger.error(
+                    "recrawl: a value of the queue %s in the Redis at %s is not a request, "
+                    "dropped: %s",
+                    queue.key,
+                    self.redis_location,
+                    exc,
+                )
 
     def give_back(self, side: str, request: Request) -> None:
         self.shared.give_back(side)
@@ -411,19 +425,33 @@ class DistributedFrontier(CycleFrontier):
         if missing:
             urls = store.urls(ids[missing])
             for i, url in zip(missing, urls, strict=True):
-                dicts[i] = Request(url).to_dict()
+                dicts[i] = {"url": url}
 
         def entries() -> Iterator[tuple[dict[str, Any], str]]:
             for rank, (url_id, d) in enumerate(zip(ids.tolist(), dicts, strict=True)):
                 assert d is not None
                 meta = {META_CYCLE: cycle, META_ID: int(url_id), META_RANK: rank}
+                try:
+                    request = Request(
+                        d["url"], method=d.get("method", "GET"), body=d.get("body") or b""
+                    )
+                    if set(d) == {"url"}:
+                        d = request.to_dict()  # no stored request: a GET of its URL
+                except (ValueError, TypeError, UnicodeError) as exc:
+                    # a URL read back from Redis that is not one (data, never run)
+                    self.host.inc_stat("recrawl/unreadable_stored_requests")
+                    logger.warning(
+                        "recrawl: URL id %d of the history store at %s is not a URL, not "
+                        "recrawled: %s",
+                        url_id,
+                        store.location,
+                        exc,
+                    )
+                    continue
                 d = {
                     **d,
                     "meta": {**(d.get("meta") or {}), **meta, META_SCORE: float(scores[rank])},
                 }
-                request = Request(
-                    d["url"], method=d.get("method", "GET"), body=d.get("body") or b""
-                )
                 yield d, df.request_fingerprint(request)
 
         return self.shared.push_recrawls(self.recrawls, df.key, entries())
@@ -476,7 +504,7 @@ class DistributedFrontier(CycleFrontier):
 
     def _end_cycle(self, cycle: int, reason: str) -> None:
         """Close ``cycle``: new URLs left over go to the frontier, the rest is dropped."""
-        left = list(iter(self.newqs.pop, None))
+        left = list(iter(lambda: self._pop(self.newqs), None))
         left += [r for r in self._held if not r.meta.get("is_start_request")]
         self._held = []
         kept = self.keep_for_later(left)

@@ -24,6 +24,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from ..history import HistoryStoreError
+
 #: Reserve one budgeted request: KEYS[1] the counters hash; ARGV total (-1: no
 #: limit), side ("new" or "recrawl"), side quota (-1: no limit). 1 if reserved.
 RESERVE_LUA = r"""
@@ -76,7 +78,20 @@ class RedisFrontier:
         )
 
     def state(self) -> dict[str, str]:
-        return {k.decode(): v.decode() for k, v in self.server.hgetall(self.key("state")).items()}
+        raw = self.server.hgetall(self.key("state"))
+        try:
+            state = {k.decode(): v.decode() for k, v in raw.items()}
+            for name in ("cycle", "total", "new", "done"):
+                if name in state:
+                    int(state[name])
+            if "opened" in state:
+                float(state["opened"])
+        except ValueError:  # UnicodeDecodeError too: not what this scheduler writes
+            raise HistoryStoreError(
+                f"the key {self.key('state')} in the Redis holds values this scheduler never "
+                "wrote (read as data, not run): delete it or run `scrapy recrawl-reset`"
+            ) from None
+        return state
 
     def forget_recrawls(self) -> None:
         """Drop recrawls left by a cycle that was never closed."""
@@ -171,9 +186,14 @@ class RedisFrontier:
         out = {}
         now = time.time()
         for k, v in self.server.hgetall(self.key("workers")).items():
-            status = json.loads(v)
-            if now - status["seen"] <= timeout:
-                out[k.decode()] = status
+            try:
+                status = json.loads(v)
+                seen = float(status["seen"])
+                worker = k.decode()
+            except (ValueError, TypeError, KeyError):
+                continue  # not a status this scheduler wrote: no worker (read as data)
+            if now - seen <= timeout:
+                out[worker] = status
         return out
 
     def deregister(self) -> None:

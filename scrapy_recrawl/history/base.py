@@ -18,7 +18,9 @@ import numpy as np
 
 #: Schema version written by this release; backends migrate older ones up.
 #: 3: the store remembers the spider it belongs to (:meth:`HistoryStore.owner`).
-SCHEMA_VERSION = 3
+#: 4: nothing stored is a pickle: requests are data (history/request_codec.py), the
+#: pickled basket model is dropped.
+SCHEMA_VERSION = 4
 
 
 class HistoryStoreError(RuntimeError):

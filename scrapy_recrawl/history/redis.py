@@ -30,7 +30,8 @@ history per spider):
     was kept: no window yet).
 ``{p}:ids``  hash fingerprint -> id; ``{p}:next_id`` the id counter.
 ``{p}:urls`` ``{p}:etag`` ``{p}:lastmod`` ``{p}:sig`` ``{p}:req`` ``{p}:body``
-    hashes id -> URL, validators, change signature, pickled request dict,
+    hashes id -> URL, validators, change signature, request dict (as data:
+    :mod:`~scrapy_recrawl.history.request_codec`, schema version 4),
     stored body (``HMGET`` many ids at once).
 ``{p}:log``
     the visit log, a stream of packed :data:`LOG_DTYPE` entries, capped at
@@ -47,7 +48,7 @@ history per spider):
     (:data:`SIDE_PUSH_LUA`), atomic per key.
 ``{p}:cycle``  the cycle counter (``INCR``).
 ``{p}:frontier`` (zset) ``{p}:frontier:fp`` ``{p}:frontier:req``
-    discovered requests waiting for a cycle with budget.
+    discovered requests waiting for a cycle with budget (request dicts as data).
 ``{p}:meta``  schema version, rows per shard, and (schema version 3) ``spider``: the
     spider whose history this is.
 """
@@ -55,7 +56,7 @@ history per spider):
 from __future__ import annotations
 
 import json
-import pickle
+import logging
 import struct
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
@@ -71,6 +72,7 @@ from .base import (
     UrlRecord,
     Visit,
 )
+from .legacy_pickle import BASKET_MODEL_TABLE, MODEL_DROPPED, REQUESTS_DROPPED
 from .records import check_table, unpack_list
 from .redis_connection import _redis_errors, client_location, redacted, redis_from_settings
 from .redis_schema import (
@@ -79,6 +81,7 @@ from .redis_schema import (
     LOG_FORMAT,
     MIGRATE_1_TO_2_LUA,
     MIGRATE_2_TO_3_LUA,
+    MIGRATE_3_TO_4_LUA,
     POP_FRONTIER_LUA,
     PUSH_FRONTIER_LUA,
     READ_CHUNK,
@@ -89,7 +92,19 @@ from .redis_schema import (
     SIDE_PUSH_LUA,
     _opt,
     delete_own_keys,
+    v4_requests_as_data,
 )
+from .request_codec import decode_stored, encode_stored
+
+logger = logging.getLogger("scrapy_recrawl.history")
+
+
+def _validator(value: bytes | None) -> str | None:
+    """A stored ETag / Last-Modified, if it can be a header value (printable ASCII):
+    anything else read back is not ours, and is not sent (the page is fetched whole)."""
+    if value is None or not all(32 <= b < 127 for b in value):
+        return None
+    return value.decode("ascii")
 
 
 class RedisHistoryStore:
@@ -120,6 +135,9 @@ class RedisHistoryStore:
             self.location = redis_from_settings(settings)[1]
         self._rps = ROWS_PER_SHARD
         self._scripts: dict[str, Any] = {}
+        #: stored values read back that were not data (skipped): the stat
+        #: ``recrawl/unreadable_values``
+        self.unreadable_values = 0
 
     @classmethod
     def from_settings(
@@ -155,6 +173,15 @@ class RedisHistoryStore:
                 f"cannot reach the history store at {self.location} (RECRAWL_STORE, "
                 f"REDIS_URL): {exc}"
             ) from exc
+        try:
+            version, rps = int(version), int(rps)
+        except (TypeError, ValueError):
+            self._client = None
+            raise HistoryStoreError(
+                f"history store {self.location}: the key {self._k('meta')} does not hold a "
+                "schema version this scrapy-recrawl wrote (read as data, not run): point "
+                "RECRAWL_STORE or RECRAWL_REDIS_KEY elsewhere"
+            ) from None
         if int(version) < SCHEMA_VERSION:
             self._migrate(int(version))
         if int(version) > SCHEMA_VERSION:
@@ -184,6 +211,25 @@ class RedisHistoryStore:
             elif step == 2:
                 meta = self._k("meta")
                 self._call("migrate", lambda c, m=meta: c.eval(MIGRATE_2_TO_3_LUA, 1, m))
+            elif step == 3:
+                self._migrate_3_to_4()
+
+    def _migrate_3_to_4(self) -> None:
+        """Version 4: nothing stored is a pickle (issue 16)."""
+        where = f"{self.location} (key {self.key!r})"
+        dropped = self._call("migrate", lambda c: v4_requests_as_data(c, self.key))
+        if sum(dropped.values()):
+            logger.warning(
+                REQUESTS_DROPPED,
+                sum(dropped.values()),
+                where,
+                dropped["requests"],
+                dropped["frontier"],
+            )
+        keys = [self._k("meta"), self._side(BASKET_MODEL_TABLE)]
+        done = self._call("migrate", lambda c: c.eval(MIGRATE_3_TO_4_LUA, len(keys), *keys))
+        if int(done) == 2:
+            logger.warning(MODEL_DROPPED, where)
 
     def close(self) -> None:
         if self._client is None:
@@ -225,7 +271,17 @@ class RedisHistoryStore:
     @property
     def cycle(self) -> int:
         """The shared cycle counter, read from Redis (another process may have moved it)."""
-        return int(self._call("read", lambda c: c.get(self._k("cycle"))) or 0)
+        return self._int(self._call("read", lambda c: c.get(self._k("cycle"))), "cycle")
+
+    def _int(self, value: Any, name: str) -> int:
+        """A counter read back (None: 0); a value that is not one stops with the key named."""
+        try:
+            return int(value or 0)
+        except ValueError:
+            raise HistoryStoreError(
+                f"history store {self.location}: the key {self._k(name)} does not hold a "
+                "counter this scrapy-recrawl wrote (read as data, not run)"
+            ) from None
 
     def advance_cycle(self) -> int:
         return int(self._call("write to", lambda c: c.incr(self._k("cycle"))))
@@ -287,10 +343,8 @@ class RedisHistoryStore:
             M=float(r["M"]),
             status=int(r["status"]),
             gone=bool(r["gone"]),
-            etag=etag.decode("utf-8", "surrogateescape") if etag is not None else None,
-            last_modified=lastmod.decode("utf-8", "surrogateescape")
-            if lastmod is not None
-            else None,
+            etag=_validator(etag),
+            last_modified=_validator(lastmod),
             has_body=bool(r["has_body"]),
             signature=sig,
         )
@@ -300,9 +354,23 @@ class RedisHistoryStore:
         if not raw or raw[6] is None:
             return None
         blob = raw[6]
-        status, hlen = struct.unpack_from("<HI", blob)
-        headers = json.loads(blob[6 : 6 + hlen])
-        return StoredBody(status=status, headers=headers, body=zlib.decompress(blob[6 + hlen :]))
+        try:
+            status, hlen = struct.unpack_from("<HI", blob)
+            headers = json.loads(blob[6 : 6 + hlen])
+            body = zlib.decompress(blob[6 + hlen :])
+            if not isinstance(headers, dict):
+                raise ValueError("headers are not a map")
+        except (struct.error, ValueError, zlib.error) as exc:
+            self.unreadable_values += 1
+            logger.warning(
+                "recrawl: %s field %d in the history store at %s is not a stored body, skipped: %s",
+                self._k("body"),
+                int(raw[0]),
+                self.location,
+                exc,
+            )
+            return None
+        return StoredBody(status=status, headers=headers, body=body)
 
     def _hmget(self, name: str, ids: list[int]) -> list[Any]:
         out: list[Any] = []
@@ -313,8 +381,18 @@ class RedisHistoryStore:
         return out
 
     def requests(self, ids: Iterable[int] | np.ndarray) -> list[dict[str, Any] | None]:
-        blobs = self._hmget("req", [int(i) for i in ids])
-        return [pickle.loads(b) if b is not None else None for b in blobs]
+        wanted = [int(i) for i in ids]
+        blobs = self._hmget("req", wanted)
+        return [
+            self._decode(b, f"{self._k('req')} field {i}") if b is not None else None
+            for i, b in zip(wanted, blobs, strict=True)
+        ]
+
+    def _decode(self, blob: bytes, what: str) -> dict[str, Any] | None:
+        d = decode_stored(blob, f"{what} in the history store at {self.location}")
+        if d is None:
+            self.unreadable_values += 1
+        return d
 
     def urls(self, ids: Iterable[int] | np.ndarray) -> list[str]:
         wanted = [int(i) for i in ids]
@@ -336,7 +414,7 @@ class RedisHistoryStore:
             pipe.get(self._k("next_id"))
             pipe.get(self._k("cycle"))
             next_id, cycle = pipe.execute()
-            total = int(next_id or 0)
+            total = self._int(next_id, "next_id")
             size = ROW_DTYPE.itemsize
             pipe = c.pipeline(transaction=False)
             plan = []
@@ -352,7 +430,7 @@ class RedisHistoryStore:
             for part in parts:
                 buf[pos : pos + len(part)] = part
                 pos += len(part)
-            return np.frombuffer(bytes(buf), dtype=ROW_DTYPE), int(cycle or 0)
+            return np.frombuffer(bytes(buf), dtype=ROW_DTYPE), self._int(cycle, "cycle")
 
         return self._call("read", read)
 
@@ -451,10 +529,9 @@ class RedisHistoryStore:
     def push_frontier(self, items: list[tuple[bytes, dict[str, Any], int]]) -> int:
         args: list[Any] = []
         for fp, request, priority in items:
-            try:
-                args.extend((fp, int(priority), pickle.dumps(request, protocol=4)))
-            except Exception:  # noqa: BLE001 -- unpicklable meta: cannot be kept
-                continue
+            blob = encode_stored(request)
+            if blob is not None:  # not plain data: cannot be kept
+                args.extend((fp, int(priority), blob))
         script = self._script("push_frontier")
         added = 0
         for start in range(0, len(args), 3 * 1000):
@@ -471,7 +548,9 @@ class RedisHistoryStore:
             return []
         script = self._script("pop_frontier")
         blobs = self._call("write to", lambda c: script(args=[self.key, int(limit)], client=c))
-        return [pickle.loads(b) for b in blobs]
+        what = f"an entry of {self._k('frontier:req')}"
+        out = [self._decode(b, what) for b in blobs if b is not None]
+        return [d for d in out if d is not None]
 
     def frontier_size(self) -> int:
         return int(self._call("read", lambda c: c.zcard(self._k("frontier"))))
@@ -482,10 +561,7 @@ class RedisHistoryStore:
         script = self._script("record")
         request = None
         if visit.request is not None:
-            try:
-                request = pickle.dumps(visit.request, protocol=4)
-            except Exception:  # noqa: BLE001 -- a callback or meta that cannot be pickled
-                request = None  # keep the previously stored request; the middleware logs it
+            request = encode_stored(visit.request)  # None: keep the previously stored one
         body = None
         good = 200 <= visit.status < 300 or visit.status == 304
         if self.store_bodies and visit.body is not None and good:

@@ -325,3 +325,77 @@ if tonumber(redis.call('HGET', KEYS[1], 'schema_version')) ~= 2 then return 0 en
 redis.call('HSET', KEYS[1], 'schema_version', 3)
 return 1
 """
+
+
+#: Replace hash fields only if they still hold what was read (another process may have
+#: written a new value meanwhile): KEYS[1] the hash; ARGV (field, old, new) triples, new
+#: '' deletes the field. Returns how many were replaced or deleted.
+COMPARE_AND_SET_LUA = r"""
+local done = 0
+for i = 1, #ARGV, 3 do
+  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] then
+    if ARGV[i + 2] == '' then
+      redis.call('HDEL', KEYS[1], ARGV[i])
+    else
+      redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 2])
+    end
+    done = done + 1
+  end
+end
+return done
+"""
+
+
+def v4_requests_as_data(client: Any, prefix: str) -> dict[str, int]:
+    """Version 4: the stored requests (``{p}:req``, ``{p}:frontier:req``) become data.
+
+    Each version-3 pickle is read allowing no global (:mod:`.legacy_pickle`: no code
+    runs) and re-encoded by :mod:`.request_codec`, field by field with a
+    compare-and-set (a crawl already on version 4 may write meanwhile); one that
+    needs a global is deleted -- a URL's request (the URL stays and is recrawled as a
+    GET of it), or a frontier entry with its zset member and fingerprint. Run again
+    after an interruption, it finds what it re-encoded already and keeps it.
+    Returns how many of each were dropped.
+    """
+    from .legacy_pickle import reencode_request
+
+    script = client.register_script(COMPARE_AND_SET_LUA)
+    dropped = {"requests": 0, "frontier": 0}
+    for name, kind in (("req", "requests"), ("frontier:req", "frontier")):
+        key = f"{prefix}:{name}"
+        args: list[bytes] = []
+        gone: list[bytes] = []
+        for field, blob in client.hscan_iter(key, count=1000):
+            new = reencode_request(blob)
+            if new == blob:
+                continue
+            args += [field, blob, new if new is not None else b""]
+            if new is None:
+                gone.append(field)
+            if len(args) >= 3000:
+                script(keys=[key], args=args)
+                args = []
+        if args:
+            script(keys=[key], args=args)
+        dropped[kind] = len(gone)
+        if kind == "frontier" and gone:
+            # the field is the zset's member: an 8-byte sequence number, then the
+            # fingerprint (the field of {p}:frontier:fp)
+            pipe = client.pipeline()
+            for member in gone:
+                pipe.zrem(f"{prefix}:frontier", member)
+                pipe.hdel(f"{prefix}:frontier:fp", member[8:])
+            pipe.execute()
+    return dropped
+
+
+MIGRATE_3_TO_4_LUA = r"""
+-- Version 4: nothing stored is a pickle. The requests were re-encoded before this
+-- script (v4_requests_as_data); here the pickled basket model goes and the version
+-- moves on. KEYS meta, the basket model's side hash. Returns 1 + 1 if a model was
+-- dropped, 0 if another process migrated first.
+if tonumber(redis.call('HGET', KEYS[1], 'schema_version')) ~= 3 then return 0 end
+local model = redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[1], 'schema_version', 4)
+return 1 + model
+"""

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import pickle
 import sqlite3
 import time
 import zlib
@@ -35,6 +34,7 @@ from .base import (
     Visit,
 )
 from .records import check_table, pack_list, unpack_list, window_from_log
+from .request_codec import decode_stored, encode_stored
 from .sqlite_schema import MIGRATIONS, OWNER_SQL, SCHEMA
 from .state import observe
 
@@ -98,6 +98,9 @@ class SqliteHistoryStore:
         self._cycle = 0
         self._next_id = 1
         self._count = 0
+        #: stored values read back that were not data (skipped): the stat
+        #: ``recrawl/unreadable_values``
+        self.unreadable_values = 0
         self._reset_buffers()
 
     # -- lifecycle ---------------------------------------------------------
@@ -268,7 +271,13 @@ class SqliteHistoryStore:
         wanted = [int(i) for i in ids]
         found = self._select_by_id("SELECT url_id, request FROM requests WHERE url_id IN", wanted)
         found.update({i: b for i, b in self._requests.items() if i in set(wanted)})
-        return [pickle.loads(found[i]) if i in found else None for i in wanted]
+        return [self._decode(found[i], f"requests row {i}") if i in found else None for i in wanted]
+
+    def _decode(self, blob: bytes, what: str) -> dict[str, Any] | None:
+        d = decode_stored(blob, f"{what} of the history store {self.location}")
+        if d is None:
+            self.unreadable_values += 1
+        return d
 
     def _select_by_id(self, select: str, ids: list[int]) -> dict[int, Any]:
         """``{id: value}`` for ``select`` + ``(?, ?, ...)``, in chunks of bound parameters."""
@@ -398,10 +407,9 @@ class SqliteHistoryStore:
     def push_frontier(self, items: list[tuple[bytes, dict[str, Any], int]]) -> int:
         rows = []
         for fp, request, priority in items:
-            try:
-                rows.append((fp, int(priority), pickle.dumps(request, protocol=4)))
-            except Exception:  # noqa: BLE001 -- unpicklable meta: cannot be kept
-                continue
+            blob = encode_stored(request)
+            if blob is not None:  # not plain data: cannot be kept
+                rows.append((fp, int(priority), blob))
         before = self.frontier_size()
 
         def write(db: sqlite3.Connection) -> None:
@@ -430,7 +438,8 @@ class SqliteHistoryStore:
             db.executemany("DELETE FROM frontier WHERE fingerprint = ?", [(fp,) for fp, _ in taken])
 
         self._write(take)
-        return [pickle.loads(blob) for _, blob in taken]
+        out = [self._decode(blob, f"frontier entry {fp.hex()}") for fp, blob in taken]
+        return [d for d in out if d is not None]
 
     def frontier_size(self) -> int:
         return int(self._read(lambda db: db.execute("SELECT COUNT(*) FROM frontier").fetchone()[0]))
@@ -485,10 +494,9 @@ class SqliteHistoryStore:
             rec.signature = visit.signature
             self._signatures[rec.id] = visit.signature
         if visit.request is not None:
-            try:
-                self._requests[rec.id] = pickle.dumps(visit.request, protocol=4)
-            except Exception:  # noqa: BLE001 -- a callback or meta that cannot be pickled
-                pass  # keep the previously stored request; the middleware logs it
+            blob = encode_stored(visit.request)
+            if blob is not None:  # else keep the previously stored request
+                self._requests[rec.id] = blob
         if self.store_bodies and visit.body is not None and good:
             headers = json.dumps(visit.headers or {})
             self._bodies[rec.id] = (visit.status, headers, zlib.compress(visit.body, 1))

@@ -7,11 +7,16 @@ store written by the previous release opens and upgrades, all of a step or none.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 from typing import Any
 
+from .legacy_pickle import BASKET_MODEL_TABLE, MODEL_DROPPED, REQUESTS_DROPPED, reencode_request
 from .records import pack_record
+
+logger = logging.getLogger("scrapy_recrawl.history")
+
 
 #: The spider a store belongs to (schema version 3; no row: nobody's yet).
 OWNER_SQL = "SELECT value FROM meta WHERE key = 'spider'"
@@ -115,8 +120,56 @@ def _migrate_2_to_3(db: sqlite3.Connection) -> None:
     """
 
 
+def _v4_requests_as_data(db: sqlite3.Connection) -> None:
+    """Version 4: stored requests (``requests``, ``frontier``) are data, not pickles.
+
+    Each version-3 pickle is read allowing no global (:mod:`.legacy_pickle`: no code
+    runs) and re-encoded by :mod:`.request_codec`; one that needs a global is
+    deleted (its URL stays, and is recrawled as a GET of it), counted in one warning.
+    """
+    dropped = {"requests": 0, "frontier": 0}
+    for table, key in (("requests", "url_id"), ("frontier", "fingerprint")):
+        rows = db.execute(f"SELECT {key}, request FROM {table}").fetchall()  # noqa: S608
+        keep, drop = [], []
+        for k, blob in rows:
+            new = reencode_request(blob)
+            if new is None:
+                drop.append((k,))
+            else:
+                keep.append((new, k))
+        db.executemany(f"UPDATE {table} SET request = ? WHERE {key} = ?", keep)  # noqa: S608
+        db.executemany(f"DELETE FROM {table} WHERE {key} = ?", drop)  # noqa: S608
+        dropped[table] = len(drop)
+    if sum(dropped.values()):
+        logger.warning(
+            REQUESTS_DROPPED,
+            sum(dropped.values()),
+            _where(db),
+            dropped["requests"],
+            dropped["frontier"],
+        )
+
+
+def _v4_drop_pickled_models(db: sqlite3.Connection) -> None:
+    """Version 4: the basket model was a pickle in version 3; it is dropped, never read."""
+    gone = db.execute("DELETE FROM side WHERE tbl = ?", (BASKET_MODEL_TABLE,)).rowcount
+    if gone:
+        logger.warning(MODEL_DROPPED, _where(db))
+
+
+def _where(db: sqlite3.Connection) -> str:
+    path = db.execute("PRAGMA database_list").fetchone()[2]
+    return f"sqlite:///{path}"
+
+
+def _migrate_3_to_4(db: sqlite3.Connection) -> None:
+    """Version 4: nothing stored is a pickle (issue 16)."""
+    _v4_requests_as_data(db)
+    _v4_drop_pickled_models(db)
+
+
 # Migrations from schema version v to v + 1, each run in one transaction.
-MIGRATIONS: dict[int, Any] = {1: _migrate_1_to_2, 2: _migrate_2_to_3}
+MIGRATIONS: dict[int, Any] = {1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4}
 
 
 def owner_of(path: str | os.PathLike[str]) -> str | None:

@@ -1,0 +1,228 @@
+"""Requests as data: ``Request.to_dict()`` dicts to bytes and back, never a pickle.
+
+Every stored request -- each URL's request in a history store (the recrawl is
+rebuilt from it), the store's frontier, the Redis scheduler's queues -- goes
+through this one codec. A store others can write (Redis) must never be a place
+to run code from (CWE-502): a pickle read back from it runs whatever it names.
+
+The bytes are **MessagePack**: it tells bytes from str natively (headers, bodies
+and cookies are bytes, URLs and callback names str), so nothing is re-encoded
+and the round trip is exact, and it is compact and fast (a C extension). Decoding
+yields only dicts, lists, str, bytes, ints, floats, bools and None; an extension
+type is refused. The decoded dict is then checked as data
+(:func:`check_request`): known keys, each of its type; ``_class`` (a Request
+subclass) only names a class already imported, never imports a module. A value
+that fails raises :class:`RequestCodecError` naming the key at fault.
+"""
+
+from __future__ import annotations
+
+import keyword
+import logging
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import msgpack
+
+#: Keys of ``Request.to_dict()`` (Scrapy's ``Request.attributes`` plus the callbacks'
+#: names and ``_class``); a subclass named by ``_class`` may add its own attributes.
+REQUEST_KEYS = frozenset(
+    {
+        "url",
+        "callback",
+        "errback",
+        "method",
+        "headers",
+        "body",
+        "cookies",
+        "meta",
+        "encoding",
+        "priority",
+        "dont_filter",
+        "flags",
+        "cb_kwargs",
+        "_class",
+    }
+)
+
+logger = logging.getLogger("scrapy_recrawl.history")
+
+#: Nesting allowed in meta, cb_kwargs and cookies (deeper is not a request's data).
+MAX_DEPTH = 32
+
+
+class RequestCodecError(ValueError):
+    """Bytes that are not a stored request, or a request that cannot be stored as data."""
+
+
+def _refuse_ext(code: int, data: bytes) -> Any:
+    raise RequestCodecError(f"a MessagePack extension type ({code}) is not request data")
+
+
+def encode_request(d: Mapping[str, Any]) -> bytes:
+    """The bytes of a ``Request.to_dict()`` dict; :class:`RequestCodecError` when some
+    value is not plain data (an object in ``meta``, a set, ...), naming its key."""
+    check_request(d)
+    try:
+        return msgpack.packb(d, use_bin_type=True, strict_types=False)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise RequestCodecError(
+            f"the request of {d.get('url')!r} is not plain data: {exc}"
+        ) from None
+
+
+def decode_request(data: bytes) -> dict[str, Any]:
+    """The request dict stored as ``data``, checked (:func:`check_request`)."""
+    try:
+        d = msgpack.unpackb(
+            bytes(data), raw=False, strict_map_key=False, ext_hook=_refuse_ext, use_list=True
+        )
+    except RequestCodecError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- msgpack's errors (ExtraData, FormatError, ...)
+        raise RequestCodecError(f"not a stored request ({type(exc).__name__}: {exc})") from None
+    return check_request(d)
+
+
+def decode_stored(data: bytes, where: str) -> dict[str, Any] | None:
+    """:func:`decode_request`, or None and a warning naming ``where`` (the store and
+    key) when the stored value is not a request: it is skipped, never run."""
+    try:
+        return decode_request(data)
+    except RequestCodecError as exc:
+        logger.warning("recrawl: %s is not a stored request, skipped: %s", where, exc)
+        return None
+
+
+_encode_warned = False
+
+
+def encode_stored(d: Mapping[str, Any]) -> bytes | None:
+    """:func:`encode_request`, or None (the caller keeps what it had) when the request
+    is not plain data; said once per process, as it is usually every request of a kind."""
+    global _encode_warned
+    try:
+        return encode_request(d)
+    except RequestCodecError as exc:
+        if not _encode_warned:
+            _encode_warned = True
+            logger.warning(
+                "recrawl: cannot store %s for later recrawls (%s); a recrawl of such a URL "
+                "reuses its last storable request, or is a GET of its URL (stored requests "
+                "hold only plain data: docs/distributed.md)",
+                d.get("url"),
+                exc,
+            )
+        return None
+
+
+def check_request(d: Any) -> dict[str, Any]:
+    """``d`` if it is a request dict made only of data, else :class:`RequestCodecError`."""
+    if not isinstance(d, dict):
+        raise RequestCodecError(f"a stored request is a map, not {type(d).__name__}")
+    allowed = REQUEST_KEYS
+    if "_class" in d:
+        allowed = allowed | frozenset(_request_class(d["_class"]).attributes)
+    for key in d:
+        if not isinstance(key, str) or key not in allowed:
+            raise RequestCodecError(f"unknown key {key!r} in a stored request")
+    url = d.get("url")
+    if not isinstance(url, str):
+        raise RequestCodecError(f"'url' of a stored request is {type(url).__name__}, not str")
+    for key in ("callback", "errback"):
+        _check_method_name(key, d.get(key))
+    for key, types in (
+        ("method", str),
+        ("encoding", str),
+        ("body", bytes),
+        ("priority", int),
+        ("dont_filter", bool),
+    ):
+        if key in d and not isinstance(d[key], types):
+            raise RequestCodecError(
+                f"{key!r} of the stored request of {url!r}: not {types.__name__}"
+            )
+    if "priority" in d and isinstance(d["priority"], bool):
+        raise RequestCodecError(f"'priority' of the stored request of {url!r}: not int")
+    headers = d.get("headers")
+    if headers is not None:
+        if not isinstance(headers, dict):
+            raise RequestCodecError(f"'headers' of the stored request of {url!r}: not a map")
+        for name, values in headers.items():
+            if not isinstance(name, (bytes, str)) or not (
+                isinstance(values, list) and all(isinstance(v, (bytes, str)) for v in values)
+            ):
+                raise RequestCodecError(
+                    f"'headers' of the stored request of {url!r}: {name!r} is not bytes -> "
+                    "list of bytes"
+                )
+    flags = d.get("flags")
+    if flags is not None and not (
+        isinstance(flags, list) and all(isinstance(f, str) for f in flags)
+    ):
+        raise RequestCodecError(f"'flags' of the stored request of {url!r}: not a list of str")
+    for key in ("meta", "cb_kwargs"):
+        value = d.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise RequestCodecError(
+                f"{key!r} of the stored request of {url!r}: not a str-keyed map"
+            )
+        _check_plain(value, f"{key!r} of the stored request of {url!r}", 0)
+    if d.get("cookies") is not None:
+        if not isinstance(d["cookies"], (dict, list)):
+            raise RequestCodecError(
+                f"'cookies' of the stored request of {url!r}: not a map or list"
+            )
+        _check_plain(d["cookies"], f"'cookies' of the stored request of {url!r}", 0)
+    return d
+
+
+def _check_method_name(key: str, name: Any) -> None:
+    # a spider method's name: getattr(spider, name) must not reach dunders or anything else
+    if name is None:
+        return
+    if (
+        not isinstance(name, str)
+        or not name.isidentifier()
+        or keyword.iskeyword(name)
+        or name.startswith("__")
+    ):
+        raise RequestCodecError(f"{key!r} of a stored request is not a method name: {name!r}")
+
+
+def _check_plain(value: Any, where: str, depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise RequestCodecError(f"{where}: nested deeper than {MAX_DEPTH}")
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            _check_plain(item, where, depth + 1)
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, (str, bytes, int, float, bool)) and k is not None:
+                raise RequestCodecError(f"{where}: a key of type {type(k).__name__}")
+            _check_plain(v, where, depth + 1)
+        return
+    raise RequestCodecError(f"{where}: a {type(value).__name__} is not plain data")
+
+
+def _request_class(path: Any) -> Any:
+    """The Request subclass ``path`` names, if its module is already imported: a
+    stored value never makes us import a module (an import runs its code)."""
+    from scrapy import Request
+
+    if not isinstance(path, str) or "." not in path:
+        raise RequestCodecError(f"'_class' of a stored request is not a class path: {path!r}")
+    module_name, _, name = path.rpartition(".")
+    module = sys.modules.get(module_name)
+    cls = getattr(module, name, None) if module is not None and name.isidentifier() else None
+    if not (isinstance(cls, type) and issubclass(cls, Request)):
+        raise RequestCodecError(
+            f"'_class' of a stored request is not a Request class already imported: {path!r}"
+        )
+    return cls
