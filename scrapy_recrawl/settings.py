@@ -75,6 +75,7 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_REDIS_LOCK_SECONDS": 300.0,
     "RECRAWL_REDIS_WORKER_TIMEOUT": 30.0,
     "RECRAWL_REDIS_OUTAGE_SECONDS": 60.0,
+    "RECRAWL_ON_STORE_LOSS": "stop",  # a shared store emptied or replaced mid-crawl: or "continue"
     # scoring
     # plug-ins (papers' policies and terminals), merged like DOWNLOADER_MIDDLEWARES
     "RECRAWL_PLUGINS_BASE": {
@@ -257,6 +258,7 @@ KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "RECRAWL_REDIS_LOCK_SECONDS": (_number, "a number"),
     "RECRAWL_REDIS_WORKER_TIMEOUT": (_number, "a number"),
     "RECRAWL_REDIS_OUTAGE_SECONDS": (_number, "a number"),
+    "RECRAWL_ON_STORE_LOSS": (_text, "'stop' or 'continue'"),
     "RECRAWL_PLUGINS_BASE": (_dict, "a dict {'path.Class': order} (JSON on the command line)"),
     "RECRAWL_PLUGINS": (_dict, "a dict {'path.Class': order} (JSON on the command line)"),
     "RECRAWL_SCORER": (_text, "a preset name, an expression or a JSON path"),

@@ -325,3 +325,32 @@ if tonumber(redis.call('HGET', KEYS[1], 'schema_version')) ~= 2 then return 0 en
 redis.call('HSET', KEYS[1], 'schema_version', 3)
 return 1
 """
+
+
+#: The error a guarded script answers with when the store's epoch is not the caller's.
+LOST_ERROR = "RECRAWL_STORE_LOST"
+
+# Prepended to every script that writes (history/epoch.py). The caller appends two
+# arguments, the epoch it opened and the meta key; they are taken off ARGV so the
+# script below sees its own arguments unchanged. A store that vanished (no epoch) or
+# was replaced (another one) gets nothing written, not even half a visit.
+_EPOCH_GUARD_LUA = r"""
+local EPOCH_META = table.remove(ARGV)
+local EPOCH_WANT = table.remove(ARGV)
+local EPOCH_HAVE = redis.call('HGET', EPOCH_META, 'epoch')
+if EPOCH_HAVE ~= EPOCH_WANT then
+  return redis.error_reply('RECRAWL_STORE_LOST ' .. (EPOCH_HAVE or ''))
+end
+"""
+
+
+def guarded(script: str) -> str:
+    """``script``, refusing to run unless the store's epoch is the caller's (its last two
+    arguments: epoch, meta key)."""
+    return _EPOCH_GUARD_LUA + script
+
+
+#: Advance the cycle counter (a script only so that the epoch guard covers it). ARGV prefix.
+ADVANCE_CYCLE_LUA = r"""
+return redis.call('INCR', ARGV[1] .. ':cycle')
+"""
