@@ -40,7 +40,10 @@ def _config_unseen(monkeypatch):
 
 def test_a_new_store_has_an_epoch_every_process_shares(redis_db):  # noqa: F811
     client = redis_db.client()
-    with RedisHistoryStore(redis_db.url, key=KEY) as a, RedisHistoryStore(redis_db.url, key=KEY) as b:
+    with (
+        RedisHistoryStore(redis_db.url, key=KEY) as a,
+        RedisHistoryStore(redis_db.url, key=KEY) as b,
+    ):
         assert a.epoch and len(a.epoch) == 32
         assert b.epoch == a.epoch and b.epoch_created == a.epoch_created  # HSETNX: the first wins
         meta = client.hgetall(f"{KEY}:meta")
