@@ -76,3 +76,50 @@ def test_redis_restarted_without_persistence_stops_the_crawl_within_a_cycle(tmp_
     assert _logged_at(lost[0]) <= back + CYCLE_SECONDS + 1, (lost[0], back)
     # and not one visit, counter or request written into the emptied Redis's history
     assert history_keys == []
+
+
+def test_continue_goes_on_with_a_fresh_history_after_the_restart(tmp_path):
+    with RedisServer() as server, RunningSite(pages=60, seed=4) as site:
+        client = server.client()
+        proc = start_crawl(
+            site.base_url,
+            server.url,
+            tmp_path,
+            "crawl",
+            RECRAWL_CONTINUOUS=True,
+            RECRAWL_WARMUP_CYCLES=1,
+            RECRAWL_BUDGET=15,
+            RECRAWL_CYCLE_SECONDS=CYCLE_SECONDS,
+            RECRAWL_MAX_CYCLES=7,
+            DOWNLOAD_DELAY=0.1,
+            CONCURRENT_REQUESTS=2,
+            RECRAWL_REDIS_OUTAGE_SECONDS=30,
+            RECRAWL_ON_STORE_LOSS="continue",
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and proc.poll() is None:
+                if int(client.get("site:history:cycle") or 0) >= 3:
+                    break
+                time.sleep(0.1)
+            assert proc.poll() is None, (tmp_path / "crawl.log").read_text()[-3000:]
+            lost_epoch = client.hget("site:history:meta", "epoch")
+            server.restart(down_seconds=0.5)
+            proc.wait(120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        log = (tmp_path / "crawl.log").read_text()
+        meta = client.hgetall("site:history:meta")
+        visits = client.xlen("site:history:log")
+    stats = json.loads((tmp_path / "crawl.stats.json").read_text())
+    assert proc.returncode == 0, log[-3000:]
+    assert stats["finish_reason"] == "finished"
+    warned = [line for line in log.splitlines() if "going on with a fresh history" in line]
+    assert len(warned) == 1 and "WARNING" in warned[0], log[-3000:]
+    assert lost_epoch.decode() in warned[0]
+    assert "vanished while" not in log and "Traceback" not in log
+    # the fresh history: a new epoch, owned by the spider, written to after the restart
+    assert meta[b"epoch"] != lost_epoch and meta[b"spider"] == b"site"
+    assert visits > 0

@@ -455,12 +455,18 @@ class DistributedFrontier(CycleFrontier):
             return  # another process is rolling over: adopt its cycle next time
         try:
             state = self.shared.state()
-            if int(state.get("cycle", -1)) != self.cycle:
+            if not state:
+                # the cycle state vanished with the Redis's data and the crawl goes on
+                # (RECRAWL_ON_STORE_LOSS = "continue"): open the next cycle afresh
+                self._open_cycle()
+            elif int(state.get("cycle", -1)) != self.cycle:
                 self._adopt(state)  # rolled over already, by someone else
                 self.cycles_run += 1
-                return
-            self._end_cycle(self.cycle, "rolled over")
-            self._open_cycle()
+            else:
+                self._end_cycle(self.cycle, "rolled over")
+                self._open_cycle()
+        except StoreLost:
+            pass  # said once, and the spider is closing (history/epoch.py)
         finally:
             lock.release()
 
