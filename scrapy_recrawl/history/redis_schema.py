@@ -331,16 +331,20 @@ return 1
 LOST_ERROR = "RECRAWL_STORE_LOST"
 
 # Prepended to every script that writes (history/epoch.py). The caller appends two
-# arguments, the epoch it opened and the meta key; they are taken off ARGV so the
-# script below sees its own arguments unchanged. A store that vanished (no epoch) or
-# was replaced (another one) gets nothing written, not even half a visit.
+# arguments, the epoch it opened and the meta key; the script below sees a local ARGV
+# without them, so its own arguments are unchanged (a copy: newer Redis versions may
+# make the global ARGV read-only). A store that vanished (no epoch) or was replaced
+# (another one) gets nothing written, not even half a visit.
 _EPOCH_GUARD_LUA = r"""
-local EPOCH_META = table.remove(ARGV)
-local EPOCH_WANT = table.remove(ARGV)
+local EPOCH_META = ARGV[#ARGV]
+local EPOCH_WANT = ARGV[#ARGV - 1]
 local EPOCH_HAVE = redis.call('HGET', EPOCH_META, 'epoch')
 if EPOCH_HAVE ~= EPOCH_WANT then
   return redis.error_reply('RECRAWL_STORE_LOST ' .. (EPOCH_HAVE or ''))
 end
+local EPOCH_ARGV = {}
+for i = 1, #ARGV - 2 do EPOCH_ARGV[i] = ARGV[i] end
+local ARGV = EPOCH_ARGV
 """
 
 
