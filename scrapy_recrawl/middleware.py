@@ -55,6 +55,7 @@ from .core.plugins import BagKeeper
 from .history import (
     HistoryStore,
     HistoryStoreError,
+    StoreLost,
     StoreRefused,
     UrlRecord,
     Visit,
@@ -64,7 +65,7 @@ from .plugins import plugins_for_crawler, scorer_for_crawler
 from .scope import not_a_page, off_reason, warn_http_cache
 from .settings import RecrawlSettingError, get
 from .skip import skip_mode, unchanged
-from .startup import check_settings, enabled, startup_failure
+from .startup import check_settings, enabled, startup_failure, watch_failed_close
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +128,7 @@ class RecrawlMiddleware:
             self.conditional_get = False
         # Opened now (the engine is built once the spider is), so an unusable
         # RECRAWL_STORE, or another spider's store, stops the crawl at start-up.
+        watch_failed_close(crawler)  # e.g. the store lost mid-crawl: scrapy crawl exits 1
         try:
             self.store: HistoryStore = store_for_crawler(crawler)
         except StoreRefused:
@@ -455,4 +457,6 @@ class RecrawlMiddleware:
     def _store_failed(self, exc: HistoryStoreError, url: str) -> None:
         # The store keeps its unwritten buffer and retries at the next flush.
         self._inc("store_errors")
+        if isinstance(exc, StoreLost):
+            return  # said once, in one line, as the crawl stops (history/epoch.py)
         logger.error("recrawl: could not record the visit of %s: %s", url, exc)

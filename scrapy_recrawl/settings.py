@@ -76,6 +76,7 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_REDIS_WORKER_TIMEOUT": 30.0,
     "RECRAWL_REDIS_OUTAGE_SECONDS": 60.0,
     "RECRAWL_ALLOW_PICKLE": False,  # True: a pickling SCHEDULER_SERIALIZER (CWE-502 risk)
+    "RECRAWL_ON_STORE_LOSS": "stop",  # a shared store emptied or replaced mid-crawl: or "continue"
     # scoring
     # plug-ins (papers' policies and terminals), merged like DOWNLOADER_MIDDLEWARES
     "RECRAWL_PLUGINS_BASE": {
@@ -259,6 +260,7 @@ KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "RECRAWL_REDIS_WORKER_TIMEOUT": (_number, "a number"),
     "RECRAWL_REDIS_OUTAGE_SECONDS": (_number, "a number"),
     "RECRAWL_ALLOW_PICKLE": (_bool, "True or False"),
+    "RECRAWL_ON_STORE_LOSS": (_text, "'stop' or 'continue'"),
     "RECRAWL_PLUGINS_BASE": (_dict, "a dict {'path.Class': order} (JSON on the command line)"),
     "RECRAWL_PLUGINS": (_dict, "a dict {'path.Class': order} (JSON on the command line)"),
     "RECRAWL_SCORER": (_text, "a preset name, an expression or a JSON path"),

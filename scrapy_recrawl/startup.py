@@ -27,12 +27,15 @@ import logging
 import weakref
 from typing import Any
 
+from .history.epoch import STORE_LOST_REASON, on_store_loss
 from .settings import DEFAULTS, RecrawlSettingError, get, unknown_settings
 
 logger = logging.getLogger(__name__)
 
 #: Close reasons that mean "this crawl failed": ``scrapy crawl`` exits non-zero.
-FAILED_CLOSE_REASONS = frozenset({"recrawl_redis_unavailable", "recrawl_store_refused"})
+FAILED_CLOSE_REASONS = frozenset(
+    {"recrawl_redis_unavailable", "recrawl_store_refused", STORE_LOST_REASON}
+)
 
 # settings object id -> (a weak reference to it, the RecrawlSettingError it gave, if any)
 _CHECKED: dict[int, tuple[weakref.ref[Any], RecrawlSettingError | None]] = {}
@@ -93,6 +96,7 @@ def _check(settings: Any) -> None:
     check_plugins(settings, Scorer.from_settings(settings).terminals_needed)
     ChangeDetector.from_settings(settings)
     get(settings, "RECRAWL_CONDITIONAL_GET", bool)
+    on_store_loss(settings)
     skip_mode(settings)
 
 

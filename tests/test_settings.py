@@ -68,6 +68,7 @@ FROM_THE_COMMAND_LINE = {
     "RECRAWL_REDIS_WORKER_TIMEOUT": ("5.5", 5.5),
     "RECRAWL_REDIS_OUTAGE_SECONDS": ("0", 0),
     "RECRAWL_ALLOW_PICKLE": ("true", True),
+    "RECRAWL_ON_STORE_LOSS": ("continue", "continue"),
     "RECRAWL_PLUGINS_BASE": ('{"a.B": 100}', {"a.B": 100}),
     "RECRAWL_PLUGINS": ('{"my.Plugin": null}', {"my.Plugin": None}),
     "RECRAWL_SCORER": ("nad+", "nad+"),
@@ -143,6 +144,7 @@ def test_the_start_up_check_takes_command_line_strings():
         ("RECRAWL_SKIP_UNCHANGED", "True", "say what to skip: 'items'"),
         ("RECRAWL_BUDGET", "1.0", "write 1 for one page or '100%'"),
         ("RECRAWL_REDIS_OUTAGE_SECONDS", "soon", "RECRAWL_REDIS_OUTAGE_SECONDS='soon'"),
+        ("RECRAWL_ON_STORE_LOSS", "ignore", "RECRAWL_ON_STORE_LOSS='ignore': expected 'stop' or"),
     ],
 )
 def test_a_bad_string_is_refused_by_name(name, text, message):

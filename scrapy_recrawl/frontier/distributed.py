@@ -26,6 +26,11 @@ docs/distributed.md has the whole story; in short:
 * If Redis goes away mid-crawl, the scheduler keeps the spider open and retries
   for ``RECRAWL_REDIS_OUTAGE_SECONDS``, then closes it with the reason
   ``recrawl_redis_unavailable`` and an error naming the Redis URL.
+* If it comes back without the history (restarted without persistence, flushed),
+  the store's epoch says so (history/epoch.py): checked at every cycle opened,
+  joined or adopted, by every write, and every few seconds; the spider closes with
+  ``recrawl_store_lost`` (or goes on: ``RECRAWL_ON_STORE_LOSS``). That is not an
+  outage to wait out.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from scrapy.utils.misc import load_object
 
 from ..core.budget import Budget
 from ..core.meta import META_CYCLE, META_ID, META_RANK, META_SCORE
-from ..history import HistoryStoreError
+from ..history import HistoryStoreError, StoreLost
 from ..history.ownership import for_spider
 from ..history.redis_connection import redis_from_settings
 from ..settings import RecrawlSettingError, get
@@ -185,6 +190,8 @@ class DistributedFrontier(CycleFrontier):
             self._poke_call.cancel()
         try:
             self._leave(reason)
+        except StoreLost:
+            pass  # said once as the crawl stopped; nothing is written into another history
         except Exception as exc:  # noqa: BLE001 -- Redis gone: leave the state as it is
             logger.error(
                 "recrawl: could not leave cycle %d cleanly in the Redis at %s: %s",
@@ -363,6 +370,10 @@ class DistributedFrontier(CycleFrontier):
         return f"{self.dupefilter_key_template % {'spider': self.host.spider.name}}:{cycle}"
 
     def _adopt(self, state: dict[str, str]) -> None:
+        # each cycle opened, joined or adopted: still the history this process opened?
+        check_epoch = getattr(self.host.store, "check_epoch", None)
+        if check_epoch is not None:
+            check_epoch()
         self.cycle = int(state["cycle"])
         total, new = int(state["total"]), int(state["new"])
         self.budget = Budget(None if total < 0 else total, None if new < 0 else new)
@@ -472,12 +483,18 @@ class DistributedFrontier(CycleFrontier):
             return  # another process is rolling over: adopt its cycle next time
         try:
             state = self.shared.state()
-            if int(state.get("cycle", -1)) != self.cycle:
+            if not state:
+                # the cycle state vanished with the Redis's data and the crawl goes on
+                # (RECRAWL_ON_STORE_LOSS = "continue"): open the next cycle afresh
+                self._open_cycle()
+            elif int(state.get("cycle", -1)) != self.cycle:
                 self._adopt(state)  # rolled over already, by someone else
                 self.cycles_run += 1
-                return
-            self._end_cycle(self.cycle, "rolled over")
-            self._open_cycle()
+            else:
+                self._end_cycle(self.cycle, "rolled over")
+                self._open_cycle()
+        except StoreLost:
+            pass  # said once, and the spider is closing (history/epoch.py)
         finally:
             lock.release()
 
@@ -515,6 +532,8 @@ class DistributedFrontier(CycleFrontier):
 
     def _redis_failed(self, exc: BaseException) -> bool:
         """Keep the spider open while Redis may come back; True: 'still pending'."""
+        if isinstance(exc, StoreLost):
+            return False  # no outage: the history is gone, and the crawl stops (epoch.py)
         verdict = self._outage.failed(exc)
         if verdict == "new":
             self.host.inc_stat("recrawl/redis_outages")

@@ -16,6 +16,7 @@ from .base import (
     UrlRecord,
     Visit,
 )
+from .epoch import StoreLost, on_store_loss, watch_store_loss
 from .ownership import (
     StoreRefused,
     claim_store,
@@ -31,6 +32,7 @@ __all__ = [
     "HistoryStore",
     "HistoryStoreError",
     "SqliteHistoryStore",
+    "StoreLost",
     "StoreRefused",
     "StoredBody",
     "UrlRecord",
@@ -87,6 +89,7 @@ def open_store(settings: Any, spider: str | None = None) -> HistoryStore:
             key=for_spider(key, "RECRAWL_REDIS_KEY", spider),
             store_bodies=options["store_bodies"],
             log_maxlen=10_000_000 if maxlen is None else maxlen,
+            on_loss=on_store_loss(settings),
         )
     if spec.startswith("sqlite:///"):
         # as SQLAlchemy spells it: sqlite:///relative.db, sqlite:////absolute.db
@@ -180,6 +183,8 @@ def store_for_crawler(crawler: Any, spider: Any = None) -> HistoryStore:
             _REFUSED[crawler] = exc
             crawler.signals.connect(_close_refused, signal=signals.spider_opened, weak=False)
             raise
+        # a shared store lost mid-crawl stops it (or goes on: RECRAWL_ON_STORE_LOSS)
+        watch_store_loss(crawler, store)
         scheduler = load_object(settings["SCHEDULER"])
         if not getattr(scheduler, "manages_recrawl_cycles", False):
             store.advance_cycle()

@@ -50,7 +50,11 @@ history per spider):
 ``{p}:frontier`` (zset) ``{p}:frontier:fp`` ``{p}:frontier:req``
     discovered requests waiting for a cycle with budget (request dicts as data).
 ``{p}:meta``  schema version, rows per shard, and (schema version 3) ``spider``: the
-    spider whose history this is.
+    spider whose history this is; ``epoch`` and ``epoch_created``: the store's
+    identity (history/epoch.py), written when it is created (``HSETNX``: a store of
+    an earlier release gets one when first opened; no schema-version step, as
+    nothing else changes). Every write script is guarded by it
+    (:func:`~scrapy_recrawl.history.redis_schema.guarded`).
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ import json
 import logging
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -72,13 +76,16 @@ from .base import (
     UrlRecord,
     Visit,
 )
+from .epoch import StoreLost, new_epoch
 from .legacy_pickle import BASKET_MODEL_TABLE, MODEL_DROPPED, REQUESTS_DROPPED
 from .records import check_table, unpack_list
 from .redis_connection import _redis_errors, client_location, redacted, redis_from_settings
 from .redis_schema import (
+    ADVANCE_CYCLE_LUA,
     GET_LUA,
     LOG_DTYPE,
     LOG_FORMAT,
+    LOST_ERROR,
     MIGRATE_1_TO_2_LUA,
     MIGRATE_2_TO_3_LUA,
     MIGRATE_3_TO_4_LUA,
@@ -92,6 +99,7 @@ from .redis_schema import (
     SIDE_PUSH_LUA,
     _opt,
     delete_own_keys,
+    guarded,
     v4_requests_as_data,
 )
 from .request_codec import decode_stored, encode_stored
@@ -107,6 +115,10 @@ def _validator(value: bytes | None) -> str | None:
     return value.decode("ascii")
 
 
+# Redis locations whose persistence and eviction settings were looked at (once a process).
+_CONFIG_SEEN: set[str] = set()
+
+
 class RedisHistoryStore:
     """The history store in Redis, shared by many crawler processes (module docstring)."""
 
@@ -119,6 +131,7 @@ class RedisHistoryStore:
         store_bodies: bool = True,
         log_maxlen: int = 10_000_000,
         client: Any = None,
+        on_loss: str = "stop",
     ) -> None:
         self._url = url
         self._settings = settings
@@ -138,6 +151,15 @@ class RedisHistoryStore:
         #: stored values read back that were not data (skipped): the stat
         #: ``recrawl/unreadable_values``
         self.unreadable_values = 0
+        #: RECRAWL_ON_STORE_LOSS: "stop" or "continue" (history/epoch.py)
+        self.on_loss = on_loss
+        #: called with the StoreLost before it is raised ("stop"); the crawl sets it
+        self.on_lost: Callable[[StoreLost], None] | None = None
+        #: the identity of the store this process opened (None: not open)
+        self.epoch: str | None = None
+        self.epoch_created: float | None = None
+        self._claimed: str | None = None  # the spider this process claimed the store for
+        self._last_cycle = 0  # the highest cycle counter seen ("continue" keeps it)
 
     @classmethod
     def from_settings(
@@ -192,13 +214,106 @@ class RedisHistoryStore:
                 "upgrade scrapy-recrawl or point RECRAWL_STORE elsewhere"
             )
         self._rps = int(rps)
+        self._identify()
+        self._check_config()
+        # every script that writes is guarded by the epoch (redis_schema.guarded)
         self._scripts = {
-            "record": client.register_script(RECORD_LUA),
+            "record": _Guarded(self, client.register_script(guarded(RECORD_LUA))),
             "get": client.register_script(GET_LUA),
-            "push_frontier": client.register_script(PUSH_FRONTIER_LUA),
-            "pop_frontier": client.register_script(POP_FRONTIER_LUA),
-            "side_push": client.register_script(SIDE_PUSH_LUA),
+            "push_frontier": _Guarded(self, client.register_script(guarded(PUSH_FRONTIER_LUA))),
+            "pop_frontier": _Guarded(self, client.register_script(guarded(POP_FRONTIER_LUA))),
+            "side_push": _Guarded(self, client.register_script(guarded(SIDE_PUSH_LUA))),
+            "advance_cycle": _Guarded(self, client.register_script(guarded(ADVANCE_CYCLE_LUA))),
         }
+
+    # -- identity (history/epoch.py) -------------------------------------------
+
+    def _identify(self, *, fresh: bool = False) -> None:
+        """Give the store an epoch unless it has one (HSETNX: the first process wins, the
+        others adopt it) and remember it. ``fresh``: after a loss ("continue"), also the
+        fields a new store starts with, the owner and the cycle counter as they were."""
+        token, created = new_epoch()
+        meta = self._k("meta")
+
+        def identify(c: Any) -> list[Any]:
+            pipe = c.pipeline()  # MULTI/EXEC: token and time come from the same process
+            if fresh:
+                pipe.hsetnx(meta, "schema_version", SCHEMA_VERSION)
+                pipe.hsetnx(meta, "rows_per_shard", self._rps)
+                if self._claimed is not None:
+                    pipe.hsetnx(meta, "spider", self._claimed)
+                pipe.setnx(self._k("cycle"), self._last_cycle)
+            pipe.hsetnx(meta, "epoch", token)
+            pipe.hsetnx(meta, "epoch_created", repr(created))
+            pipe.hmget(meta, ["epoch", "epoch_created"])
+            return list(pipe.execute()[-1])
+
+        epoch, when = self._call("write to", identify)
+        self.epoch = epoch.decode()
+        self.epoch_created = float(when) if when is not None else None
+
+    def check_epoch(self) -> None:
+        """Raise :class:`StoreLost` if the store is no longer the one this process opened
+        (vanished or replaced); with ``on_loss="continue"``, warn and go on with a fresh
+        history instead."""
+        found = self._call("read", lambda c: c.hget(self._k("meta"), "epoch"))
+        found = found.decode() if found is not None else None
+        if found != self.epoch:
+            self._lost(found)
+
+    def _lost(self, found: str | None) -> None:
+        exc = StoreLost(self.location, self.key, self.epoch, self.epoch_created, found)
+        if self.on_loss == "continue":
+            old = self.epoch
+            self._identify(fresh=True)
+            logger.warning(
+                "recrawl: the history store at %s (key %r, epoch %s) %s; "
+                "RECRAWL_ON_STORE_LOSS = 'continue': going on with a fresh history (epoch %s)",
+                self.location,
+                self.key,
+                old,
+                "vanished" if found is None else f"was replaced (epoch {found})",
+                self.epoch,
+            )
+            return
+        if self.on_lost is not None:
+            self.on_lost(exc)
+        raise exc
+
+    def _check_config(self) -> None:
+        """Warn once per Redis when its settings can lose the history unnoticed until the
+        epoch check: eviction of keys, no persistence. A managed Redis may refuse CONFIG:
+        then nothing is said."""
+        if self.location in _CONFIG_SEEN:
+            return
+        _CONFIG_SEEN.add(self.location)
+        try:
+            config = {}
+            for name in ("maxmemory-policy", "appendonly", "save"):
+                config.update(self.client.config_get(name))
+        except _redis_errors():
+            return
+        config = {
+            (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+            for k, v in config.items()
+        }
+        policy = config.get("maxmemory-policy")
+        if policy not in (None, "noeviction"):
+            logger.warning(
+                "recrawl: the Redis at %s has maxmemory-policy %s: when it is full it drops keys, "
+                "and the history store (key %r) with them; set maxmemory-policy noeviction "
+                "(docs/distributed.md)",
+                self.location,
+                policy,
+                self.key,
+            )
+        if config.get("appendonly") == "no" and config.get("save") == "":
+            logger.warning(
+                "recrawl: the Redis at %s keeps nothing on disk (appendonly no, no save): a restart "
+                "loses the history store (key %r); set appendonly yes (docs/distributed.md)",
+                self.location,
+                self.key,
+            )
 
     def _migrate(self, version: int) -> None:
         """Bring a store of an older schema up to this release's, one script per step
@@ -236,6 +351,7 @@ class RedisHistoryStore:
             return
         client, self._client = self._client, None
         self._scripts = {}
+        self.epoch = self.epoch_created = None
         if self._url is not None or self._settings is not None:
             client.close()  # ours: release its connections
 
@@ -271,7 +387,9 @@ class RedisHistoryStore:
     @property
     def cycle(self) -> int:
         """The shared cycle counter, read from Redis (another process may have moved it)."""
-        return self._int(self._call("read", lambda c: c.get(self._k("cycle"))), "cycle")
+        cycle = self._int(self._call("read", lambda c: c.get(self._k("cycle"))), "cycle")
+        self._last_cycle = max(self._last_cycle, cycle)
+        return cycle
 
     def _int(self, value: Any, name: str) -> int:
         """A counter read back (None: 0); a value that is not one stops with the key named."""
@@ -284,7 +402,10 @@ class RedisHistoryStore:
             ) from None
 
     def advance_cycle(self) -> int:
-        return int(self._call("write to", lambda c: c.incr(self._k("cycle"))))
+        script = self._script("advance_cycle")
+        cycle = int(self._call("write to", lambda c: script(args=[self.key], client=c)))
+        self._last_cycle = max(self._last_cycle, cycle)
+        return cycle
 
     # -- reads -------------------------------------------------------------
 
@@ -514,7 +635,9 @@ class RedisHistoryStore:
             pipe.hget(self._k("meta"), "spider")
             return pipe.execute()[1]
 
-        return bytes(self._call("write to", claim)).decode()
+        owner = bytes(self._call("write to", claim)).decode()
+        self._claimed = owner
+        return owner
 
     def unclaimed_at(self, prefix: str) -> bool:
         """Whether the same Redis holds a store nobody owns under ``prefix`` (the
@@ -618,6 +741,7 @@ class RedisHistoryStore:
 
     def side_put(self, table: str, items: Sequence[tuple[int, bytes]]) -> None:
         key = self._side(table)
+        self.check_epoch()  # plain HSETs, not a script: checked first
         for start in range(0, len(items), 10_000):
             mapping = {int(k): bytes(v) for k, v in items[start : start + 10_000]}
             if mapping:
@@ -626,6 +750,7 @@ class RedisHistoryStore:
     def side_delete(self, table: str, keys: Sequence[int]) -> None:
         key, wanted = self._side(table), [int(k) for k in keys]
         if wanted:
+            self.check_epoch()
             self._call("write to", lambda c: c.hdel(key, *wanted))
 
     def side_items(self, table: str) -> Iterator[tuple[int, bytes]]:
@@ -666,9 +791,44 @@ class RedisHistoryStore:
         cycle 0. Only the names this store writes under its prefix: a longer prefix that
         starts with it (another spider's ``recrawl:<name>``) is left alone."""
 
+        token, created = new_epoch()
+
         def delete(c: Any) -> None:
             delete_own_keys(c, self.key)
-            meta = {"schema_version": SCHEMA_VERSION, "rows_per_shard": self._rps}
+            # a new epoch: a crawl still writing into the old history notices (epoch.py)
+            meta = {
+                "schema_version": SCHEMA_VERSION,
+                "rows_per_shard": self._rps,
+                "epoch": token,
+                "epoch_created": repr(created),
+            }
             c.hset(self._k("meta"), mapping=meta)
 
         self._call("write to", delete)
+        self.epoch, self.epoch_created, self._last_cycle = token, created, 0
+
+
+class _Guarded:
+    """A registered write script called with the store's epoch and meta key appended
+    (redis_schema.guarded); a refusal is the store's loss (``RedisHistoryStore._lost``),
+    and under "continue" the write is made once more, into the fresh history."""
+
+    def __init__(self, store: RedisHistoryStore, script: Any) -> None:
+        self.store = store
+        self.script = script
+
+    def __call__(
+        self, keys: Sequence[Any] = (), args: Sequence[Any] = (), client: Any = None
+    ) -> Any:
+        import redis
+
+        for _ in range(2):
+            extra = [self.store.epoch or "", self.store._k("meta")]
+            try:
+                return self.script(keys=list(keys), args=[*args, *extra], client=client)
+            except redis.ResponseError as exc:
+                message = str(exc)
+                if not message.startswith(LOST_ERROR):
+                    raise
+                self.store._lost(message[len(LOST_ERROR) :].strip() or None)
+        raise StoreLost(self.store.location, self.store.key, self.store.epoch, None, None)

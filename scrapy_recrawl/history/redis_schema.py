@@ -399,3 +399,36 @@ local model = redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[1], 'schema_version', 4)
 return 1 + model
 """
+
+
+#: The error a guarded script answers with when the store's epoch is not the caller's.
+LOST_ERROR = "RECRAWL_STORE_LOST"
+
+# Prepended to every script that writes (history/epoch.py). The caller appends two
+# arguments, the epoch it opened and the meta key; the script below sees a local ARGV
+# without them, so its own arguments are unchanged (a copy: newer Redis versions may
+# make the global ARGV read-only). A store that vanished (no epoch) or was replaced
+# (another one) gets nothing written, not even half a visit.
+_EPOCH_GUARD_LUA = r"""
+local EPOCH_META = ARGV[#ARGV]
+local EPOCH_WANT = ARGV[#ARGV - 1]
+local EPOCH_HAVE = redis.call('HGET', EPOCH_META, 'epoch')
+if EPOCH_HAVE ~= EPOCH_WANT then
+  return redis.error_reply('RECRAWL_STORE_LOST ' .. (EPOCH_HAVE or ''))
+end
+local EPOCH_ARGV = {}
+for i = 1, #ARGV - 2 do EPOCH_ARGV[i] = ARGV[i] end
+local ARGV = EPOCH_ARGV
+"""
+
+
+def guarded(script: str) -> str:
+    """``script``, refusing to run unless the store's epoch is the caller's (its last two
+    arguments: epoch, meta key)."""
+    return _EPOCH_GUARD_LUA + script
+
+
+#: Advance the cycle counter (a script only so that the epoch guard covers it). ARGV prefix.
+ADVANCE_CYCLE_LUA = r"""
+return redis.call('INCR', ARGV[1] .. ':cycle')
+"""

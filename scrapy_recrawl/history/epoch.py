@@ -1,0 +1,137 @@
+"""A shared store's identity (its epoch), and what a crawl does when the store is lost.
+
+A Redis that restarts without persistence, a ``FLUSHALL``, an eviction or a
+``recrawl-reset`` leaves the keys of a history store empty or replaced while a
+crawl still runs. Without an identity the crawl would go on writing a fresh
+history over the gap, fetching pages it already had and skipping others, and
+exit 0. So a store that can be lost under a crawl (the Redis store) writes an
+*epoch* when it is created -- a random token and the creation time -- and each
+process remembers the one it opened. Every write script refuses to write when
+the epoch differs (nothing is half-written into an emptied store), and the
+crawl checks it at each cycle start or join and every
+:data:`CHECK_SECONDS`, so a quiet crawl notices too.
+
+What happens then is ``RECRAWL_ON_STORE_LOSS``: ``"stop"`` (default) logs one
+error line naming the store and what to do, and closes the spider with
+:data:`STORE_LOST_REASON` (``scrapy crawl`` exits 1); ``"continue"`` logs a
+warning and goes on with a fresh history under a new epoch.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from ..settings import get
+from .base import HistoryStoreError
+
+logger = logging.getLogger("scrapy_recrawl.history")
+
+#: The close reason of a crawl stopped for a lost store (startup.FAILED_CLOSE_REASONS).
+STORE_LOST_REASON = "recrawl_store_lost"
+
+#: Seconds between two checks of the epoch while the crawl runs (one HGET each).
+CHECK_SECONDS = 2.0
+
+#: The values of RECRAWL_ON_STORE_LOSS.
+POLICIES = ("stop", "continue")
+
+
+def on_store_loss(settings: Any) -> str:
+    """``RECRAWL_ON_STORE_LOSS``, checked: ``"stop"`` or ``"continue"``."""
+    value = get(
+        settings, "RECRAWL_ON_STORE_LOSS", str, lambda v: v in POLICIES, "'stop' or 'continue'"
+    )
+    return str(value)
+
+
+def new_epoch() -> tuple[str, float]:
+    """A fresh identity: a random token (no two stores share one) and the time now."""
+    return uuid.uuid4().hex, time.time()
+
+
+def _when(created: float | None) -> str:
+    if created is None:
+        return "an unknown time"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(created))
+
+
+class StoreLost(HistoryStoreError):
+    """The store this process opened is gone (emptied) or was replaced by another one."""
+
+    def __init__(
+        self,
+        location: str,
+        key: str,
+        expected: str | None,
+        created: float | None,
+        found: str | None,
+    ) -> None:
+        self.location, self.key = location, key
+        self.expected, self.created, self.found = expected, created, found
+        what = "vanished" if found is None else f"was replaced (now epoch {found})"
+        super().__init__(
+            f"the history store at {location} (key {key!r}, epoch {expected} created "
+            f"{_when(created)}) {what} while this process used it: the Redis lost its data "
+            "(restarted without persistence, FLUSHALL/FLUSHDB, eviction) or the store was "
+            "reset. Nothing more is written into it; keep it with Redis persistence "
+            "(appendonly yes, maxmemory-policy noeviction: docs/distributed.md), or set "
+            "RECRAWL_ON_STORE_LOSS = 'continue' to go on with a fresh history"
+        )
+
+
+def watch_store_loss(crawler: Any, store: Any) -> None:
+    """Stop ``crawler``'s crawl, with one error line, when its store is lost, and check the
+    store's epoch every :data:`CHECK_SECONDS` while the spider is open (a store without an
+    epoch, e.g. SQLite, is not watched)."""
+    check: Callable[[], None] | None = getattr(store, "check_epoch", None)
+    if check is None:
+        return
+    from scrapy import signals
+
+    said: list[StoreLost] = []
+
+    def lost(exc: StoreLost) -> None:
+        if said:
+            return  # one line per crawl; every later refusal is the same news
+        said.append(exc)
+        logger.error("recrawl: %s", exc)
+        if crawler.stats is not None:
+            crawler.stats.set_value("recrawl/store_lost", 1)
+        engine = getattr(crawler, "engine", None)
+        if engine is not None and getattr(engine, "spider", None) is not None:
+            from scrapy.utils.defer import deferred_from_coro
+
+            deferred_from_coro(engine.close_spider_async(reason=STORE_LOST_REASON))
+
+    store.on_lost = lost
+    loop: list[Any] = []
+
+    def check_quietly() -> None:
+        try:
+            check()
+        except StoreLost:
+            pass  # said by lost(), or "continue" went on
+        except HistoryStoreError:
+            pass  # unreachable: the scheduler's outage handling says so
+
+    def start(spider: Any = None) -> None:
+        # here, not at open: the add-on opens the store before Scrapy installs its reactor
+        from twisted.internet.task import LoopingCall
+
+        call = LoopingCall(check_quietly)
+        call.start(CHECK_SECONDS, now=False)
+        loop.append(call)
+
+    def stop() -> None:
+        while loop:
+            call = loop.pop()
+            if call.running:
+                call.stop()
+
+    crawler.signals.connect(start, signal=signals.spider_opened, weak=False)
+    crawler.signals.connect(stop, signal=signals.spider_closed, weak=False)
+    crawler.signals.connect(stop, signal=signals.engine_stopped, weak=False)
