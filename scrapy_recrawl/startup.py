@@ -178,9 +178,17 @@ def watch_failed_close(crawler: Any) -> None:
     crawler._recrawl_watched = True
 
     def spider_closed(spider: Any, reason: str) -> None:
-        if reason in FAILED_CLOSE_REASONS:
-            # connected now, so it runs after every other engine_stopped handler
-            crawler.signals.connect(engine_stopped, signal=signals.engine_stopped, weak=False)
+        if reason not in FAILED_CLOSE_REASONS:
+            return
+        engine = getattr(crawler, "engine", None)
+        if engine is not None and not engine.running:
+            # closed while the engine was opening the spider (CloseSpider from open):
+            # the engine never started, so no engine_stopped will come; nothing reads
+            # crawler.spider any more once its spider is closed
+            engine_stopped()
+            return
+        # connected now, so it runs after every other engine_stopped handler
+        crawler.signals.connect(engine_stopped, signal=signals.engine_stopped, weak=False)
 
     def engine_stopped() -> None:
         logger.debug("recrawl: the crawl failed; scrapy crawl exits with status 1")
