@@ -26,7 +26,7 @@ from scrapy_recrawl.learn.evolve import evolve
 from scrapy_recrawl.learn.histories import History, HistoryError, from_store, load
 from scrapy_recrawl.learn.report import plot, save_json
 
-from . import RecrawlCommand
+from . import InputError, RecrawlCommand, check_output
 
 _DEFAULTS = EvolveConfig()
 
@@ -204,6 +204,10 @@ class Command(RecrawlCommand):
         )
         if opts.output and not opts.output.lower().endswith(".json"):
             raise UsageError(f"--output {opts.output!r}: expected a .json file name")
+        # where the results go is checked before the run, not after it
+        for option, path in (("--output", opts.output), ("--plot", opts.plot)):
+            if path:
+                check_output(path, option, inputs=(opts.history,))
         if opts.plot:
             try:
                 import matplotlib  # noqa: F401
@@ -229,7 +233,7 @@ class Command(RecrawlCommand):
                 source=history.source,
             )
         except ValueError as exc:
-            raise UsageError(str(exc)) from None
+            raise InputError(str(exc)) from None
         print(result.table())
         if opts.output:
             save_json(result, opts.output)
@@ -244,7 +248,7 @@ class Command(RecrawlCommand):
             try:
                 return load(opts.history)
             except HistoryError as exc:
-                raise UsageError(str(exc)) from None
+                raise InputError(str(exc)) from None
         from scrapy.utils.project import inside_project
 
         if not inside_project():
@@ -261,14 +265,12 @@ class Command(RecrawlCommand):
         settings: Any = self.settings
         share = get(settings, "RECRAWL_MONITOR_SHARE", (int, float), expect="a share in [0, 1]")
         seed = get(settings, "RECRAWL_SEED", int, expect="an integer")
-        store = self.history_store(opts)
-        try:
-            store.open()
-        except Exception as exc:  # noqa: BLE001 -- the store names itself in the message
-            raise UsageError(f"cannot open the history store: {exc}") from None
+        from scrapy_recrawl.history import HistoryStoreError
+
+        store = self.open_history(opts)  # read-only: never created, migrated or changed
         try:
             return from_store(store, monitor_share=share, seed=seed)
-        except HistoryError as exc:
-            raise UsageError(str(exc)) from None
+        except (HistoryError, HistoryStoreError) as exc:
+            raise InputError(str(exc)) from None
         finally:
             store.close()

@@ -101,7 +101,20 @@ def _check_matrix(changes: np.ndarray, path: str) -> np.ndarray:
     return changes.astype(np.uint8, copy=False)
 
 
+#: More cycles than any crawl has run: a CSV spanning more is a typo (cycle 20240101)
+MAX_CYCLES = 100_000
+
+
 def _load_csv(path: str) -> History:
+    try:
+        return _read_csv(path)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise HistoryError(f"--history {path!r}: not a CSV of url,cycle,changed ({exc})") from None
+    except OSError as exc:
+        raise HistoryError(f"--history {path!r}: cannot read it ({exc.strerror})") from None
+
+
+def _read_csv(path: str) -> History:
     cells: dict[str, dict[int, int]] = {}
     with open(path, newline="", encoding="utf-8") as fh:
         reader = csv.reader(fh)
@@ -135,6 +148,11 @@ def _load_csv(path: str) -> History:
     first = min(min(c) for c in cells.values())
     last = max(max(c) for c in cells.values())
     span = last - first + 1
+    if span > MAX_CYCLES:
+        raise HistoryError(
+            f"--history {path!r}: cycles {first}..{last}, more than {MAX_CYCLES} cycles: "
+            "the cycle column should count crawl cycles (1, 2, 3 ...)"
+        )
     complete = sorted(u for u, c in cells.items() if len(c) == span)
     dropped = len(cells) - len(complete)
     if not complete:
