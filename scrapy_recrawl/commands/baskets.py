@@ -92,15 +92,12 @@ def training_from_store(
 
 def training_from_file(path: str, cfg: BasketSettings) -> tuple[dict[str, np.ndarray], Any, Any]:
     """The training arrays of a ``.npz``, checked: shapes, finite numbers, labels."""
-    import os
+    from scrapy_recrawl.learn.histories import HistoryError, read_npz
 
-    if not os.path.isfile(path):
-        raise InputError(f"--history {path}: no such file")
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            data = {name: np.asarray(npz[name]) for name in npz.files}
-    except Exception as exc:  # noqa: BLE001 -- zip, format and pickle refusals of every kind
-        raise InputError(f"--history {path}: cannot read it as .npz ({exc})") from None
+        data = read_npz(path)
+    except HistoryError as exc:
+        raise InputError(str(exc)) from None
     if "features" not in data or not ({"basket", "interval_hours"} & set(data)):
         raise InputError(
             f"--history {path}: expected arrays 'features' and 'basket' (or 'interval_hours')"
@@ -254,9 +251,10 @@ class Command(RecrawlCommand):
     ) -> None:
         feats, labels = np.asarray(data["features"], dtype=float), data["basket"]
         if len(labels) < 2:
+            source = opts.history or getattr(store, "location", "the history")
             raise InputError(
-                f"only {len(labels)} pages with finished probes and a long enough history "
-                "(--min-span, --min-observations): crawl longer, or use --history"
+                f"{source}: only {len(labels)} pages with finished probes and a long enough "
+                "history (--min-span, --min-observations): crawl longer, or use --history"
             )
         rel = data.get("relevance") if opts.relevance else None
         if opts.relevance and rel is None:

@@ -219,6 +219,15 @@ class Command(RecrawlCommand):
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         history = self._history(opts)
+        try:  # the history's size against the folds and warm-up, before anything is said
+            config.check(cycles=history.cycles, pages=history.pages)
+        except ValueError as exc:
+            raise InputError(f"{history.source}: {exc}") from None
+        if not history.changes.any():
+            raise InputError(
+                f"{history.source}: no page changed in its {history.cycles} cycles: there is "
+                "nothing to learn a scorer from"
+            )
         if history.note:
             print(f"history: {history.note}", file=sys.stderr)
         print(

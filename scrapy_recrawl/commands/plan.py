@@ -245,6 +245,11 @@ class Command(RecrawlCommand):
         k = int(k) if k >= 1 else k
         rows: list[tuple[str, str, dict[str, float]]] = []
         first_plans = []
+        if not 1 <= opts.warmup < changes.shape[1]:
+            raise InputError(
+                f"--warmup {opts.warmup}: expected 1..{changes.shape[1] - 1} ({path} has "
+                f"{changes.shape[1]} cycles)"
+            )
         for s in self.strategies(opts):
             res, planner = replay_plan(
                 changes,

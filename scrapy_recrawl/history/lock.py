@@ -45,12 +45,19 @@ def lock_path(store_path: str) -> str:
 
 
 def this_process() -> str:
-    """This process as the lock file records it: ``pid<TAB>command line``."""
-    argv = list(sys.argv) or ["python"]
-    name = os.path.basename(argv[0])
-    if name == "__main__.py":  # python -m scrapy: name the package, as a user typed it
-        name = os.path.basename(os.path.dirname(argv[0]))
-    command = shlex.join([name, *argv[1:]])
+    """This process as the lock file records it: ``pid<TAB>command line``.
+
+    The interpreter's own arguments (``sys.orig_argv``): Scrapy takes the command
+    name out of ``sys.argv`` (``scrapy crawl books`` leaves ``scrapy books``)."""
+    argv = list(getattr(sys, "orig_argv", None) or sys.argv) or ["python"]
+    shown = []
+    for i, arg in enumerate(argv):
+        if i and argv[i - 1] == "-c":
+            arg = "..."  # python -c CODE: the code is no name
+        elif i < 2:
+            arg = os.path.basename(arg)  # python3 /venv/bin/scrapy -> python3 scrapy
+        shown.append(arg)
+    command = " ".join(shlex.join(shown).split())  # one line, whatever argv holds
     if len(command) > 300:
         command = command[:297] + "..."
     return f"{os.getpid()}\t{command}\n"

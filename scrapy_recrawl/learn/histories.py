@@ -73,20 +73,36 @@ def load(path: str) -> History:
     )
 
 
-def _load_npz(path: str) -> History:
+_ZIP = b"PK\x03\x04"
+
+
+def read_npz(path: str) -> dict[str, np.ndarray]:
+    """Every array of the ``.npz`` at ``path``, never unpickled; anything else (no
+    such file, not a zip, truncated, an object array) is a :class:`HistoryError`."""
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(len(_ZIP))
+    except OSError as exc:
+        raise HistoryError(f"--history {path!r}: cannot read it ({exc.strerror})") from None
+    if magic != _ZIP:
+        # np.load would take it for a pickle, and suggest loading it unsafely
+        raise HistoryError(f"--history {path!r}: not a .npz file (a zip of numpy arrays)")
     try:
         with np.load(path, allow_pickle=False) as data:
-            if "changes" not in data:
-                raise HistoryError(
-                    f"--history {path!r}: no array 'changes' in the .npz "
-                    f"(it has: {', '.join(data.files) or 'nothing'})"
-                )
-            changes = np.asarray(data["changes"])
-            names = [str(p) for p in data["pages"]] if "pages" in data else None
-    except HistoryError:
-        raise
+            return {name: np.asarray(data[name]) for name in data.files}
     except Exception as exc:  # noqa: BLE001 -- zip/format errors of every kind
         raise HistoryError(f"--history {path!r}: cannot read the .npz ({exc})") from None
+
+
+def _load_npz(path: str) -> History:
+    data = read_npz(path)
+    if "changes" not in data:
+        raise HistoryError(
+            f"--history {path!r}: no array 'changes' in the .npz "
+            f"(it has: {', '.join(data) or 'nothing'})"
+        )
+    changes = data["changes"]
+    names = [str(p) for p in data["pages"]] if "pages" in data else None
     return History(_check_matrix(changes, path), source=path, names=names)
 
 
