@@ -218,5 +218,7 @@ def test_each_spider_has_its_history_and_the_command_asks_which(spiders_project,
         run(TINY)  # two spiders, two histories: which one?
     run([*TINY, "--folds", "3", "--spider", "alpha"])
     assert "60 pages x 10 cycles" in capsys.readouterr().err
-    with pytest.raises(UsageError, match=r"recrawl/beta/history.sqlite3 has no URL"):
-        run([*TINY, "--spider", "beta"])  # beta's own history: nothing in it yet
+    beta = spiders_project / ".scrapy" / "recrawl" / "beta"
+    with pytest.raises(UsageError, match=r"no history store at .*recrawl/beta/history.sqlite3"):
+        run([*TINY, "--spider", "beta"])  # beta's own history: none yet
+    assert not beta.exists()  # an offline command creates no store

@@ -6,10 +6,44 @@ subclass named ``Command``, registered through the ``scrapy.commands`` entry poi
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import os
+import sys
+from typing import Any, NoReturn
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
+
+
+class InputError(UsageError):
+    """A path, file or store the command cannot use: said in one line on stderr, and
+    the command exits with status 1 (not Scrapy's usage text and status 2: the
+    options were right, the input is wrong)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, print_help=False)
+
+
+def check_output(path: str, option: str, *, inputs: tuple[str | None, ...] = ()) -> None:
+    """Refuse an output path that cannot be written, before any work is done: its
+    folder must exist and be writable, and it must be neither a folder nor an input."""
+    full = os.path.abspath(path)
+    folder = os.path.dirname(full)
+    if not os.path.isdir(folder):
+        raise InputError(f"{option} {path}: the folder {folder} does not exist")
+    if os.path.isdir(full):
+        raise InputError(f"{option} {path}: is a folder, expected a file name")
+    if not os.access(folder, os.W_OK | os.X_OK) or (
+        os.path.exists(full) and not os.access(full, os.W_OK)
+    ):
+        raise InputError(f"{option} {path}: not writable")
+    for source in inputs:
+        if (
+            source
+            and os.path.exists(source)
+            and os.path.exists(full)
+            and os.path.samefile(source, full)
+        ):
+            raise InputError(f"{option} {path}: is the input itself; choose another file")
 
 
 class RecrawlCommand(ScrapyCommand):
@@ -30,6 +64,7 @@ class RecrawlCommand(ScrapyCommand):
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
+        _one_line_input_errors(parser, self.command_name)
         if not self.reads_history:
             return
         parser.add_argument(
@@ -39,17 +74,36 @@ class RecrawlCommand(ScrapyCommand):
             "project's only spider)",
         )
 
-    def history_store(self, opts: argparse.Namespace) -> Any:
+    @property
+    def command_name(self) -> str:
+        return "recrawl-" + type(self).__module__.rsplit(".", 1)[-1]
+
+    def history_store(self, opts: argparse.Namespace, *, read_only: bool = True) -> Any:
         """The project's history store of ``--spider`` (or of its only spider), built
-        as a crawl of that spider builds it; not opened, and never claimed."""
+        as a crawl of that spider builds it; not opened, and never claimed.
+
+        ``read_only`` (the default): a SQLite store is opened without a lock and never
+        created, migrated or changed (history/sqlite_readonly.py)."""
         from scrapy_recrawl.history import open_store
         from scrapy_recrawl.settings import RecrawlSettingError
 
         spider = getattr(opts, "spider", None) or self._only_spider()
         try:
-            return open_store(self.settings, spider)
+            return open_store(self.settings, spider, read_only=read_only)
         except RecrawlSettingError as exc:
             raise UsageError(str(exc)) from None
+
+    def open_history(self, opts: argparse.Namespace, *, read_only: bool = True) -> Any:
+        """:meth:`history_store`, opened; a store that cannot be opened is an
+        :class:`InputError` (the store names itself in the message)."""
+        from scrapy_recrawl.history import HistoryStoreError
+
+        store = self.history_store(opts, read_only=read_only)
+        try:
+            store.open()
+        except HistoryStoreError as exc:
+            raise InputError(str(exc)) from None
+        return store
 
     def _only_spider(self) -> str | None:
         from scrapy.spiderloader import get_spider_loader
@@ -60,3 +114,19 @@ class RecrawlCommand(ScrapyCommand):
         except Exception:  # noqa: BLE001 -- no project, or spiders that fail to import
             return None
         return names[0] if len(names) == 1 else None
+
+
+def _one_line_input_errors(parser: argparse.ArgumentParser, name: str) -> None:
+    """Scrapy turns a UsageError into ``parser.error(message)``: usage text and exit
+    status 2. An :class:`InputError` (being handled when it is called) is one line
+    and status 1 instead; every other error stays Scrapy's."""
+    usage_error = parser.error
+
+    def error(message: str) -> NoReturn:
+        if isinstance(sys.exc_info()[1], InputError):
+            line = " ".join(message.split())  # one line, whatever the message holds
+            sys.stderr.write(f"scrapy {name}: error: {line}\n")
+            sys.exit(1)
+        usage_error(message)
+
+    parser.error = error  # type: ignore[method-assign]

@@ -25,7 +25,9 @@ import numpy as np
 from scrapy.exceptions import UsageError
 
 from scrapy_recrawl.estimate.baskets import (
+    CHANGE_FIELDS,
     PAPER_E,
+    REFERENCES,
     BasketModel,
     BasketSettings,
     MissingExtraError,
@@ -40,7 +42,7 @@ from scrapy_recrawl.estimate.baskets import (
     split_train_test,
 )
 
-from . import RecrawlCommand
+from . import InputError, RecrawlCommand, check_output
 
 
 def training_from_store(
@@ -89,19 +91,73 @@ def training_from_store(
 
 
 def training_from_file(path: str, cfg: BasketSettings) -> tuple[dict[str, np.ndarray], Any, Any]:
+    """The training arrays of a ``.npz``, checked: shapes, finite numbers, labels."""
+    from scrapy_recrawl.learn.histories import HistoryError, read_npz
+
     try:
-        data = dict(np.load(path, allow_pickle=False))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"--history {path}: cannot read it as .npz ({exc})") from None
+        data = read_npz(path)
+    except HistoryError as exc:
+        raise InputError(str(exc)) from None
     if "features" not in data or not ({"basket", "interval_hours"} & set(data)):
-        raise UsageError(
+        raise InputError(
             f"--history {path}: expected arrays 'features' and 'basket' (or 'interval_hours')"
         )
-    offsets = tuple(float(x) for x in data.get("offsets", cfg.offsets))
-    baskets = tuple(float(x) for x in data.get("baskets", cfg.baskets))
-    if "basket" not in data:
-        data["basket"] = nearest_basket(data["interval_hours"], baskets)
+    offsets = _axis(data, "offsets", cfg.offsets, path)
+    baskets = _axis(data, "baskets", cfg.baskets, path)
+    feats = _numbers(data, "features", path)
+    want = len(offsets) * len(REFERENCES) * len(CHANGE_FIELDS)
+    if feats.ndim != 2 or feats.shape[1] != want:
+        raise InputError(
+            f"--history {path}: 'features' must be pages x {want} ({len(offsets)} offsets), "
+            f"got shape {feats.shape}"
+        )
+    if "basket" in data:
+        labels = _numbers(data, "basket", path)
+        if labels.ndim != 1 or (labels != np.round(labels)).any():
+            raise InputError(f"--history {path}: 'basket' must be a vector of basket indices")
+        if len(labels) and not ((labels >= 0) & (labels < len(baskets))).all():
+            raise InputError(
+                f"--history {path}: 'basket' values must be 0..{len(baskets) - 1} "
+                f"({len(baskets)} baskets)"
+            )
+        data["basket"] = labels.astype(np.int64)
+    else:
+        hours = _numbers(data, "interval_hours", path)
+        if hours.ndim != 1 or (hours <= 0).any():
+            raise InputError(f"--history {path}: 'interval_hours' must be a vector of hours > 0")
+        data["basket"] = nearest_basket(hours, baskets)
+    if len(data["basket"]) != len(feats):
+        raise InputError(
+            f"--history {path}: {len(feats)} rows of 'features' but {len(data['basket'])} labels"
+        )
+    if "relevance" in data:
+        rel = _numbers(data, "relevance", path)
+        if rel.shape != (len(feats),):
+            raise InputError(f"--history {path}: 'relevance' must have one value per page")
+    data["features"] = feats
     return data, offsets, baskets
+
+
+def _numbers(data: dict[str, np.ndarray], name: str, path: str) -> np.ndarray:
+    """The array ``name`` as finite floats, or the one-line reason it is not."""
+    try:
+        values = np.asarray(data[name], dtype=float)
+    except (TypeError, ValueError):
+        raise InputError(f"--history {path}: '{name}' is not numeric") from None
+    if not np.isfinite(values).all():
+        raise InputError(f"--history {path}: '{name}' holds NaN or infinite values")
+    return values
+
+
+def _axis(
+    data: dict[str, np.ndarray], name: str, default: tuple[float, ...], path: str
+) -> tuple[float, ...]:
+    if name not in data:
+        return default
+    values = _numbers(data, name, path)
+    if values.ndim != 1 or not len(values) or (values <= 0).any() or (np.diff(values) <= 0).any():
+        raise InputError(f"--history {path}: '{name}' must be increasing hours > 0")
+    return tuple(float(x) for x in values)
 
 
 class Command(RecrawlCommand):
@@ -140,22 +196,50 @@ class Command(RecrawlCommand):
             raise UsageError(str(exc)) from None
         settings = self.settings
         cfg = BasketSettings.from_settings(settings)
+        if opts.output:  # checked before the training, not after it
+            check_output(opts.output, "--output", inputs=(opts.history,))
         store = None
         if opts.history:
             data, offsets, baskets = training_from_file(opts.history, cfg)
         else:
-            store = self.history_store(opts)
-            store.open()
+            store = self._store(opts)
             min_span = 2 * cfg.baskets[-1] if opts.min_span is None else opts.min_span
-            data = training_from_store(
-                store, cfg, min_span_hours=min_span, min_observations=opts.min_observations
-            )
+            from scrapy_recrawl.history import HistoryStoreError
+
+            try:
+                data = training_from_store(
+                    store, cfg, min_span_hours=min_span, min_observations=opts.min_observations
+                )
+            except (HistoryStoreError, ValueError) as exc:
+                store.close()
+                raise InputError(str(exc)) from None
             offsets, baskets = cfg.offsets, cfg.baskets
         try:
             self._train(data, offsets, baskets, opts, store)
         finally:
             if store is not None:
                 store.close()
+
+    def _store(self, opts: argparse.Namespace) -> Any:
+        """The store to train from: read-only, unless the model is saved in it.
+
+        Saving makes this command one of the store's writers, as a crawl is: it takes
+        the store's lock (a running crawl refuses it, with its pid), and it never
+        upgrades a store of an older schema (the next crawl does; or --no-save)."""
+        store = self.open_history(opts)  # read-only: missing, foreign, newer: refused here
+        if opts.no_save or not getattr(store, "read_only", False):
+            return store  # not saved in it, or a store with no read-only mode (Redis)
+        older = getattr(store, "file_schema_version", None)
+        store.close()
+        from scrapy_recrawl.history import SCHEMA_VERSION
+
+        if older is not None and older < SCHEMA_VERSION:
+            raise InputError(
+                f"the history store {store.location} has schema version {older}: a crawl "
+                f"upgrades it to {SCHEMA_VERSION}; this command does not. Crawl once, or "
+                "pass --no-save (with --output FILE)"
+            )
+        return self.open_history(opts, read_only=False)
 
     def _train(
         self,
@@ -167,13 +251,14 @@ class Command(RecrawlCommand):
     ) -> None:
         feats, labels = np.asarray(data["features"], dtype=float), data["basket"]
         if len(labels) < 2:
-            raise UsageError(
-                f"only {len(labels)} pages with finished probes and a long enough history "
-                "(--min-span, --min-observations): crawl longer, or use --history"
+            source = opts.history or getattr(store, "location", "the history")
+            raise InputError(
+                f"{source}: only {len(labels)} pages with finished probes and a long enough "
+                "history (--min-span, --min-observations): crawl longer, or use --history"
             )
         rel = data.get("relevance") if opts.relevance else None
         if opts.relevance and rel is None:
-            raise UsageError("--relevance: the history has no 'relevance' array")
+            raise InputError("--relevance: the history has no 'relevance' array")
         counts = np.bincount(labels, minlength=len(baskets))
         print(f"{len(labels)} pages; true baskets " + ", ".join(map(str, counts.tolist())))
         if opts.test_share > 0:

@@ -26,7 +26,7 @@ from scrapy_recrawl.learn.evolve import evolve
 from scrapy_recrawl.learn.histories import History, HistoryError, from_store, load
 from scrapy_recrawl.learn.report import plot, save_json
 
-from . import RecrawlCommand
+from . import InputError, RecrawlCommand, check_output
 
 _DEFAULTS = EvolveConfig()
 
@@ -204,6 +204,10 @@ class Command(RecrawlCommand):
         )
         if opts.output and not opts.output.lower().endswith(".json"):
             raise UsageError(f"--output {opts.output!r}: expected a .json file name")
+        # where the results go is checked before the run, not after it
+        for option, path in (("--output", opts.output), ("--plot", opts.plot)):
+            if path:
+                check_output(path, option, inputs=(opts.history,))
         if opts.plot:
             try:
                 import matplotlib  # noqa: F401
@@ -215,6 +219,15 @@ class Command(RecrawlCommand):
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         history = self._history(opts)
+        try:  # the history's size against the folds and warm-up, before anything is said
+            config.check(cycles=history.cycles, pages=history.pages)
+        except ValueError as exc:
+            raise InputError(f"{history.source}: {exc}") from None
+        if not history.changes.any():
+            raise InputError(
+                f"{history.source}: no page changed in its {history.cycles} cycles: there is "
+                "nothing to learn a scorer from"
+            )
         if history.note:
             print(f"history: {history.note}", file=sys.stderr)
         print(
@@ -229,7 +242,7 @@ class Command(RecrawlCommand):
                 source=history.source,
             )
         except ValueError as exc:
-            raise UsageError(str(exc)) from None
+            raise InputError(str(exc)) from None
         print(result.table())
         if opts.output:
             save_json(result, opts.output)
@@ -244,7 +257,7 @@ class Command(RecrawlCommand):
             try:
                 return load(opts.history)
             except HistoryError as exc:
-                raise UsageError(str(exc)) from None
+                raise InputError(str(exc)) from None
         from scrapy.utils.project import inside_project
 
         if not inside_project():
@@ -261,14 +274,12 @@ class Command(RecrawlCommand):
         settings: Any = self.settings
         share = get(settings, "RECRAWL_MONITOR_SHARE", (int, float), expect="a share in [0, 1]")
         seed = get(settings, "RECRAWL_SEED", int, expect="an integer")
-        store = self.history_store(opts)
-        try:
-            store.open()
-        except Exception as exc:  # noqa: BLE001 -- the store names itself in the message
-            raise UsageError(f"cannot open the history store: {exc}") from None
+        from scrapy_recrawl.history import HistoryStoreError
+
+        store = self.open_history(opts)  # read-only: never created, migrated or changed
         try:
             return from_store(store, monitor_share=share, seed=seed)
-        except HistoryError as exc:
-            raise UsageError(str(exc)) from None
+        except (HistoryError, HistoryStoreError) as exc:
+            raise InputError(str(exc)) from None
         finally:
             store.close()

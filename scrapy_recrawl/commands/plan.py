@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from scrapy.exceptions import UsageError
 
-from . import RecrawlCommand
+from . import InputError, RecrawlCommand
 
 ALL = "all"
 
@@ -231,18 +231,25 @@ class Command(RecrawlCommand):
     def _replay(self, opts: argparse.Namespace, out: TextIO) -> None:
         from pathlib import Path
 
-        from scrapy_recrawl.core.simulate import load_changes, simulate
+        from scrapy_recrawl.core.simulate import simulate
+        from scrapy_recrawl.learn.histories import HistoryError, load
         from scrapy_recrawl.planning.replay import replay_plan
 
         path = Path(opts.history)
         try:
-            changes = load_changes(str(path))
-        except (OSError, KeyError, ValueError) as exc:
-            raise UsageError(f"--history {path}: {exc}", print_help=False) from None
+            # the one loader of change histories: shapes, 0/1 values, corrupt files
+            changes = load(str(path)).changes
+        except HistoryError as exc:
+            raise InputError(str(exc)) from None
         k = 0.05 if opts.budget is None else opts.budget
         k = int(k) if k >= 1 else k
         rows: list[tuple[str, str, dict[str, float]]] = []
         first_plans = []
+        if not 1 <= opts.warmup < changes.shape[1]:
+            raise InputError(
+                f"--warmup {opts.warmup}: expected 1..{changes.shape[1] - 1} ({path} has "
+                f"{changes.shape[1]} cycles)"
+            )
         for s in self.strategies(opts):
             res, planner = replay_plan(
                 changes,

@@ -42,7 +42,9 @@ __all__ = [
 ]
 
 
-def open_store(settings: Any, spider: str | None = None) -> HistoryStore:
+def open_store(
+    settings: Any, spider: str | None = None, *, read_only: bool = False
+) -> HistoryStore:
     """Build (not yet open) the store ``RECRAWL_STORE`` names, for the spider ``spider``.
 
     ``None``: ``.scrapy/recrawl/<spider>/history.sqlite3`` in the project (with
@@ -52,12 +54,15 @@ def open_store(settings: Any, spider: str | None = None) -> HistoryStore:
     ``REDIS_PARAMS``, keys under ``RECRAWL_REDIS_KEY`` (``<spider>:history``);
     ``"redis"``: the Redis scrapy-redis's ``REDIS_URL`` names. ``%(spider)s`` in
     ``RECRAWL_STORE`` is the spider's name (history/ownership.py).
+
+    ``read_only``: for reading only (the offline commands): a SQLite store is then
+    never created, locked, migrated or changed (history/sqlite_readonly.py).
     """
     cls_path = get(settings, "RECRAWL_STORE_CLASS", str)
     if cls_path:
         return _third_party_store(cls_path, settings)
     spec = get(settings, "RECRAWL_STORE", (str, os.PathLike))
-    options = {
+    options: dict[str, Any] = {
         "store_bodies": get(settings, "RECRAWL_STORE_BODIES", bool),
         "flush_every": get(
             settings, "RECRAWL_FLUSH_EVERY", int, lambda v: v >= 1, "a positive number of visits"
@@ -73,7 +78,7 @@ def open_store(settings: Any, spider: str | None = None) -> HistoryStore:
     if spec is None and _scheduler_uses_redis(settings):
         spec = "redis"  # RedisRecrawlScheduler: the store lives beside its frontier
     if spec is None:
-        return SqliteHistoryStore(default_sqlite_path(spider), **options)
+        return SqliteHistoryStore(default_sqlite_path(spider), read_only=read_only, **options)
     spec = for_spider(os.fspath(spec), "RECRAWL_STORE", spider)
     if spec == "redis" or spec.split("://", 1)[0] in ("redis", "rediss", "unix"):
         # "redis": where scrapy-redis's REDIS_URL / REDIS_HOST ... point; or a URL
@@ -94,14 +99,14 @@ def open_store(settings: Any, spider: str | None = None) -> HistoryStore:
     if spec.startswith("sqlite:///"):
         # as SQLAlchemy spells it: sqlite:///relative.db, sqlite:////absolute.db
         path = spec[len("sqlite:///") :] or default_sqlite_path(spider)
-        return SqliteHistoryStore(path, **options)
+        return SqliteHistoryStore(path, read_only=read_only, **options)
     if "://" in spec:
         scheme = spec.split("://", 1)[0]
         raise RecrawlSettingError(
             f"RECRAWL_STORE={spec!r}: unknown store scheme {scheme!r}; "
             "use a file path, sqlite:///path or redis://host:port/db"
         )
-    return SqliteHistoryStore(spec, **options)
+    return SqliteHistoryStore(spec, read_only=read_only, **options)
 
 
 def _third_party_store(path: str, settings: Any) -> HistoryStore:

@@ -1,6 +1,9 @@
 """The embedded default history store: one SQLite file, WAL mode, batched writes.
 
-One crawl process owns a store at a time (use the Redis backend for many).
+One process writes a store at a time (use the Redis backend for many): it holds
+an OS lock on ``<store>.lock`` while open (history/lock.py), and a second one is
+refused at start-up. Opened with ``read_only=True`` (the offline commands), it
+takes no lock and never changes the file (history/sqlite_readonly.py).
 Visits are folded into an in-memory write-back cache and written in one
 transaction every ``flush_every`` visits or ``flush_seconds`` seconds, and on
 close; a URL's row and its visit-log rows always go in the same transaction,
@@ -33,9 +36,11 @@ from .base import (
     UrlRecord,
     Visit,
 )
+from .lock import StoreLock
 from .records import check_table, pack_list, unpack_list, window_from_log
 from .request_codec import decode_stored, encode_stored
-from .sqlite_schema import MIGRATIONS, OWNER_SQL, SCHEMA
+from .sqlite_readonly import connect_read_only
+from .sqlite_schema import MIGRATIONS, OWNER_SQL, SCHEMA, NotAStore, schema_version
 from .state import observe
 
 # Column order of the urls table as UrlRecord fields (row <-> record).
@@ -87,9 +92,16 @@ class SqliteHistoryStore:
         flush_every: int = 500,
         flush_seconds: float = 5.0,
         clock: Any = time.time,
+        read_only: bool = False,
     ) -> None:
         self.path = os.fspath(path)
         self.location = f"sqlite:///{os.path.abspath(self.path)}"
+        #: read, never write: no lock, nothing created, migrated or switched to WAL
+        self.read_only = read_only
+        #: the schema version of the file when opened read-only (it may be older than
+        #: the one read: an older store is upgraded in memory, never on disk)
+        self.file_schema_version: int | None = None
+        self._lock = StoreLock(self.path, self.location)
         self.store_bodies = store_bodies
         self.flush_every = max(1, int(flush_every))
         self.flush_seconds = float(flush_seconds)
@@ -116,19 +128,31 @@ class SqliteHistoryStore:
     def open(self) -> None:
         if self._db is not None:
             return
+        if self.read_only:
+            self._open_read_only()
+            return
         directory = os.path.dirname(os.path.abspath(self.path))
         try:
             os.makedirs(directory, exist_ok=True)
+        except OSError as exc:
+            raise HistoryStoreError(
+                f"cannot open the history store {self.location} (RECRAWL_STORE): {exc}"
+            ) from exc
+        self._lock.acquire()  # before anything is read or written: one writer per store
+        db: sqlite3.Connection | None = None
+        try:
             db = sqlite3.connect(self.path, isolation_level=None)
+            db.execute("PRAGMA busy_timeout=10000")
+            # what the file is, before anything is written to it (its journal mode included)
+            version = schema_version(db)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("PRAGMA busy_timeout=10000")
-            version = self._schema_version(db)
             if version is None:
-                db.executescript("BEGIN;" + SCHEMA + "COMMIT;")
-                db.execute(
-                    "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?), ('cycle', '0')",
-                    (str(SCHEMA_VERSION),),
+                db.executescript(
+                    "BEGIN;"
+                    + SCHEMA
+                    + "INSERT OR REPLACE INTO meta VALUES ('schema_version', "
+                    + f"'{SCHEMA_VERSION}'), ('cycle', '0');COMMIT;"
                 )
             elif version > SCHEMA_VERSION:
                 raise HistoryStoreError(
@@ -149,26 +173,41 @@ class SqliteHistoryStore:
                     except BaseException:
                         db.execute("ROLLBACK")  # the store stays as it was, at version v
                         raise
-            self._cycle = int(db.execute("SELECT value FROM meta WHERE key='cycle'").fetchone()[0])
-            self._next_id = int(db.execute("SELECT IFNULL(MAX(id), 0) FROM urls").fetchone()[0]) + 1
-            self._count = int(db.execute("SELECT COUNT(*) FROM urls").fetchone()[0])
-        except (sqlite3.Error, OSError) as exc:
+            self._load_counters(db)
+        except NotAStore as exc:
+            if db is not None:
+                db.close()
+            self._lock.release()
             raise HistoryStoreError(
-                f"cannot open the history store {self.location} (RECRAWL_STORE): {exc}"
-            ) from exc
+                f"{self.location} is not a scrapy-recrawl history store ({exc}): nothing was "
+                "written to it; check RECRAWL_STORE"
+            ) from None
+        except BaseException as exc:
+            if db is not None:
+                db.close()
+            self._lock.release()
+            if isinstance(exc, (sqlite3.Error, OSError)):
+                raise HistoryStoreError(
+                    f"cannot open the history store {self.location} (RECRAWL_STORE): {exc}"
+                ) from exc
+            raise
         self._db = db
 
-    @staticmethod
-    def _schema_version(db: sqlite3.Connection) -> int | None:
-        has_meta = db.execute(
-            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
-        ).fetchone()
-        if not has_meta:
-            if db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]:
-                raise sqlite3.DatabaseError("not a scrapy-recrawl history store (no meta table)")
-            return None
-        row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        return int(row[0]) if row else None
+    def _open_read_only(self) -> None:
+        db, self.file_schema_version = connect_read_only(self.path, self.location)
+        try:
+            self._load_counters(db)
+        except sqlite3.Error as exc:
+            db.close()
+            raise HistoryStoreError(
+                f"cannot read the history store {self.location}: {exc}"
+            ) from None
+        self._db = db
+
+    def _load_counters(self, db: sqlite3.Connection) -> None:
+        self._cycle = int(db.execute("SELECT value FROM meta WHERE key='cycle'").fetchone()[0])
+        self._next_id = int(db.execute("SELECT IFNULL(MAX(id), 0) FROM urls").fetchone()[0]) + 1
+        self._count = int(db.execute("SELECT COUNT(*) FROM urls").fetchone()[0])
 
     def close(self) -> None:
         if self._db is None:
@@ -178,6 +217,7 @@ class SqliteHistoryStore:
         finally:
             self._db.close()
             self._db = None
+            self._lock.release()
 
     def __enter__(self) -> SqliteHistoryStore:
         self.open()
@@ -582,6 +622,11 @@ class SqliteHistoryStore:
 
     def _write(self, fn: Any) -> None:
         db = self.db
+        if self.read_only:
+            # an older store is read from a copy in memory: a write there would be lost
+            raise HistoryStoreError(
+                f"the history store {self.location} is open read-only: nothing is written"
+            )
         try:
             db.execute("BEGIN IMMEDIATE")
             fn(db)

@@ -172,6 +172,35 @@ def _migrate_3_to_4(db: sqlite3.Connection) -> None:
 MIGRATIONS: dict[int, Any] = {1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4}
 
 
+class NotAStore(sqlite3.DatabaseError):
+    """A SQLite database, but not a scrapy-recrawl history store."""
+
+
+def schema_version(db: sqlite3.Connection) -> int | None:
+    """The store's schema version; None for an empty database (a new store).
+
+    Only reads: a file that is not a store is refused (:class:`NotAStore`) before
+    anything is written to it, its journal mode included.
+    """
+    has_meta = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
+    ).fetchone()
+    if not has_meta:
+        if db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]:
+            raise NotAStore("another application's SQLite database: no meta table")
+        return None
+    row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    if row is None:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if {"urls", "visits"} <= tables:
+            return None  # a store whose creation was interrupted (before 0.4): new again
+        raise NotAStore("its meta table has no schema_version")
+    try:
+        return int(row[0])
+    except (TypeError, ValueError):
+        raise NotAStore(f"its schema_version is {row[0]!r}") from None
+
+
 def owner_of(path: str | os.PathLike[str]) -> str | None:
     """The owner recorded in the store file at ``path``, read without writing to it
     (None: nobody's, or not a readable store), for the message about an old file."""

@@ -73,20 +73,36 @@ def load(path: str) -> History:
     )
 
 
-def _load_npz(path: str) -> History:
+_ZIP = b"PK\x03\x04"
+
+
+def read_npz(path: str) -> dict[str, np.ndarray]:
+    """Every array of the ``.npz`` at ``path``, never unpickled; anything else (no
+    such file, not a zip, truncated, an object array) is a :class:`HistoryError`."""
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(len(_ZIP))
+    except OSError as exc:
+        raise HistoryError(f"--history {path!r}: cannot read it ({exc.strerror})") from None
+    if magic != _ZIP:
+        # np.load would take it for a pickle, and suggest loading it unsafely
+        raise HistoryError(f"--history {path!r}: not a .npz file (a zip of numpy arrays)")
     try:
         with np.load(path, allow_pickle=False) as data:
-            if "changes" not in data:
-                raise HistoryError(
-                    f"--history {path!r}: no array 'changes' in the .npz "
-                    f"(it has: {', '.join(data.files) or 'nothing'})"
-                )
-            changes = np.asarray(data["changes"])
-            names = [str(p) for p in data["pages"]] if "pages" in data else None
-    except HistoryError:
-        raise
+            return {name: np.asarray(data[name]) for name in data.files}
     except Exception as exc:  # noqa: BLE001 -- zip/format errors of every kind
         raise HistoryError(f"--history {path!r}: cannot read the .npz ({exc})") from None
+
+
+def _load_npz(path: str) -> History:
+    data = read_npz(path)
+    if "changes" not in data:
+        raise HistoryError(
+            f"--history {path!r}: no array 'changes' in the .npz "
+            f"(it has: {', '.join(data) or 'nothing'})"
+        )
+    changes = data["changes"]
+    names = [str(p) for p in data["pages"]] if "pages" in data else None
     return History(_check_matrix(changes, path), source=path, names=names)
 
 
@@ -101,7 +117,20 @@ def _check_matrix(changes: np.ndarray, path: str) -> np.ndarray:
     return changes.astype(np.uint8, copy=False)
 
 
+#: More cycles than any crawl has run: a CSV spanning more is a typo (cycle 20240101)
+MAX_CYCLES = 100_000
+
+
 def _load_csv(path: str) -> History:
+    try:
+        return _read_csv(path)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise HistoryError(f"--history {path!r}: not a CSV of url,cycle,changed ({exc})") from None
+    except OSError as exc:
+        raise HistoryError(f"--history {path!r}: cannot read it ({exc.strerror})") from None
+
+
+def _read_csv(path: str) -> History:
     cells: dict[str, dict[int, int]] = {}
     with open(path, newline="", encoding="utf-8") as fh:
         reader = csv.reader(fh)
@@ -135,6 +164,11 @@ def _load_csv(path: str) -> History:
     first = min(min(c) for c in cells.values())
     last = max(max(c) for c in cells.values())
     span = last - first + 1
+    if span > MAX_CYCLES:
+        raise HistoryError(
+            f"--history {path!r}: cycles {first}..{last}, more than {MAX_CYCLES} cycles: "
+            "the cycle column should count crawl cycles (1, 2, 3 ...)"
+        )
     complete = sorted(u for u, c in cells.items() if len(c) == span)
     dropped = len(cells) - len(complete)
     if not complete:

@@ -61,10 +61,15 @@ class EvolveResult:
             "| scorer | expression | ChangeRate | NDCG | freshness | ChangeRate / oracle |",
             "|---|---|---:|---:|---:|---:|",
         ]
+        undefined = False
         for label, expr, cr, nd, fr, share in self.rows():
             if len(expr) > 60:
                 expr = expr[:57] + "..."
-            lines.append(f"| {label} | `{expr}` | {cr:.4f} | {nd:.4f} | {fr:.4f} | {share:.3f} |")
+            ratio = f"{share:.3f}" if share == share else "n/a"  # NaN: no change to find
+            undefined |= share != share
+            lines.append(f"| {label} | `{expr}` | {cr:.4f} | {nd:.4f} | {fr:.4f} | {ratio} |")
+        if undefined:
+            lines += ["", "n/a: no page changed in the test fold, so not even the oracle finds one"]
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
@@ -79,7 +84,12 @@ class EvolveResult:
             "seed": w.seed,
             "generation": w.generation,
             "test": {
-                label: {"change_rate": cr, "ndcg": nd, "freshness": fr, "change_rate_vs_oracle": s}
+                label: {
+                    "change_rate": cr,
+                    "ndcg": nd,
+                    "freshness": fr,
+                    "change_rate_vs_oracle": s if s == s else None,
+                }
                 for label, _e, cr, nd, fr, s in self.rows()
             },
             # paper 004's parameters the expression needs at crawl time: RECRAWL_WINDOW

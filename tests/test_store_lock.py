@@ -1,0 +1,252 @@
+"""One writer per SQLite store (history/lock.py), and the read-only opening of the
+offline commands (history/sqlite_readonly.py): real files, real processes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scrapy_recrawl.history import SCHEMA_VERSION, HistoryStoreError, SqliteHistoryStore, Visit
+from scrapy_recrawl.history.lock import StoreLocked
+
+from .helpers import REPO
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def digest(path: Path) -> tuple[str, int]:
+    return hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns
+
+
+def visit(u: int, cycle_time: float = 0.0) -> Visit:
+    return Visit(f"fp{u}".encode(), f"http://h/{u}", 1000.0 + cycle_time, 200)
+
+
+def holder(path: Path) -> subprocess.Popen:
+    """Another process that opens the store at ``path`` for writing and keeps it open."""
+    code = (
+        "import sys, time\n"
+        "from scrapy_recrawl.history import SqliteHistoryStore, Visit\n"
+        "s = SqliteHistoryStore(sys.argv[1]); s.open()\n"
+        "s.record(Visit(b'held', 'http://h/held', 1.0, 200)); s.flush()\n"
+        "print('open', flush=True); time.sleep(120)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(path), "--as-a-crawl"],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "open"
+    return proc
+
+
+def test_a_second_writer_is_refused_with_the_holder_named(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    first = SqliteHistoryStore(path)
+    first.open()
+    first.record(visit(1))
+    second = SqliteHistoryStore(path)
+    with pytest.raises(StoreLocked) as err:
+        second.open()
+    message = str(err.value)
+    assert f"sqlite:///{path}" in message and f"pid {os.getpid()}" in message
+    assert "in use by another process" in message
+    first.close()
+    second.open()  # released on close
+    assert len(second) == 1
+    second.close()
+    assert (tmp_path / "h.sqlite3.lock").read_text() == ""  # no stale name left in it
+
+
+def test_a_sigkilled_holder_leaves_no_stale_lock(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    proc = holder(path)
+    try:
+        with pytest.raises(
+            StoreLocked, match=rf"pid {proc.pid}: python\S* -c ... \S+ --as-a-crawl\)"
+        ):
+            SqliteHistoryStore(path).open()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert (tmp_path / "h.sqlite3.lock").read_text().startswith(f"{proc.pid}\t")  # its note
+    with SqliteHistoryStore(path) as store:  # the OS dropped the lock with the process
+        assert store.knows(b"held") and len(store) == 1
+    # a reader never waits for the lock: it reads beside a writer
+    proc = holder(path)
+    try:
+        with SqliteHistoryStore(path, read_only=True) as store:
+            assert store.knows(b"held")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_foreign_sqlite_file_is_refused_before_anything_is_written(tmp_path):
+    path = tmp_path / "other.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT)")
+    db.execute("INSERT INTO accounts VALUES (1, 'x')")
+    db.commit()
+    db.close()
+    before = digest(path)
+    for read_only in (False, True):
+        with pytest.raises(HistoryStoreError, match="not a scrapy-recrawl history store"):
+            SqliteHistoryStore(path, read_only=read_only).open()
+        assert digest(path) == before
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"  # not switched to WAL
+    db.close()
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database\n" * 100)
+    for read_only in (False, True):
+        with pytest.raises(HistoryStoreError, match="notes.txt"):
+            SqliteHistoryStore(text, read_only=read_only).open()
+    assert text.read_text() == "not a database\n" * 100
+
+
+def test_read_only_never_creates_and_never_writes(tmp_path):
+    missing = tmp_path / "typo" / "histroy.sqlite3"
+    with pytest.raises(HistoryStoreError, match=r"no history store at .*typo/histroy.sqlite3"):
+        SqliteHistoryStore(missing, read_only=True).open()
+    assert not missing.parent.exists()
+    empty = tmp_path / "empty.sqlite3"
+    sqlite3.connect(empty).close()  # a 0-byte file: SQLite's empty database
+    with pytest.raises(HistoryStoreError, match="not a scrapy-recrawl history store"):
+        SqliteHistoryStore(empty, read_only=True).open()
+    assert empty.stat().st_size == 0
+
+    path = tmp_path / "h.sqlite3"
+    with SqliteHistoryStore(path) as store:
+        store.record(visit(1))
+    before = sorted(os.listdir(tmp_path)), digest(path)
+    with SqliteHistoryStore(path, read_only=True) as store:
+        assert len(store) == 1 and store.get(b"fp1") is not None
+        with pytest.raises(HistoryStoreError, match="read-only"):
+            store.advance_cycle()
+        with pytest.raises(HistoryStoreError, match="read-only"):
+            store.side_put("notes", [(1, b"x")])
+    assert (sorted(os.listdir(tmp_path)), digest(path)) == before  # no -wal, -shm, .lock
+
+
+def test_read_only_reads_a_store_a_crawl_is_writing(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    writer = SqliteHistoryStore(path, flush_every=1)
+    writer.open()
+    try:
+        writer.record(visit(1))  # committed, in the -wal file, not yet checkpointed
+        assert (tmp_path / "h.sqlite3-wal").stat().st_size > 0
+        with SqliteHistoryStore(path, read_only=True) as reader:
+            assert reader.knows(b"fp1")
+        writer.record(visit(2))
+        with SqliteHistoryStore(path, read_only=True) as reader:
+            assert len(reader) == 2
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_read_only_upgrades_an_older_store_in_memory_only(tmp_path, version):
+    path = tmp_path / "old.sqlite3"
+    shutil.copy(FIXTURES / f"store_v{version}.sqlite3", path)
+    before = sorted(os.listdir(tmp_path)), digest(path)
+    with SqliteHistoryStore(path, read_only=True) as store:
+        assert store.file_schema_version == version
+        assert len(store) == 3 and store.arrays().columns["n"].sum() > 0
+        assert store.db.execute(
+            "SELECT value FROM meta WHERE key = 'schema_version'"
+        ).fetchone() == (str(SCHEMA_VERSION),)
+    assert (sorted(os.listdir(tmp_path)), digest(path)) == before
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
+        str(version),
+    )
+    db.close()
+
+
+def test_a_newer_store_is_refused_read_only_too(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    with SqliteHistoryStore(path) as store:
+        store.db.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(HistoryStoreError, match="schema version 99, newer"):
+        SqliteHistoryStore(path, read_only=True).open()
+
+
+def without_privileges() -> list[str] | None:
+    """A command prefix that runs a process as this user without its capabilities, so
+    that root too obeys file modes (tests run as root in CI); None if impossible."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return None
+    prefix = [setpriv, "--bounding-set=-all", "--inh-caps=-all"]
+    probe = subprocess.run([*prefix, "true"], capture_output=True)
+    return prefix if probe.returncode == 0 else None
+
+
+def test_a_store_in_a_read_only_folder_is_read(tmp_path):
+    prefix = without_privileges()
+    if prefix is None:
+        pytest.skip("setpriv cannot drop capabilities here")
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "h.sqlite3"
+    with SqliteHistoryStore(path) as store:
+        for u in range(5):
+            store.record(visit(u))
+    code = (
+        "import sys\nfrom scrapy_recrawl.history import SqliteHistoryStore\n"
+        "open(sys.argv[1] + '.probe', 'w') if sys.argv[2] == 'write' else None\n"
+        "with SqliteHistoryStore(sys.argv[1], read_only=True) as s: print(len(s))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    before = digest(path)
+    path.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        denied = subprocess.run(
+            [*prefix, sys.executable, "-c", code, str(path), "write"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert "PermissionError" in denied.stderr  # the folder really is read-only to it
+        run = subprocess.run(
+            [*prefix, sys.executable, "-c", code, str(path), "read"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.strip() == "5"
+    finally:
+        folder.chmod(0o755)
+        path.chmod(0o644)
+    # the writer's emptied lock file is all there is beside it: no -wal, -shm, probe
+    assert digest(path) == before
+    assert sorted(os.listdir(folder)) == ["h.sqlite3", "h.sqlite3.lock"]
+
+
+def test_recrawl_reset_is_refused_while_the_store_is_held(tmp_path):
+    from .cli_project import make_project, scrapy
+
+    project = make_project(tmp_path, 'RECRAWL_STORE = "history.sqlite3"\n')
+    proc = holder(project / "history.sqlite3")
+    try:
+        run = scrapy(project, "recrawl-reset", "pages", "--yes")
+    finally:
+        proc.kill()
+        proc.wait()
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert f"in use by another process (pid {proc.pid}" in run.stderr
+    # the holder is gone: the reset now goes ahead
+    run = scrapy(project, "recrawl-reset", "pages", "--yes")
+    assert run.returncode == 0, run.stderr
