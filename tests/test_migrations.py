@@ -66,7 +66,7 @@ def test_a_version_1_sqlite_store_upgrades(tmp_path):
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     version = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
     db.close()
-    assert int(version) == SCHEMA_VERSION == 3
+    assert int(version) == SCHEMA_VERSION == 4
     assert not tables & {"content_bags", "basket_probes", "basket_model"}
 
 
@@ -95,7 +95,7 @@ def test_a_version_1_redis_store_upgrades(redis_db):  # noqa: F811
     assert client.hget("recrawl:meta", "schema_version") == b"1"
     with RedisHistoryStore(redis_db.url) as store:
         _check_history(store)
-    assert client.hget("recrawl:meta", "schema_version") == b"3"
+    assert client.hget("recrawl:meta", "schema_version") == b"4"
     assert not client.exists("recrawl:bags", "recrawl:dists")
     client.close()
 
@@ -137,7 +137,7 @@ def test_a_version_2_sqlite_store_upgrades_and_is_adopted_by_its_first_spider(tm
     adopted = [r.getMessage() for r in caplog.records if "adopts" in r.getMessage()]
     assert len(adopted) == 1 and "'news'" in adopted[0] and str(path) in adopted[0]
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("3",)
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("4",)
     db.close()
     caplog.clear()
     with SqliteHistoryStore(path) as store:
@@ -164,7 +164,7 @@ def test_a_version_2_redis_store_upgrades_and_is_adopted(redis_db, caplog):  # n
         assert store.owner() == "news"
         with pytest.raises(HistoryStoreError, match="key prefix 'recrawl'.*'news', not 'blog'"):
             claim_store(store, "blog", {})
-    assert client.hget("recrawl:meta", "schema_version") == b"3"
+    assert client.hget("recrawl:meta", "schema_version") == b"4"
     assert client.hget("recrawl:meta", "spider") == b"news"
     assert any("adopts" in r.getMessage() for r in caplog.records)
     client.close()
