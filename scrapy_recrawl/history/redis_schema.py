@@ -75,7 +75,7 @@ LOG_DTYPE = np.dtype(
 LOG_FORMAT = "<i8di4i4i4i4i4i4i4i4i8"
 
 
-#: Rows per ``{p}:rows:{shard}`` string: 2**20 * 112 bytes = 112 MiB, under Redis's 512 MiB.
+#: Rows per ``{p}:rows:{shard}`` string: 2**20 * 120 bytes = 120 MiB, under Redis's 512 MiB.
 ROWS_PER_SHARD = 1 << 20
 
 
