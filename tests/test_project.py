@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_recrawl.history import SqliteHistoryStore
+from scrapy_recrawl.history import SCHEMA_VERSION, SqliteHistoryStore
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
 from .fixtures.redis_typed import load_typed
@@ -261,7 +261,7 @@ def test_an_old_shared_store_is_pointed_out_then_adopted_never_moved(tmp_path):
     db = sqlite3.connect(old)
     meta = dict(db.execute("SELECT key, value FROM meta"))
     db.close()
-    assert meta["schema_version"] == "3" and meta["spider"] == "alpha"
+    assert meta["schema_version"] == str(SCHEMA_VERSION) and meta["spider"] == "alpha"
     with SqliteHistoryStore(old) as store:
         assert {"http://h/0", "http://h/1", "http://h/2"} <= set(_urls(store))  # kept
 
@@ -292,5 +292,5 @@ def test_the_old_shared_redis_prefix_is_pointed_out_then_adopted(tmp_path, redis
         again = crawl(project, "alpha", site.url + "/", **settings)
         assert "key prefix 'recrawl'" not in again.log  # adopted: no more word
     assert client.hget("recrawl:meta", "spider") == b"alpha"
-    assert client.hget("recrawl:meta", "schema_version") == b"3"
+    assert client.hget("recrawl:meta", "schema_version") == str(SCHEMA_VERSION).encode()
     client.close()
