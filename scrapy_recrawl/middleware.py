@@ -10,6 +10,8 @@ finally answered. Per response it
   RFC2616 policy does; Heritrix loses outlinks behind 304s), and counts it as
   an unchanged visit without touching the stored signature (comparing a later
   body against a signature refreshed from a 304 is apache/stormcrawler#418);
+  a 304 with no stored copy behind it is no observation: the URL is fetched
+  again, once, without validators (``recrawl/304_without_copy``);
 * compares any other good body with the stored signature, records the visit,
   and puts the :class:`~scrapy_recrawl.change.ChangeResult` in
   ``response.meta["recrawl"]``;
@@ -18,7 +20,12 @@ finally answered. Per response it
   show it) and, with ``RECRAWL_SKIP_UNCHANGED = "all"``, ignores an unchanged one
   once recorded (skip.py);
 * marks 404/410 gone, and records 5xx, other 4xx and download errors without
-  counting them as change observations.
+  counting them as change observations; a download that fails (no response:
+  refused, DNS, timeout, over ``DOWNLOAD_MAXSIZE``, dropped below this middleware)
+  is a failed visit: the URL is backed off for 1, 2, 4 ... cycles (core/selection.py)
+  and gone after ``RECRAWL_MAX_FAILURES`` failed cycles in a row;
+* flushes a buffering store every ``RECRAWL_FLUSH_SECONDS`` while the spider is
+  open, responses or not, so a SIGKILL loses at most that window of visits.
 
 Only the spider's own pages enter the history (:mod:`scrapy_recrawl.scope`): non-GET
 requests, ``meta["dont_recrawl"]``, ``callback=NO_CALLBACK`` (robots.txt), the
@@ -33,11 +40,12 @@ import logging
 import time
 from typing import Any
 
-from scrapy import Request, Spider
+from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Headers, Response
 from scrapy.responsetypes import responsetypes
+from twisted.internet import task
 
 from .change import ChangeDetector, ChangeResult, Signature, SignatureVersionError
 from .core.meta import (
@@ -55,6 +63,7 @@ from .core.plugins import BagKeeper
 from .history import (
     HistoryStore,
     HistoryStoreError,
+    StoredBody,
     StoreLost,
     StoreRefused,
     UrlRecord,
@@ -71,6 +80,12 @@ logger = logging.getLogger(__name__)
 
 #: meta key set when this middleware added the conditional headers
 _META_CONDITIONAL = "_recrawl_conditional"
+#: meta key: id() of the request this middleware let through to the download, so an
+#: IgnoreRequest for it was raised below (a failed download), not by robots.txt or
+#: the offsite filter above (which stop it before it reaches this middleware)
+_META_SENT = "_recrawl_sent"
+#: meta key of the one re-fetch, without validators, after a 304 with no stored copy
+_META_REFETCH = "_recrawl_refetch"
 #: meta keys set while downloading: not part of the request to re-issue later
 _VOLATILE_META = {
     META_RESULT,
@@ -79,6 +94,8 @@ _VOLATILE_META = {
     META_ID,
     META_SCORE,
     _META_CONDITIONAL,
+    _META_SENT,
+    _META_REFETCH,
     "download_slot",
     "download_latency",
     "retry_times",
@@ -117,6 +134,17 @@ class RecrawlMiddleware:
         self.max_body_bytes: int = get(settings, "RECRAWL_MAX_PARSE_BYTES", int)
         self.skip_all = skip_mode(settings) == "all"
         self.detector = ChangeDetector.from_settings(settings)
+        self.max_failures: int = get(
+            settings,
+            "RECRAWL_MAX_FAILURES",
+            int,
+            lambda v: v >= 0,
+            "a number of failed cycles >= 0 (0: never gone for failures)",
+        )
+        self.flush_seconds: float = get(
+            settings, "RECRAWL_FLUSH_SECONDS", (int, float), lambda v: v >= 0, "a number >= 0"
+        )
+        self._flusher: task.LoopingCall | None = None
         self._unpicklable_warned = False
         self.bags: BagKeeper | None = None
         # `scrapy shell`, `fetch`, `parse` ...: look at a URL, never write the history
@@ -146,6 +174,33 @@ class RecrawlMiddleware:
         self.bags = keeper if getattr(keeper, "keeps_bags", False) else None
         if self.bags is not None:
             self.detector.keep_bags = True
+        crawler.signals.connect(self._start_flusher, signal=signals.spider_opened)
+        crawler.signals.connect(self._stop_flusher, signal=signals.spider_closed)
+
+    # -- the idle flush ----------------------------------------------------
+
+    def _start_flusher(self, spider: Spider) -> None:
+        """Flush every RECRAWL_FLUSH_SECONDS, responses or not: the store flushes when a
+        visit is recorded, and a crawl gone quiet (slow site, long delays) records none."""
+        if self.off is not None or self.flush_seconds <= 0 or self._flusher is not None:
+            return
+        self._flusher = task.LoopingCall(self._flush)
+        # twice per bound: a visit recorded just after a tick is on disk within the
+        # bound, not up to a whole interval after it (tests/test_idle_flush.py measures it)
+        self._flusher.start(self.flush_seconds / 2, now=False)
+
+    def _stop_flusher(self, spider: Spider) -> None:
+        if self._flusher is not None and self._flusher.running:
+            self._flusher.stop()
+        self._flusher = None  # the store's close() flushes what is left
+
+    def _flush(self) -> None:
+        try:
+            self.store.flush()
+        except HistoryStoreError as exc:
+            # the store keeps its buffer; the next tick (or visit) retries
+            self._inc("store_errors")
+            logger.error("recrawl: could not flush buffered visits: %s", exc)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RecrawlMiddleware:
@@ -176,12 +231,15 @@ class RecrawlMiddleware:
     def process_request(self, request: Request, spider: Spider | None = None) -> None:
         if self._skipped(request):
             return None
+        request.meta[_META_SENT] = id(request)
         if request.meta.pop(_META_CONDITIONAL, False):
             # a copy of our request (redirect, retry): its validators may be another URL's
             del request.headers["If-None-Match"]
             del request.headers["If-Modified-Since"]
         if not self.conditional_get or b"If-None-Match" in request.headers:
             return None
+        if request.meta.get(_META_REFETCH):
+            return None  # the re-fetch of a 304 with no copy: unconditional
         if b"If-Modified-Since" in request.headers:
             return None  # the spider asked for its own conditional request: leave it be
         rec = self.store.get(self._fingerprint(request), signature=False)
@@ -198,14 +256,17 @@ class RecrawlMiddleware:
 
     def process_response(
         self, request: Request, response: Response, spider: Spider | None = None
-    ) -> Response:
+    ) -> Response | Request:
         if self._skipped(request, response):
             return response
         fp = self._fingerprint(request)
         try:
             rec = self.store.get(fp)
             if response.status == 304:
-                return self._skip(request, self._not_modified(request, response, fp, rec))
+                stored = self.store.body(fp) if rec is not None and rec.has_body else None
+                if stored is None:
+                    return self._no_copy(request, response, fp)
+                return self._skip(request, self._not_modified(request, response, fp, stored))
             if 200 <= response.status < 300:
                 return self._skip(request, self._good(request, response, fp, rec))
             self._bad(
@@ -218,17 +279,52 @@ class RecrawlMiddleware:
     def process_exception(
         self, request: Request, exception: BaseException, spider: Spider | None = None
     ) -> None:
-        if isinstance(exception, IgnoreRequest):
-            # a component chose not to fetch it (robots.txt forbids it, an offsite or a
-            # user's filter): nothing was downloaded, so there is nothing to record
+        if isinstance(exception, IgnoreRequest) and request.meta.get(_META_SENT) != id(request):
+            # a component above this middleware chose not to fetch it (robots.txt forbids
+            # it, the offsite filter, a user's filter): nothing was tried, nothing recorded
             self._inc("not_recorded/ignored")
             return None
         if not self._skipped(request):
+            # no response: refused, DNS, timeout, over DOWNLOAD_MAXSIZE, or dropped below
             try:
-                self._bad(request, request.url, 0, self._fingerprint(request), gone=False)
+                self._failed(request, self._fingerprint(request))
             except HistoryStoreError as exc:
                 self._store_failed(exc, request.url)
         return None
+
+    def _failed(self, request: Request, fp: bytes) -> None:
+        """A failed download: one more failed cycle (history/state.py: fold_failure), and
+        the URL gone when that makes RECRAWL_MAX_FAILURES in a row."""
+        rec = self.store.get(fp, signature=False)
+        cycle = request.meta.get(META_CYCLE)
+        if cycle is None:
+            cycle = self.store.cycle
+        failures = 0 if rec is None else rec.failures
+        if rec is None or not (rec.last_failure_cycle == cycle and rec.failures > 0):
+            failures += 1  # retries within one cycle are one failure
+        gone = 0 < self.max_failures <= failures and not (rec is not None and rec.gone)
+        self.store.record(
+            Visit(
+                fingerprint=fp,
+                url=request.url,
+                time=self._now(),
+                status=0,
+                gone=gone,
+                request=self._request_dict(request),
+                cycle=cycle,
+            )
+        )
+        self._inc("errors")
+        self._inc("failed")
+        if gone:
+            self._inc("gone_after_failures")
+            logger.info(
+                "recrawl: %s failed to download in %d cycles in a row: marked gone "
+                "(RECRAWL_MAX_FAILURES = %d)",
+                request.url,
+                failures,
+                self.max_failures,
+            )
 
     def _good(
         self, request: Request, response: Response, fp: bytes, rec: UrlRecord | None
@@ -273,26 +369,42 @@ class RecrawlMiddleware:
         response.flags.append(tag)  # in place, as HttpCacheMiddleware adds "cached"
         return response
 
-    def _not_modified(
-        self, request: Request, response: Response, fp: bytes, rec: UrlRecord | None
-    ) -> Response:
-        stored = self.store.body(fp) if rec is not None else None
-        # A 304 says "same as the copy you validated": an unchanged observation.
-        self._record(
-            request, response, fp, changed=False if rec is not None else None, result=_NOT_OBSERVED
+    def _no_copy(self, request: Request, response: Response, fp: bytes) -> Response | Request:
+        """A 304 with no stored copy behind it (none kept, or a server answering 304 to a
+        request without validators) says nothing about a change: fetch the URL once more,
+        without validators. A 304 to that too is recorded as a visit, not an observation."""
+        self._inc("304_without_copy")
+        if not request.meta.get(_META_REFETCH):
+            headers = request.headers.copy()
+            for name in (b"If-None-Match", b"If-Modified-Since"):
+                headers.pop(name, None)
+            meta = {
+                k: v for k, v in request.meta.items() if k not in (_META_CONDITIONAL, _META_SENT)
+            }
+            meta[_META_REFETCH] = True
+            # the same fetch again, as a retry is: the once-per-cycle rule lets it pass
+            # (frontier/base.py: first_fetch) and it is no new URL to budget
+            meta.setdefault("retry_times", 0)
+            logger.debug("recrawl: %s answered 304 with no stored copy: fetched again", request)
+            return request.replace(headers=headers, meta=meta, dont_filter=True)
+        logger.warning(
+            "recrawl: %s answered 304 to a request without validators: not counted as a "
+            "change observation; the spider gets the bare 304",
+            response.url,
         )
+        self._record(request, response, fp, changed=None, result=_NOT_OBSERVED)
+        self._inc("visits")
+        request.meta[META_RESULT] = _NOT_OBSERVED
+        return response
+
+    def _not_modified(
+        self, request: Request, response: Response, fp: bytes, stored: StoredBody
+    ) -> Response:
+        # A 304 to our validators, the copy behind them kept: an unchanged observation.
+        self._record(request, response, fp, changed=False, result=_NOT_OBSERVED)
         self._inc("visits")
         self._inc("not_modified")
         request.meta[META_RESULT] = _NOT_OBSERVED
-        if stored is None:
-            logger.warning(
-                "recrawl: %s answered 304 but no stored copy of it is kept "
-                "(RECRAWL_STORE_BODIES off, or the conditional headers were not ours); "
-                "the spider gets the bare 304",
-                response.url,
-            )
-            response.flags.append(FLAG_NOT_MODIFIED)
-            return response
         headers = Headers(stored.headers)
         for name in (b"ETag", b"Last-Modified", b"Date", b"Expires", b"Cache-Control"):
             if name in response.headers:  # RFC 9111 4.3.4: freshen the stored headers

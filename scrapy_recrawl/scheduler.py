@@ -346,9 +346,11 @@ class RecrawlScheduler(Scheduler):
             unreadable = getattr(self.store, "unreadable_values", 0)
             if unreadable:
                 stats.set_value("recrawl/unreadable_stored_requests", unreadable)
+            if plan.selection.backed_off:
+                stats.inc_value("recrawl/backed_off", plan.selection.backed_off)
         logger.info(
             "recrawl cycle %d: %s; scored %d known URLs with %s in %.2fs, %d recrawls queued "
-            "(%d monitored), %d new URLs from the frontier",
+            "(%d monitored), %d new URLs from the frontier, %d failing URLs backed off",
             plan.cycle,
             "warm-up, no budget" if plan.warmup else f"budget {plan.budget.total} pages",
             plan.selection.scored,
@@ -357,6 +359,7 @@ class RecrawlScheduler(Scheduler):
             scheduled,
             plan.selection.monitored,
             plan.new_quota,
+            plan.selection.backed_off,
         )
 
     def inc_stat(self, key: str, count: int = 1) -> None:

@@ -34,6 +34,7 @@ DEFAULTS: dict[str, Any] = {
     # recording middleware
     "RECRAWL_CONDITIONAL_GET": True,
     "RECRAWL_SKIP_UNCHANGED": False,  # or "items" / "all": what an unchanged page gives the spider
+    "RECRAWL_MAX_FAILURES": 3,  # consecutive failed cycles before a URL is gone (0: never)
     # scheduler
     "RECRAWL_BUDGET": "5%",  # pages per cycle (int) or a share of the known URLs ("5%")
     "RECRAWL_NEW_SHARE": 0.2,
@@ -222,6 +223,7 @@ KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "RECRAWL_MAX_PARSE_BYTES": (_int, "an integer"),
     "RECRAWL_CONDITIONAL_GET": (_bool, "True or False"),
     "RECRAWL_SKIP_UNCHANGED": (_skip, "False, 'items' or 'all'"),
+    "RECRAWL_MAX_FAILURES": (_int, "an integer"),
     # read by core.budget.parse_budget(), the one budget rule, strings included
     "RECRAWL_BUDGET": (_text, "pages (an int) or a share such as '5%'"),
     "RECRAWL_NEW_SHARE": (_number, "a number"),

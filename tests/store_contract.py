@@ -77,7 +77,7 @@ class StoreContract:
         store.flush()
         arrays = store.arrays()
         assert arrays.ids.tolist() == [1, 2, 3, 4, 5] and arrays.cycle == store.cycle
-        for name in ("n", "X", "sad", "aad_sum", "gad", "last_visit_cycle", "gone"):
+        for name in ("n", "X", "sad", "aad_sum", "gad", "last_visit_cycle", "gone", "failures"):
             assert len(arrays.columns[name]) == 5, name
         assert arrays.columns["gone"].tolist() == [False, False, True, False, False]
 
@@ -97,6 +97,34 @@ class StoreContract:
             store.change_window(np.array([1, 2]), 4),
             [[1, 0, 1, np.nan], [np.nan] * 4],
         )
+
+    def test_failed_downloads_count_failed_cycles_and_an_answer_resets_them(self, store):
+        """Schema version 4: status 0 is a failed download; attempts in one cycle are one
+        failure (history/state.py: fold_failure); any answer resets the count."""
+        store.record(Visit(fp(1), "http://h/a", 0.0, 200))
+        store.record(Visit(fp(2), "http://h/never", 0.0, 0))  # a first fetch that failed
+        rec = store.get(fp(2))
+        assert (rec.failures, rec.last_failure_cycle, rec.last_visit_cycle) == (1, 0, -1)
+        for cycle in (1, 2):
+            store.advance_cycle()
+            for attempt in range(3):  # Scrapy's retries within the cycle
+                rec = store.record(Visit(fp(1), "http://h/a", cycle + attempt / 10, 0))
+            assert (rec.failures, rec.last_failure_cycle) == (cycle, cycle)
+        assert not rec.gone and rec.n == 0 and rec.last_visit_cycle == 0  # no observation
+        store.record(Visit(fp(1), "http://h/a", 3.0, 0, gone=True, cycle=5))
+        store.flush()
+        arrays = store.arrays()
+        assert arrays.columns["failures"].tolist() == [3, 1]
+        assert arrays.columns["last_failure_cycle"].tolist() == [5, 0]
+        assert arrays.columns["gone"].tolist() == [True, False]
+        store.advance_cycle()
+        rec = store.record(Visit(fp(1), "http://h/a", 4.0, 503))  # an answer, if a bad one
+        assert rec.failures == 0 and rec.last_failure_cycle == 5
+        rec = store.record(Visit(fp(2), "http://h/never", 4.0, 200))
+        assert (rec.failures, rec.gone, rec.last_visit_cycle) == (0, False, 3)
+        store.flush()
+        assert store.arrays().columns["failures"].tolist() == [0, 0]
+        assert store.visit_log(url_ids=[1])["changed"].tolist() == [-1] * 9
 
     def test_cycles_advance(self, store):
         assert store.advance_cycle() == 1 and store.advance_cycle() == 2 and store.cycle == 2

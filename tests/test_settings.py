@@ -31,6 +31,7 @@ FROM_THE_COMMAND_LINE = {
     "RECRAWL_MAX_PARSE_BYTES": ("1000", 1000),
     "RECRAWL_CONDITIONAL_GET": ("False", False),
     "RECRAWL_SKIP_UNCHANGED": ("items", "items"),
+    "RECRAWL_MAX_FAILURES": ("5", 5),
     "RECRAWL_BUDGET": ("5%", Share(0.05)),  # read by parse_budget (core/budget.py)
     "RECRAWL_NEW_SHARE": ("0.3", 0.3),
     "RECRAWL_WARMUP_CYCLES": ("1", 1),

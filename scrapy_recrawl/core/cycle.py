@@ -20,7 +20,7 @@ from ..scoring import Scorer
 from ..settings import get
 from .budget import Budget, Share, cycle_budget, parse_budget
 from .plugins import ColumnProvider, Selector
-from .selection import Selection, select_recrawls
+from .selection import Selection, candidate_mask, select_recrawls
 
 
 @dataclass(frozen=True)
@@ -116,10 +116,9 @@ def plan_cycle(
     if selector is not None and budget.total is not None:
         # Plan mode: the selector's pick replaces the scorer and RECRAWL_NEW_SHARE
         # (monitoring and the per-host cap do not apply: docs/planning.md)
-        candidates = ~arrays.columns["gone"]
-        if exclude is not None and len(exclude):
-            candidates &= ~np.isin(arrays.ids, exclude)
+        candidates, waiting = candidate_mask(arrays, exclude)
         selection, new_quota = selector.select(arrays, budget, candidates, pending_new)
+        selection.backed_off = waiting
     else:
         selection = select_recrawls(
             arrays,

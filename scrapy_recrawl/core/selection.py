@@ -33,6 +33,39 @@ def monitor_mask(ids: np.ndarray, share: float, seed: int) -> np.ndarray:
     return (z >> np.uint64(11)).astype(np.float64) / float(1 << 53) < share
 
 
+def backed_off(columns: dict[str, np.ndarray], cycle: int) -> np.ndarray:
+    """URLs skipped in ``cycle`` for their failed downloads: after ``k`` consecutive
+    failed cycles, the last one ``c``, the cycles ``c + 1 .. c + 2**(k - 1)`` pass it by
+    (1, 2, 4 ... cycles; at ``RECRAWL_MAX_FAILURES`` the URL is gone instead).
+
+    The one back-off rule: both schedulers (through :func:`candidate_mask`) and any
+    replay whose state has these columns. Columns absent (a history without failures,
+    such as core/simulate.py's): nothing is backed off.
+    """
+    failures = columns.get("failures")
+    if failures is None:
+        return np.zeros(len(columns["gone"]) if "gone" in columns else 0, dtype=bool)
+    last = columns["last_failure_cycle"]
+    wait = np.left_shift(np.int64(1), np.clip(failures - 1, 0, 62).astype(np.int64))
+    return (failures > 0) & (cycle <= last + wait)
+
+
+def candidate_mask(
+    arrays: HistoryArrays, exclude: np.ndarray | None = None
+) -> tuple[np.ndarray, int]:
+    """Which known URLs may be recrawled this cycle, and how many are backed off.
+
+    Not gone, not in ``exclude`` (ids still in flight), not backed off
+    (:func:`backed_off`).
+    """
+    cols = arrays.columns
+    live = ~cols["gone"]
+    if exclude is not None and len(exclude):
+        live &= ~np.isin(arrays.ids, exclude)
+    waiting = live & backed_off(cols, arrays.cycle)
+    return live & ~waiting, int(np.count_nonzero(waiting))
+
+
 @dataclass
 class Selection:
     """URL ids to recrawl this cycle, best first, with their scores."""
@@ -41,6 +74,7 @@ class Selection:
     scores: np.ndarray
     monitored: int
     scored: int
+    backed_off: int = 0  # candidates skipped for their failed downloads (backed_off())
 
 
 def host_of(url: str) -> str:
@@ -61,15 +95,13 @@ def select_recrawls(
 ) -> Selection:
     """Score every live known URL and pick this cycle's recrawls.
 
-    Candidates: URLs not gone and not in ``exclude`` (ids still in flight).
+    Candidates: :func:`candidate_mask` (not gone, not in ``exclude``, not backed off).
     The monitoring sample comes first and outside ``k``; then the top ``k``
     by score (all candidates when ``k`` is None), at most ``max_per_domain``
     per host (``urls_of`` maps ids to URLs for that).
     """
     cols = arrays.columns
-    live = ~cols["gone"]
-    if exclude is not None and len(exclude):
-        live &= ~np.isin(arrays.ids, exclude)
+    live, waiting = candidate_mask(arrays, exclude)
     monitored = live & monitor_mask(arrays.ids, monitor_share, seed)
     candidates = np.flatnonzero(live & ~monitored)
     state = {name: col[candidates] for name, col in cols.items()}
@@ -84,7 +116,9 @@ def select_recrawls(
     mon = np.flatnonzero(monitored)
     ids = np.concatenate([arrays.ids[mon], arrays.ids[candidates[order]]])
     sel_scores = np.concatenate([np.full(len(mon), np.inf), scores[order]])
-    return Selection(ids=ids, scores=sel_scores, monitored=len(mon), scored=len(candidates))
+    return Selection(
+        ids=ids, scores=sel_scores, monitored=len(mon), scored=len(candidates), backed_off=waiting
+    )
 
 
 def scorer_order(scores: np.ndarray, k: int) -> np.ndarray:

@@ -13,6 +13,9 @@ Santos et al. 2013 sec. 5.2 / 2015 sec. 5.2:
   scorer's terminal registry) and the :class:`~scrapy_recrawl.scoring.Scorer`
   (the same code the live scheduler runs), and the top ``k`` (default 5% of
   the pages) are fetched.
+* **No failures.** A change matrix has no failed downloads, so the back-off of
+  failing URLs (``core/selection.py: backed_off``, the rule the crawl applies) never
+  applies here: its state has no ``failures`` column.
 * **What a fetch sees.** A fetch in cycle ``c`` sees the page as it is at the
   end of cycle ``c`` (a change during ``c`` is visible). A fetched page "had
   changed" if it changed in any cycle since its previous fetch. Only fetched

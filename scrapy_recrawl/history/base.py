@@ -20,6 +20,7 @@ import numpy as np
 #: 3: the store remembers the spider it belongs to (:meth:`HistoryStore.owner`).
 #: 4: nothing stored is a pickle: requests are data (history/request_codec.py), the
 #: pickled basket model is dropped.
+#: 4: each URL's consecutive failed cycles (``failures``, ``last_failure_cycle``).
 SCHEMA_VERSION = 4
 
 
@@ -85,6 +86,10 @@ class UrlRecord:
     etag: str | None = None
     last_modified: str | None = None
     has_body: bool = False
+    # consecutive cycles whose downloads of the URL failed (status 0), and the last
+    # one (-1: never); history/state.py: fold_failure (schema version 4)
+    failures: int = 0
+    last_failure_cycle: int = -1
     signature: bytes | None = field(default=None, repr=False)
 
 
@@ -103,7 +108,9 @@ class HistoryArrays:
 
     ``columns`` holds ``n``, ``X``, ``sad``, ``aad_sum``, ``gad``,
     ``last_visit_cycle``, ``last_visit_time``, ``D``, ``A``, ``R``, ``M``,
-    ``gone`` — the input of :func:`scrapy_recrawl.scoring.registry.compute_terminals`.
+    ``gone``, ``failures``, ``last_failure_cycle`` — the input of
+    :func:`scrapy_recrawl.scoring.registry.compute_terminals` and of the cycle
+    core's candidate rule (``core/selection.py``).
     """
 
     ids: np.ndarray
@@ -161,8 +168,9 @@ class HistoryStore(Protocol):
 
     def record(self, visit: Visit) -> UrlRecord:
         """Fold one visit into the URL's state (the one update rule of
-        :mod:`~scrapy_recrawl.history.state`) and append it to the visit log,
-        atomically per URL; returns the updated record. A new URL gets the next id."""
+        :mod:`~scrapy_recrawl.history.state`: the estimators, and the failure count
+        of ``fold_failure``) and append it to the visit log, atomically per URL;
+        returns the updated record. A new URL gets the next id."""
         ...
 
     def body(self, fingerprint: bytes) -> StoredBody | None:

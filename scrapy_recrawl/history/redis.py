@@ -19,7 +19,7 @@ history per spider):
 
 ``{p}:rows:{shard}``
     The per-URL numbers as fixed-width little-endian rows of
-    :data:`ROW_DTYPE` (112 bytes), row ``id - 1`` of a string of
+    :data:`ROW_DTYPE` (120 bytes; 112 before schema version 4), row ``id - 1`` of a string of
     ``2**20`` rows per shard. Updated in place by ``SETRANGE``; read back for
     scoring by a few ``GETRANGE`` s of megabytes each straight into numpy, so
     rescoring a million URLs is a handful of round trips, not a million
@@ -88,7 +88,6 @@ from .redis_schema import (
     LOST_ERROR,
     MIGRATE_1_TO_2_LUA,
     MIGRATE_2_TO_3_LUA,
-    MIGRATE_3_TO_4_LUA,
     POP_FRONTIER_LUA,
     PUSH_FRONTIER_LUA,
     READ_CHUNK,
@@ -101,6 +100,7 @@ from .redis_schema import (
     delete_own_keys,
     guarded,
     v4_requests_as_data,
+    widen_rows_v3,
 )
 from .request_codec import decode_stored, encode_stored
 
@@ -327,12 +327,17 @@ class RedisHistoryStore:
                 meta = self._k("meta")
                 self._call("migrate", lambda c, m=meta: c.eval(MIGRATE_2_TO_3_LUA, 1, m))
             elif step == 3:
-                self._migrate_3_to_4()
+                self._call("migrate", self._migrate_3_to_4)
 
-    def _migrate_3_to_4(self) -> None:
-        """Version 4: nothing stored is a pickle (issue 16)."""
+    def _migrate_3_to_4(self, client: Any) -> None:
+        """Version 4, every part of it in one MULTI/EXEC, under WATCH: a process of the
+        old release recording meanwhile (or another one migrating) makes it start again;
+        a store some other process already migrated is left alone."""
+        import redis
+
         where = f"{self.location} (key {self.key!r})"
-        dropped = self._call("migrate", lambda c: v4_requests_as_data(c, self.key))
+        # its part for requests first: field by field, compare-and-set, safe to run again
+        dropped = v4_requests_as_data(client, self.key)
         if sum(dropped.values()):
             logger.warning(
                 REQUESTS_DROPPED,
@@ -341,10 +346,43 @@ class RedisHistoryStore:
                 dropped["requests"],
                 dropped["frontier"],
             )
-        keys = [self._k("meta"), self._side(BASKET_MODEL_TABLE)]
-        done = self._call("migrate", lambda c: c.eval(MIGRATE_3_TO_4_LUA, len(keys), *keys))
-        if int(done) == 2:
-            logger.warning(MODEL_DROPPED, where)
+        meta = self._k("meta")
+        model = self._side(BASKET_MODEL_TABLE)  # a pickle in version 3: dropped, never read
+        for _ in range(100):
+            with client.pipeline() as pipe:
+                try:
+                    pipe.watch(meta, self._k("next_id"))
+                    if int(pipe.hget(meta, "schema_version") or 0) != 3:
+                        return
+                    writes = self._v4_failure_counts(pipe)
+                    had_model = bool(pipe.exists(model))
+                    pipe.multi()
+                    for write in writes:
+                        write(pipe)
+                    pipe.delete(model)
+                    pipe.hset(meta, "schema_version", 4)
+                    pipe.execute()
+                    if had_model:
+                        logger.warning(MODEL_DROPPED, where)
+                    return
+                except redis.WatchError:
+                    continue
+        raise HistoryStoreError(
+            f"history store {self.location}: the migration to schema version 4 kept being "
+            "interrupted by other writers; stop the crawlers of the older release and retry"
+        )
+
+    def _v4_failure_counts(self, pipe: Any) -> list[Any]:
+        """Version 4's part for failed downloads: every row widened by ``failures`` (0)
+        and ``last_failure_cycle`` (-1), 112 -> 120 bytes. Reads (the shards, watched)
+        now, on the WATCHing ``pipe``; returns the writes to queue inside MULTI."""
+        total = int(pipe.get(self._k("next_id")) or 0)
+        rps = int(pipe.hget(self._k("meta"), "rows_per_shard") or ROWS_PER_SHARD)
+        shards = [self._k(f"rows:{s}") for s in range((total + rps - 1) // rps)]
+        if shards:
+            pipe.watch(*shards)
+        widened = [(key, widen_rows_v3(pipe.get(key) or b"")) for key in shards]
+        return [lambda p, key=key, rows=rows: p.set(key, rows) for key, rows in widened]
 
     def close(self) -> None:
         if self._client is None:
@@ -467,6 +505,8 @@ class RedisHistoryStore:
             etag=_validator(etag),
             last_modified=_validator(lastmod),
             has_body=bool(r["has_body"]),
+            failures=int(r["failures"]),
+            last_failure_cycle=int(r["last_failure_cycle"]),
             signature=sig,
         )
 
@@ -572,6 +612,8 @@ class RedisHistoryStore:
             "R": np.ascontiguousarray(table["R"]),
             "M": np.ascontiguousarray(table["M"]),
             "gone": table["gone"].astype(bool),
+            "failures": table["failures"].astype(np.int64),
+            "last_failure_cycle": table["last_failure_cycle"].astype(np.int64),
         }
         return HistoryArrays(ids=keep.astype(np.int64) + 1, columns=columns, cycle=cycle)
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 #: One URL's numbers, as the Lua script packs them (struct format ``ROW_FORMAT``).
+#: Schema version 4 added ``failures`` and ``last_failure_cycle`` (120 bytes a row).
 ROW_DTYPE = np.dtype(
     [
         ("n", "<i4"),
@@ -22,6 +23,8 @@ ROW_DTYPE = np.dtype(
         ("last_visit_cycle", "<i4"),
         ("last_change_cycle", "<i4"),
         ("first_cycle", "<i4"),
+        ("failures", "<i4"),  # consecutive failed cycles (history/state.py: fold_failure)
+        ("last_failure_cycle", "<i4"),  # -1: never failed
         ("gone", "u1"),
         ("has_body", "u1"),
         ("present", "u1"),
@@ -40,8 +43,15 @@ ROW_DTYPE = np.dtype(
 )
 
 
-ROW_FORMAT = "<i4i4i4i4i4i4i4BBBBdddddddddd"
-assert ROW_DTYPE.itemsize == struct.calcsize("<iiiiiiiBBBBdddddddddd") == 112
+ROW_FORMAT = "<i4i4i4i4i4i4i4i4i4BBBBdddddddddd"
+ROW_SIZE = ROW_DTYPE.itemsize
+assert ROW_SIZE == struct.calcsize("<iiiiiiiiiBBBBdddddddddd") == 120
+
+#: The row of schema versions 1 to 3 (112 bytes): read once, by the migration to 4.
+ROW_DTYPE_V3 = np.dtype(
+    [f for f in ROW_DTYPE.descr if f[0] not in ("failures", "last_failure_cycle")]
+)
+assert ROW_DTYPE_V3.itemsize == 112
 
 
 #: One visit-log entry (the columns of SqliteHistoryStore.visit_log()).
@@ -65,7 +75,7 @@ LOG_DTYPE = np.dtype(
 LOG_FORMAT = "<i8di4i4i4i4i4i4i4i4i8"
 
 
-#: Rows per ``{p}:rows:{shard}`` string: 2**20 * 112 bytes = 112 MiB, under Redis's 512 MiB.
+#: Rows per ``{p}:rows:{shard}`` string: 2**20 * 120 bytes = 120 MiB, under Redis's 512 MiB.
 ROWS_PER_SHARD = 1 << 20
 
 
@@ -109,14 +119,14 @@ local logcap = tonumber(ARGV[20])
 local rps = tonumber(ARGV[21])
 local FMT = ARGV[22]
 local LOGFMT = ARGV[23]
-local ROWSIZE = 112
+local ROWSIZE = __ROWSIZE__
 
 local cur = tonumber(redis.call('GET', P .. ':cycle') or '0')
 local cycle = cur
 if vcycle ~= '' then cycle = tonumber(vcycle) end
 local nan = 0 / 0
 
-local n, X, visits, st, lvc, lcc, fc, gone, hb, present, cw
+local n, X, visits, st, lvc, lcc, fc, fails, lfc, gone, hb, present, cw
 local sad, aad, gad, lvt, lct, fs, D, A, R, M
 local id = redis.call('HGET', P .. ':ids', fp)
 local shard, off
@@ -125,14 +135,15 @@ if id then
   shard = math.floor((id - 1) / rps)
   off = ((id - 1) % rps) * ROWSIZE
   local row = redis.call('GETRANGE', P .. ':rows:' .. shard, off, off + ROWSIZE - 1)
-  n, X, visits, st, lvc, lcc, fc, gone, hb, present, cw,
+  n, X, visits, st, lvc, lcc, fc, fails, lfc, gone, hb, present, cw,
     sad, aad, gad, lvt, lct, fs, D, A, R, M = struct.unpack(FMT, row)
 else
   id = redis.call('INCR', P .. ':next_id')
   redis.call('HSET', P .. ':ids', fp, id)
   shard = math.floor((id - 1) / rps)
   off = ((id - 1) % rps) * ROWSIZE
-  n, X, visits, st, lvc, lcc, fc, gone, hb, present, cw = 0, 0, 0, 0, -1, -1, cur, 0, 0, 1, 0
+  n, X, visits, st, lvc, lcc, fc, fails, lfc, gone, hb, present, cw =
+    0, 0, 0, 0, -1, -1, cur, 0, -1, 0, 0, 1, 0
   sad, aad, gad, lvt, lct, fs, D, A, R, M = 0, 0, 0, nan, nan, t, nan, nan, nan, nan
 end
 
@@ -178,6 +189,13 @@ if good then
 elseif vgone then
   gone = 1
 end
+-- state.fold_failure: consecutive failed cycles (status 0), one per cycle
+if status == 0 then
+  if not (lfc == cycle and fails > 0) then fails = fails + 1 end
+  lfc = cycle
+else
+  fails = 0
+end
 local stored_sig = false
 if sig ~= '' then
   redis.call('HSET', P .. ':sig', id, string.sub(sig, 2))
@@ -191,7 +209,7 @@ if body ~= '' and good then
 end
 redis.call('HSET', P .. ':urls', id, url)
 
-local newrow = struct.pack(FMT, n, X, visits, st, lvc, lcc, fc, gone, hb, present, cw,
+local newrow = struct.pack(FMT, n, X, visits, st, lvc, lcc, fc, fails, lfc, gone, hb, present, cw,
   sad, aad, gad, lvt, lct, fs, D, A, R, M)
 redis.call('SETRANGE', P .. ':rows:' .. shard, off, newrow)
 
@@ -207,7 +225,7 @@ else
 end
 redis.call('HSETNX', P .. ':logstart', cycle, entry_id)
 return {id, newrow, redis.call('HGET', E, id), redis.call('HGET', L, id), stored_sig}
-"""
+""".replace("__ROWSIZE__", str(ROW_SIZE))
 
 
 GET_LUA = r"""
@@ -217,15 +235,16 @@ local id = redis.call('HGET', P .. ':ids', ARGV[2])
 if not id then return false end
 local rps = tonumber(ARGV[5])
 local n = tonumber(id)
-local off = ((n - 1) % rps) * 112
-local row = redis.call('GETRANGE', P .. ':rows:' .. math.floor((n - 1) / rps), off, off + 111)
+local off = ((n - 1) % rps) * __ROWSIZE__
+local row = redis.call('GETRANGE', P .. ':rows:' .. math.floor((n - 1) / rps), off,
+  off + __ROWSIZE__ - 1)
 local sig = false
 if ARGV[3] == '1' then sig = redis.call('HGET', P .. ':sig', id) end
 local body = false
 if ARGV[4] == '1' then body = redis.call('HGET', P .. ':body', id) end
 return {n, row, redis.call('HGET', P .. ':urls', id), redis.call('HGET', P .. ':etag', id),
   redis.call('HGET', P .. ':lastmod', id), sig, body}
-"""
+""".replace("__ROWSIZE__", str(ROW_SIZE))
 
 
 PUSH_FRONTIER_LUA = r"""
@@ -389,18 +408,6 @@ def v4_requests_as_data(client: Any, prefix: str) -> dict[str, int]:
     return dropped
 
 
-MIGRATE_3_TO_4_LUA = r"""
--- Version 4: nothing stored is a pickle. The requests were re-encoded before this
--- script (v4_requests_as_data); here the pickled basket model goes and the version
--- moves on. KEYS meta, the basket model's side hash. Returns 1 + 1 if a model was
--- dropped, 0 if another process migrated first.
-if tonumber(redis.call('HGET', KEYS[1], 'schema_version')) ~= 3 then return 0 end
-local model = redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[1], 'schema_version', 4)
-return 1 + model
-"""
-
-
 #: The error a guarded script answers with when the store's epoch is not the caller's.
 LOST_ERROR = "RECRAWL_STORE_LOST"
 
@@ -432,3 +439,14 @@ def guarded(script: str) -> str:
 ADVANCE_CYCLE_LUA = r"""
 return redis.call('INCR', ARGV[1] .. ':cycle')
 """
+
+
+def widen_rows_v3(blob: bytes) -> bytes:
+    """Version 4's part for failed downloads: 112-byte rows -> 120-byte rows with
+    ``failures`` 0 and ``last_failure_cycle`` -1 (nothing before counted them)."""
+    old = np.frombuffer(blob[: len(blob) - len(blob) % ROW_DTYPE_V3.itemsize], dtype=ROW_DTYPE_V3)
+    new = np.zeros(len(old), dtype=ROW_DTYPE)
+    for name in ROW_DTYPE_V3.names or ():
+        new[name] = old[name]
+    new["last_failure_cycle"] = -1
+    return new.tobytes()

@@ -41,13 +41,13 @@ from .records import check_table, pack_list, unpack_list, window_from_log
 from .request_codec import decode_stored, encode_stored
 from .sqlite_readonly import connect_read_only
 from .sqlite_schema import MIGRATIONS, OWNER_SQL, SCHEMA, NotAStore, schema_version
-from .state import observe
+from .state import fold_failure, observe
 
 # Column order of the urls table as UrlRecord fields (row <-> record).
 _URL_COLUMNS = (
     "id fingerprint url first_seen first_cycle visits n x sad aad_sum gad "
     "last_visit_cycle last_visit_time last_change_cycle last_change_time d a r m "
-    "status gone etag last_modified has_body"
+    "status gone etag last_modified has_body failures last_failure_cycle"
 ).split()
 
 
@@ -71,6 +71,8 @@ _ARRAY_COLUMNS: list[tuple[str, str, Any]] = [
     ("R", "IFNULL(r, -1)", np.float64),
     ("M", "IFNULL(m, -1)", np.float64),
     ("gone", "gone", np.bool_),
+    ("failures", "failures", np.int64),
+    ("last_failure_cycle", "last_failure_cycle", np.int64),
 ]
 
 
@@ -530,6 +532,9 @@ class SqliteHistoryStore:
                 rec.etag, rec.last_modified = visit.etag, visit.last_modified
         elif visit.gone:
             rec.gone = True
+        rec.failures, rec.last_failure_cycle = fold_failure(
+            rec.failures, rec.last_failure_cycle, visit.status, cycle
+        )
         if visit.signature is not None:
             rec.signature = visit.signature
             self._signatures[rec.id] = visit.signature

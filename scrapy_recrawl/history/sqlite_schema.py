@@ -44,7 +44,9 @@ CREATE TABLE IF NOT EXISTS urls (
     gone INTEGER NOT NULL DEFAULT 0,
     etag TEXT,
     last_modified TEXT,
-    has_body INTEGER NOT NULL DEFAULT 0
+    has_body INTEGER NOT NULL DEFAULT 0,
+    failures INTEGER NOT NULL DEFAULT 0,
+    last_failure_cycle INTEGER NOT NULL DEFAULT -1
 );
 CREATE TABLE IF NOT EXISTS signatures (url_id INTEGER PRIMARY KEY, signature BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS requests (url_id INTEGER PRIMARY KEY, request BLOB NOT NULL);
@@ -162,10 +164,23 @@ def _where(db: sqlite3.Connection) -> str:
     return f"sqlite:///{path}"
 
 
+def _v4_failure_counts(db: sqlite3.Connection) -> None:
+    """Version 4, its part for failed downloads: each URL's consecutive failed cycles
+    (``failures``) and the last of them (``last_failure_cycle``, -1: never).
+
+    Nothing before counted them: every URL starts at 0 failures. (A URL that only ever
+    failed has ``last_visit_cycle`` -1 and is still a candidate; its next failure
+    starts its count.)
+    """
+    db.execute("ALTER TABLE urls ADD COLUMN failures INTEGER NOT NULL DEFAULT 0")
+    db.execute("ALTER TABLE urls ADD COLUMN last_failure_cycle INTEGER NOT NULL DEFAULT -1")
+
+
 def _migrate_3_to_4(db: sqlite3.Connection) -> None:
-    """Version 4: nothing stored is a pickle (issue 16)."""
+    """Version 4: every change of format of this release, one step (each its own part)."""
     _v4_requests_as_data(db)
     _v4_drop_pickled_models(db)
+    _v4_failure_counts(db)
 
 
 # Migrations from schema version v to v + 1, each run in one transaction.

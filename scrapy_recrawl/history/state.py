@@ -62,3 +62,30 @@ def observe(n: T, X: T, sad: T, aad_sum: T, gad: T, changed: T) -> tuple[T, T, T
         new[3],
         new[4],
     )  # type: ignore[return-value]
+
+
+# -- failed downloads: the consecutive-failure count (schema version 4) ------------
+#
+# A visit with no response at all (status 0: connection refused, DNS error,
+# timeout, a download cancelled over DOWNLOAD_MAXSIZE, dropped below the recording
+# middleware) is a *failed visit*. The count is of failed **cycles** in a row:
+# Scrapy's RetryMiddleware may try a URL several times in one cycle, and those
+# attempts are one failure; any visit that gets an answer resets it. The cycle core
+# turns the count into a back-off (core/selection.py: backed_off) and the middleware
+# marks the URL gone at RECRAWL_MAX_FAILURES. Redis's RECORD_LUA mirrors this rule.
+
+
+def failed(status: int) -> bool:
+    """Whether a visit of this status is a failed download (no response at all)."""
+    return status == 0
+
+
+def fold_failure(
+    failures: int, last_failure_cycle: int, status: int, cycle: int
+) -> tuple[int, int]:
+    """The URL's ``(failures, last_failure_cycle)`` after a visit of ``status`` in ``cycle``."""
+    if not failed(status):
+        return 0, last_failure_cycle
+    if last_failure_cycle == cycle and failures > 0:
+        return failures, cycle  # another attempt of the same cycle: one failure
+    return failures + 1, cycle
