@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 $(STAMP): setup.cfg pyproject.toml setup.py $(wildcard scrapy_recrawl/*/*.pyx)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,docs,ml,planning]'
+	$(BIN)/python -m pip install --quiet -e '.[test,docs,ml,planning,plot]'
 	touch $(STAMP)
 
 demo: $(STAMP)
