@@ -157,12 +157,12 @@ def plot(result: EvolveResult, path: str, labels: Sequence[str] | None = None) -
         ) from None
     labels = list(result.test) if labels is None else list(labels)
     fig, ax = plt.subplots(figsize=(10, 5.5))
-    ax.set_prop_cycle(color=plt.get_cmap("tab20").colors)
+    ax.set_prop_cycle(color=[plt.get_cmap("tab20")(i) for i in range(20)])
     for label in labels:
         r = result.test[label]
         x = np.arange(r.warmup, r.warmup + r.change_rate.size)
-        style = {"linewidth": 2.5} if label in ("winner", ORACLE) else {"linewidth": 1.0}
-        ax.plot(x, r.change_rate, label=label, **style)
+        width = 2.5 if label in ("winner", ORACLE) else 1.0
+        ax.plot(x, r.change_rate, label=label, linewidth=width)
     ax.set_xlabel("cycle")
     ax.set_ylabel("ChangeRate (test fold)")
     ax.set_title(f"recrawl-evolve: {math.floor(result.pages['test'])} test pages")
