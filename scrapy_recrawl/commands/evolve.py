@@ -6,8 +6,13 @@ unbiased histories a crawl has); anywhere, ``--history FILE`` reads a
 ``.npz`` (array ``changes``, pages x cycles) or a CSV (``url,cycle,changed``).
 Every GP4C parameter is an option, the papers' value its default.
 
-It prints a progress line per generation and seed (stderr), then a table of
-the winner and every preset on the test fold, then ``expression: <...>``.
+Before the run it warns (stderr) when the history is too small for the
+settings asked (learn/preflight.py); ``--dry-run`` prints what would run and
+how long it should take, and stops there. During the run, one progress bar
+with its ETA (stderr; a log gets a line per quarter of the run). Then a table
+of the winner and every preset on the test fold, the spread over seeds and
+held-out folds with a warning when the winner is not better than the best
+preset beyond noise (learn/noise.py), and ``expression: <...>``.
 ``--output FILE.json`` saves the expression with its metrics and parameters;
 ``RECRAWL_SCORER = "FILE.json"`` then uses it.
 """
@@ -24,6 +29,7 @@ from scrapy_recrawl.learn import gp
 from scrapy_recrawl.learn.config import FITNESS, SELECTION, EvolveConfig
 from scrapy_recrawl.learn.evolve import evolve
 from scrapy_recrawl.learn.histories import History, HistoryError, from_store, load
+from scrapy_recrawl.learn.preflight import dry_run, size_warnings
 from scrapy_recrawl.learn.report import plot, save_json
 
 from . import InputError, RecrawlCommand, check_output
@@ -176,9 +182,16 @@ class Command(RecrawlCommand):
         g.add_argument(
             "--plot",
             metavar="FILE.png",
-            help="per-cycle ChangeRate on the test fold (needs matplotlib)",
+            help="fitness over generations per seed, and the winner against the presets "
+            "per cycle on the test fold (.png or .svg; needs matplotlib)",
         )
-        g.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+        g.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+        g.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="print what would run (history, folds, seeds, evaluations) and how long it "
+            "should take (one generation timed on this history), and run nothing",
+        )
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if args:
@@ -234,6 +247,11 @@ class Command(RecrawlCommand):
             f"history: {history.source}: {history.pages} pages x {history.cycles} cycles",
             file=sys.stderr,
         )
+        for line in size_warnings(history.changes, config):
+            print(f"warning: history too small: {line}", file=sys.stderr)
+        if opts.dry_run:
+            print(dry_run(history.changes, config).text())
+            return
         try:
             result = evolve(
                 history.changes,
@@ -244,6 +262,9 @@ class Command(RecrawlCommand):
         except ValueError as exc:
             raise InputError(str(exc)) from None
         print(result.table())
+        warning = result.noise.warning() if result.noise is not None else None
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
         if opts.output:
             save_json(result, opts.output)
             print(f"\nsaved to {opts.output} (use it with RECRAWL_SCORER = {opts.output!r})")

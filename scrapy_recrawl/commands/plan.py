@@ -1,9 +1,17 @@
 """``scrapy recrawl-plan``: solve and print a WebFountain crawl plan, or replay it.
 
-Without ``--history``, the plan is solved on the paper's synthetic set-up
-(:func:`scrapy_recrawl.planning.paper_instance`, scaled by ``--pages``) and
-printed per period (crawled, obsolete: the paper's Table 3 / Figure 4
-quantities) and per bucket (pages to crawl each period).
+By default the plan is solved from the spider's own history store (opened
+read-only, ``--spider`` as for every offline command): its live, fetched URLs
+in change-rate buckets (``RECRAWL_BUCKETS``) with their rates and expected
+obsolete copies, the frontier's waiting new URLs, ``RECRAWL_BUDGET`` pages per
+period and ``RECRAWL_PLAN_PERIODS`` periods: the plan a crawl in plan mode
+would solve now (planning/webfountain.py: ``current_buckets``,
+``solve_from_buckets``). It is printed per period (crawled, obsolete: the
+paper's Table 3 / Figure 4 quantities) and per bucket (pages to crawl each
+period).
+
+``--synthetic`` solves the paper's synthetic set-up instead
+(:func:`scrapy_recrawl.planning.paper_instance`, scaled by ``--pages``).
 
 With ``--history FILE.npz`` (a change matrix, as in ``../shared/data/changes``)
 the planner is replayed in the simulator for each strategy, beside the
@@ -18,7 +26,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+import numpy as np
 from scrapy.exceptions import UsageError
+
+from scrapy_recrawl.learn.tables import markdown_table
 
 from . import InputError, RecrawlCommand
 
@@ -26,38 +37,40 @@ ALL = "all"
 
 
 def format_plan(plan: Any, *, buckets: bool = True, out: TextIO | None = None) -> str:
-    """The plan as markdown: one row per period, then one row per bucket."""
-    lines = [
+    """The plan as Markdown tables: one row per period, then one row per bucket."""
+    periods = markdown_table(
+        ("period", "crawled old", "crawled new", "obsolete old", "new waiting",
+         "obsolete total", "pages"),
+        (
+            (r["period"], *(f"{r[c]:.0f}" for c in (
+                "crawled_old", "crawled_new", "obsolete_old", "new_waiting", "obsolete", "pages")))
+            for r in plan.table()
+        ),
+        right=range(7),
+    )  # fmt: skip
+    parts = [
         f"strategy {plan.strategy}: objective {plan.objective:.6g}, "
         f"{plan.periods} periods x {plan.buckets} buckets, solver: {plan.status} "
         f"({plan.iterations} iterations, {plan.seconds:.1f} s)",
-        "",
-        "| period | crawled old | crawled new | obsolete old | new waiting | obsolete total | pages |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        periods,
     ]
-    for row in plan.table():
-        lines.append(
-            "| {period} | {crawled_old:.0f} | {crawled_new:.0f} | {obsolete_old:.0f} "
-            "| {new_waiting:.0f} | {obsolete:.0f} | {pages:.0f} |".format(**row)
-        )
     if buckets:
         T = plan.periods
         cpp = plan.crawls_per_page()
-        lines += [
-            "",
+        parts += [
             "Pages to crawl per bucket and period (x_it), crawls per page per cycle:",
-            "",
-            "| bucket | pages | change/period | "
-            + " | ".join(f"t{t + 1}" for t in range(T))
-            + " | crawls/page |",
-            "|---:|---:|---:|" + "---:|" * T + "---:|",
-        ]
-        for i in range(plan.buckets):
-            xs = " | ".join(f"{plan.x[t, i]:.0f}" for t in range(T))
-            lines.append(
-                f"| {i} | {plan.b0[i]:.0f} | {plan.change[0, i]:.4f} | {xs} | {cpp[i]:.2f} |"
-            )
-    text = "\n".join(lines) + "\n"
+            markdown_table(
+                ("bucket", "pages", "change/period", *(f"t{t + 1}" for t in range(T)),
+                 "crawls/page"),
+                (
+                    (i, f"{plan.b0[i]:.0f}", f"{plan.change[0, i]:.4f}",
+                     *(f"{plan.x[t, i]:.0f}" for t in range(T)), f"{cpp[i]:.2f}")
+                    for i in range(plan.buckets)
+                ),
+                right=range(T + 4),
+            ),
+        ]  # fmt: skip
+    text = "\n\n".join(parts) + "\n"
     if out is not None:
         out.write(text)
     return text
@@ -66,29 +79,32 @@ def format_plan(plan: Any, *, buckets: bool = True, out: TextIO | None = None) -
 def format_comparison(plans: Sequence[Any], out: TextIO | None = None) -> str:
     """Strategies side by side: objective, pages and obsolete at the end, crawl shape,
     and the obsolete pages per period (Table 3 and Figure 4 of the paper)."""
-    lines = [
-        "| strategy | objective | total pages at end | obsolete at end | buckets not crawled "
-        "| buckets crawled > 1x | min crawls/page | max crawls/page | solve s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    rows = []
     for p in plans:
         cpp = p.crawls_per_page()
-        lines.append(
-            f"| {p.strategy} | {p.objective:.4g} | {p.total_pages:.4g} | {p.obsolete[-1]:.4g} "
-            f"| {(cpp < 0.05).mean():.0%} | {(cpp > 1.1).mean():.0%} | {cpp.min():.2f} "
-            f"| {cpp.max():.2f} | {p.seconds:.1f} |"
-        )
+        rows.append(
+            (p.strategy, f"{p.objective:.4g}", f"{p.total_pages:.4g}", f"{p.obsolete[-1]:.4g}",
+             f"{(cpp < 0.05).mean():.0%}", f"{(cpp > 1.1).mean():.0%}", f"{cpp.min():.2f}",
+             f"{cpp.max():.2f}", f"{p.seconds:.1f}")
+        )  # fmt: skip
     T = plans[0].periods if plans else 0
-    lines += [
-        "",
-        "Obsolete pages at the end of each period (old obsolete + new waiting):",
-        "",
-        "| period | " + " | ".join(p.strategy for p in plans) + " |",
-        "|---:|" + "---:|" * len(plans),
-    ]
-    for t in range(T):
-        lines.append(f"| {t + 1} | " + " | ".join(f"{p.obsolete[t]:.0f}" for p in plans) + " |")
-    text = "\n".join(lines) + "\n"
+    text = "\n\n".join(
+        [
+            markdown_table(
+                ("strategy", "objective", "total pages at end", "obsolete at end",
+                 "buckets not crawled", "buckets crawled > 1x", "min crawls/page",
+                 "max crawls/page", "solve s"),
+                rows,
+                right=range(1, 9),
+            ),
+            "Obsolete pages at the end of each period (old obsolete + new waiting):",
+            markdown_table(
+                ("period", *(p.strategy for p in plans)),
+                ((t + 1, *(f"{p.obsolete[t]:.0f}" for p in plans)) for t in range(T)),
+                right=range(len(plans) + 1),
+            ),
+        ]
+    ) + "\n"  # fmt: skip
     if out is not None:
         out.write(text)
     return text
@@ -97,16 +113,24 @@ def format_comparison(plans: Sequence[Any], out: TextIO | None = None) -> str:
 def format_replays(
     rows: Sequence[tuple[str, str, dict[str, float]]], out: TextIO | None = None
 ) -> str:
-    """``(dataset, policy, summary)`` rows as one markdown table."""
-    lines = [
-        "| dataset | policy | ChangeRate | NDCG | freshness |",
-        "|---|---|---:|---:|---:|",
-    ]
-    for data, policy, s in rows:
-        lines.append(
-            f"| {data} | {policy} | {s['change_rate']:.4f} | {s['ndcg']:.4f} | {s['freshness']:.4f} |"
+    """``(dataset, policy, summary)`` rows as one Markdown table."""
+    text = (
+        markdown_table(
+            ("dataset", "policy", "ChangeRate", "NDCG", "freshness"),
+            (
+                (
+                    data,
+                    policy,
+                    f"{s['change_rate']:.4f}",
+                    f"{s['ndcg']:.4f}",
+                    f"{s['freshness']:.4f}",
+                )
+                for data, policy, s in rows
+            ),
+            right=(2, 3, 4),
         )
-    text = "\n".join(lines) + "\n"
+        + "\n"
+    )
     if out is not None:
         out.write(text)
     return text
@@ -125,8 +149,13 @@ def _budget(value: str) -> float:
 class Command(RecrawlCommand):
     """``scrapy recrawl-plan``."""
 
+    reads_history = True
+
     def short_desc(self) -> str:
-        return "Solve a WebFountain crawl plan (paper 003) and print it, or replay it on a change history"
+        return (
+            "Solve the WebFountain crawl plan (paper 003) of the spider's store and print it, "
+            "or replay it on a change history"
+        )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
@@ -136,22 +165,35 @@ class Command(RecrawlCommand):
             default=ALL,
             help="strategy1, strategy2, strategy3 or all (default: all)",
         )
-        g.add_argument("--periods", type=int, default=14, help="periods T (default 14)")
         g.add_argument(
-            "--buckets", type=int, default=64, help="change-rate buckets, 1..256 (default 64)"
+            "--periods",
+            type=int,
+            default=None,
+            help="periods T (default: RECRAWL_PLAN_PERIODS, 14)",
+        )
+        g.add_argument(
+            "--buckets",
+            type=int,
+            default=None,
+            help="change-rate buckets, 1..256 (default: RECRAWL_BUCKETS, 64)",
         )
         g.add_argument(
             "--budget",
             type=_budget,
             default=None,
-            help="pages per period; below 1, a share of the pages (default: 1.5 crawls per "
-            "page per cycle on the synthetic set-up, 0.05 with --history)",
+            help="pages per period; below 1, a share of the pages (default: RECRAWL_BUDGET "
+            "on the store, 1.5 crawls per page per cycle with --synthetic, 0.05 with --history)",
+        )
+        g.add_argument(
+            "--synthetic",
+            action="store_true",
+            help="solve the paper's synthetic set-up (scaled by --pages), not the spider's store",
         )
         g.add_argument(
             "--pages",
             type=float,
             default=500_000.0,
-            help="pages of the synthetic set-up (the paper's 500M, scaled; default 500000)",
+            help="pages of the --synthetic set-up (the paper's 500M, scaled; default 500000)",
         )
         g.add_argument(
             "--no-buckets", action="store_true", help="omit the per-bucket table of the plan"
@@ -195,7 +237,18 @@ class Command(RecrawlCommand):
                 print_help=False,
             ) from None
         from scrapy_recrawl.planning import PlanError
+        from scrapy_recrawl.settings import RecrawlSettingError, get
 
+        if opts.history and opts.synthetic:
+            raise UsageError("--history and --synthetic: choose one", print_help=False)
+        settings: Any = self.settings
+        try:  # the crawl's plan-mode settings, unless the options say otherwise
+            if opts.periods is None:
+                opts.periods = get(settings, "RECRAWL_PLAN_PERIODS", int)
+            if opts.buckets is None:
+                opts.buckets = get(settings, "RECRAWL_BUCKETS", int)
+        except RecrawlSettingError as exc:
+            raise UsageError(str(exc), print_help=False) from None
         if not 1 <= opts.buckets <= 256:
             raise UsageError(f"--buckets {opts.buckets}: expected 1..256", print_help=False)
         if opts.periods < 1:
@@ -203,8 +256,10 @@ class Command(RecrawlCommand):
         try:
             if opts.history:
                 self._replay(opts, out)
-            else:
+            elif opts.synthetic:
                 self._synthetic(opts, out)
+            else:
+                self._store(opts, out)
         except PlanError as exc:
             raise UsageError(str(exc), print_help=False) from None
 
@@ -222,6 +277,65 @@ class Command(RecrawlCommand):
         plans = []
         for s in self.strategies(opts):
             plan = solve_plan(**inst, weights=s, max_seconds=opts.max_seconds)
+            plans.append(plan)
+            format_plan(plan, buckets=not opts.no_buckets, out=out)
+            out.write("\n")
+        if len(plans) > 1:
+            format_comparison(plans, out=out)
+
+    def _store(self, opts: argparse.Namespace, out: TextIO) -> None:
+        """The plan a crawl in plan mode would solve now, from the spider's own store."""
+        from scrapy_recrawl.core.budget import budget_pages
+        from scrapy_recrawl.core.selection import candidate_mask
+        from scrapy_recrawl.planning import PlanError
+        from scrapy_recrawl.planning.plugin import _prior
+        from scrapy_recrawl.planning.webfountain import current_buckets, solve_from_buckets
+        from scrapy_recrawl.settings import RecrawlSettingError, get
+
+        settings: Any = self.settings
+        store = self.open_history(opts)  # read-only: never created, migrated or changed
+        try:
+            arrays = store.arrays()
+            waiting = int(store.frontier_size())
+            where = getattr(store, "location", "the history store")
+        finally:
+            store.close()
+        cols = arrays.columns
+        known = candidate_mask(arrays)[0] & (np.asarray(cols["last_visit_cycle"]) >= 0)
+        if not known.any():
+            raise InputError(
+                f"{where}: no live page fetched yet, so no bucket to plan for: crawl first, "
+                "or pass --synthetic for the paper's set-up"
+            )
+        try:
+            prior = _prior(settings)
+            if opts.budget is None:
+                k = budget_pages(get(settings, "RECRAWL_BUDGET"), int(known.sum()))
+            else:
+                k = (
+                    budget_pages(opts.budget, int(known.sum()))
+                    if opts.budget < 1
+                    else int(opts.budget)
+                )
+        except RecrawlSettingError as exc:
+            raise UsageError(str(exc), print_help=False) from None
+        _, stats = current_buckets(cols, arrays.cycle, opts.buckets, known, prior=prior)
+        rates = stats.rate
+        out.write(
+            f"{where}: cycle {arrays.cycle}, {int(known.sum())} live pages fetched before in "
+            f"{stats.buckets.size} non-empty buckets of {opts.buckets} (change rates "
+            f"{rates.min():.3g}..{rates.max():.3g} per cycle), {waiting} new URLs waiting, "
+            f"budget {k} pages per period, T = {opts.periods}\n\n"
+        )
+        plans = []
+        for s in self.strategies(opts):
+            try:
+                plan = solve_from_buckets(
+                    stats, opts.periods, k, strategy=s, new_waiting=waiting,
+                    max_seconds=opts.max_seconds,
+                )  # fmt: skip
+            except PlanError as exc:
+                raise InputError(f"{where}: {s}: {exc}") from None
             plans.append(plan)
             format_plan(plan, buckets=not opts.no_buckets, out=out)
             out.write("\n")

@@ -67,10 +67,11 @@ it gives simulate's numbers exactly (tests/test_evolve.py checks it).
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, TextIO
 
 import numpy as np
@@ -85,13 +86,15 @@ from scrapy_recrawl.scoring import (
 )
 
 from .config import BASELINES, EvolveConfig, related_parameters
-from .progress import stderr_progress
+from .noise import held_out_spread
+from .progress import RunProgress
 from .report import EvolveResult
 from .search import (
     _WORKER,
     Candidate,
     FitnessCache,
     _init_worker,
+    _recorder,
     _replay,
     _seed_job,
     fold_roles,
@@ -130,24 +133,37 @@ def evolve(
     lookups = evaluated = 0
     cpu0 = time.process_time()
     worker_cpu = 0.0
-    if jobs == 1:
-        _init_worker(train, config, terminals, not progress)
-        _WORKER["quiet"] = not progress
-        show = stderr_progress(stream) if progress else None
-        cache: FitnessCache = _WORKER["cache"]
-        for i, s in enumerate(seeds):
-            candidates.extend(run_seed(cache, config, terminals, s, show, i))
-        lookups, evaluated = cache.lookups, cache.evaluated
-        _WORKER.clear()
-    else:
-        with ProcessPoolExecutor(
-            jobs, initializer=_init_worker, initargs=(train, config, terminals, not progress)
-        ) as ex:
-            for best, st in ex.map(_seed_job, list(enumerate(seeds))):
-                candidates.extend(best)
-                lookups += int(st["lookups"])
-                evaluated += int(st["evaluated"])
-                worker_cpu += st["cpu_seconds"]
+    curves: dict[int, list[float]] = {}
+    bar = RunProgress(stream, config.seeds * config.generations) if progress else None
+    with bar if bar is not None else contextlib.nullcontext():
+        if jobs == 1:
+            _init_worker(train, config, terminals, not progress)
+            _WORKER["quiet"] = not progress
+            cache: FitnessCache = _WORKER["cache"]
+            for i, s in enumerate(seeds):
+                curves[i] = []
+                show = _recorder(curves[i], bar.step if bar is not None else None)
+                candidates.extend(run_seed(cache, config, terminals, s, show, i))
+            lookups, evaluated = cache.lookups, cache.evaluated
+            _WORKER.clear()
+        else:
+            results: dict[int, list[Candidate]] = {}
+            with ProcessPoolExecutor(
+                jobs, initializer=_init_worker, initargs=(train, config, terminals, not progress)
+            ) as ex:
+                futures = {ex.submit(_seed_job, job): job[0] for job in enumerate(seeds)}
+                # the bar moves by whole seeds: a worker's generations are not heard of
+                for fut in as_completed(futures):
+                    best, st, curve = fut.result()
+                    i = futures[fut]
+                    results[i], curves[i] = best, curve
+                    lookups += int(st["lookups"])
+                    evaluated += int(st["evaluated"])
+                    worker_cpu += st["cpu_seconds"]
+                    if bar is not None:
+                        bar.advance(config.generations, max(curve, default=float("-inf")))
+            for i in sorted(results):  # the seeds' order, whichever finished first
+                candidates.extend(results[i])
     # validation (Listing 1, lines 14-16), one replay for all seeds' best
     window = gp.window_of(terminals)
     vreplay = _replay(valid, config, terminals)
@@ -181,6 +197,10 @@ def evolve(
         test_results["winner"] = simulate(test, scorer, **kw)
     for name in baselines:
         test_results[name] = simulate(test, name, **kw)
+    # the spread over seeds and held-out folds (validation folds and the test fold)
+    noise = held_out_spread(
+        [c[folds[i]] for i in (*valid_f, test_f)], config, terminals, candidates, baselines
+    )
     return EvolveResult(
         winner=winner,
         candidates=candidates,
@@ -203,4 +223,6 @@ def evolve(
             "cpu_seconds": time.process_time() - cpu0 + worker_cpu,
         },
         source=source,
+        curves=[curves[i] for i in sorted(curves)],
+        noise=noise,
     )

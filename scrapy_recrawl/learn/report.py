@@ -1,4 +1,4 @@
-"""What a GP4C run reports: the result, its table, its JSON file, its plot, its progress."""
+"""What a GP4C run reports: the result, its tables, its JSON file, its plot."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from scrapy_recrawl.learn import gp
 from scrapy_recrawl.scoring import PRESETS as _PRESETS
 
 from .config import EvolveConfig, related_parameters
+from .noise import NoiseReport
 from .search import Candidate
+from .tables import markdown_table
 
 
 @dataclass
@@ -34,6 +36,10 @@ class EvolveResult:
     seconds: float
     stats: dict[str, float] = field(default_factory=dict)
     source: str = ""
+    #: each seed's best training fitness per generation (the plot's left panel)
+    curves: list[list[float]] = field(default_factory=list)
+    #: the spread over seeds and held-out folds, and whether the winner beats the presets
+    noise: NoiseReport | None = None
 
     @property
     def expression(self) -> str:
@@ -54,23 +60,54 @@ class EvolveResult:
         return out
 
     def table(self) -> str:
-        lines = [
-            f"test fold: {self.pages['test']} pages x {self.test['winner'].change_rate.size} "
-            f"budgeted cycles, k = {self.test['winner'].k} per cycle",
-            "",
-            "| scorer | expression | ChangeRate | NDCG | freshness | ChangeRate / oracle |",
-            "|---|---|---:|---:|---:|---:|",
-        ]
         undefined = False
+        rows = []
         for label, expr, cr, nd, fr, share in self.rows():
             if len(expr) > 60:
                 expr = expr[:57] + "..."
             ratio = f"{share:.3f}" if share == share else "n/a"  # NaN: no change to find
             undefined |= share != share
-            lines.append(f"| {label} | `{expr}` | {cr:.4f} | {nd:.4f} | {fr:.4f} | {ratio} |")
+            rows.append((label, f"`{expr}`", f"{cr:.4f}", f"{nd:.4f}", f"{fr:.4f}", ratio))
+        lines = [
+            f"test fold: {self.pages['test']} pages x {self.test['winner'].change_rate.size} "
+            f"budgeted cycles, k = {self.test['winner'].k} per cycle",
+            "",
+            markdown_table(
+                ("scorer", "expression", "ChangeRate", "NDCG", "freshness", "ChangeRate / oracle"),
+                rows,
+                right=(2, 3, 4, 5),
+            ),
+        ]
         if undefined:
             lines += ["", "n/a: no page changed in the test fold, so not even the oracle finds one"]
+        if self.noise is not None:
+            lines += ["", self.spread_table()]
         return "\n".join(lines)
+
+    def spread_table(self, top: int = 5) -> str:
+        """The winner and the ``top`` presets over the held-out folds (learn/noise.py)."""
+        n = self.noise
+        assert n is not None
+        rows = [
+            (s.label, f"{s.mean:.4f}", f"{s.sd:.4f}", f"{s.values.min():.4f}",
+             f"{s.values.max():.4f}", s.over)
+            for s in n.rows()[: top + 1]
+        ]  # fmt: skip
+        verdict = (
+            f"the winner is better than {n.best_preset.label} beyond noise"
+            if n.better
+            else f"the winner is not better than {n.best_preset.label} beyond noise"
+        )
+        return "\n".join(
+            [
+                f"held-out folds ({n.fitness}; validation folds and the test fold): {verdict} "
+                "(intervals mean ± sd)",
+                "",
+                markdown_table(
+                    ("scorer", "mean", "sd", "min", "max", "over"), rows, right=(1, 2, 3, 4)
+                ),
+            ]
+        )
 
     def to_json(self) -> dict[str, Any]:
         w = self.winner
@@ -108,6 +145,7 @@ class EvolveResult:
             "history": {"source": self.source, **self.pages},
             "seconds": self.seconds,
             "stats": self.stats,
+            **({"held_out": self.noise.to_json()} if self.noise is not None else {}),
         }
 
 
@@ -145,7 +183,9 @@ def _json_default(o: object) -> object:
 
 
 def plot(result: EvolveResult, path: str, labels: Sequence[str] | None = None) -> None:
-    """Per-cycle ChangeRate of the winner and the baselines on the test fold (matplotlib)."""
+    """Two panels (matplotlib): each seed's best training fitness over the generations,
+    and the winner against the presets, cycle by cycle, on the test fold (``labels``:
+    which; default the winner, the oracle and the three best presets)."""
     try:
         import matplotlib
 
@@ -155,18 +195,42 @@ def plot(result: EvolveResult, path: str, labels: Sequence[str] | None = None) -
         raise RuntimeError(
             "--plot needs matplotlib: pip install matplotlib (or scrapy-recrawl[plot])"
         ) from None
-    labels = list(result.test) if labels is None else list(labels)
-    fig, ax = plt.subplots(figsize=(10, 5.5))
-    ax.set_prop_cycle(color=[plt.get_cmap("tab20")(i) for i in range(20)])
+    if labels is None:
+        presets = sorted(
+            (k for k in result.test if k not in ("winner", ORACLE)),
+            key=lambda k: -result.test[k].mean_change_rate,
+        )
+        labels = ["winner", *presets[:3], ORACLE]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [1, 1.4]})
+    for i, curve in enumerate(result.curves):
+        left.plot(np.arange(1, len(curve) + 1), curve, marker=".", label=f"seed {i + 1}")
+    from matplotlib.ticker import MaxNLocator
+
+    left.xaxis.set_major_locator(MaxNLocator(integer=True))
+    left.set_xlabel("generation")
+    left.set_ylabel(f"best {result.config.fitness} (training folds)")
+    left.set_title("fitness over generations")
+    if result.curves:
+        left.legend(loc="lower right", fontsize="small", framealpha=0.8)
     for label in labels:
         r = result.test[label]
         x = np.arange(r.warmup, r.warmup + r.change_rate.size)
-        width = 2.5 if label in ("winner", ORACLE) else 1.0
-        ax.plot(x, r.change_rate, label=label, linewidth=width)
-    ax.set_xlabel("cycle")
-    ax.set_ylabel("ChangeRate (test fold)")
-    ax.set_title(f"recrawl-evolve: {math.floor(result.pages['test'])} test pages")
-    ax.legend(ncol=3, fontsize="small")
+        style: dict[str, dict[str, Any]] = {
+            "winner": {"linewidth": 2.5, "color": "black"},
+            ORACLE: {"linestyle": ":"},
+        }
+        mean = f"{r.mean_change_rate:.3f}"
+        right.plot(x, r.change_rate, label=f"{label} (mean {mean})", **style.get(label, {}))
+    right.set_xlabel("cycle")
+    right.set_ylabel("ChangeRate (changed / downloaded)")
+    right.set_title(f"test fold: {math.floor(result.pages['test'])} pages")
+    # the legend beside the axes: it never hides a line
+    right.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    fig.suptitle(f"recrawl-evolve: winner {_short(result.expression)}", fontsize="medium")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _short(text: str, width: int = 80) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import os
 import random
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from scrapy_recrawl.learn.gp import Tree
 
 from .config import EvolveConfig
 from .population import PopulationReplay
-from .progress import Progress, stderr_progress
+from .progress import Progress
 
 
 def split_folds(pages: int, folds: int, seed: int) -> list[np.ndarray]:
@@ -226,20 +225,37 @@ def _init_worker(
     )
 
 
-def _seed_job(args: tuple[int, int]) -> tuple[list[Candidate], dict[str, float]]:
+def _seed_job(args: tuple[int, int]) -> tuple[list[Candidate], dict[str, float], list[float]]:
+    """One seed in a worker process: its best, its counts, and its best training fitness
+    per generation (the parent draws the progress: a worker writes nothing)."""
     index, seed = args
     w = _WORKER
-    progress = None if w["quiet"] else stderr_progress(sys.stderr)
+    curve: list[float] = []
     cache: FitnessCache = w["cache"]
     t0, c0 = time.perf_counter(), time.process_time()
     lookups, evaluated = cache.lookups, cache.evaluated
-    best = run_seed(cache, w["config"], w["terminals"], seed, progress, index)
-    return best, {
-        "seconds": time.perf_counter() - t0,
-        "cpu_seconds": time.process_time() - c0,
-        "lookups": cache.lookups - lookups,
-        "evaluated": cache.evaluated - evaluated,
-    }
+    best = run_seed(cache, w["config"], w["terminals"], seed, _recorder(curve), index)
+    return (
+        best,
+        {
+            "seconds": time.perf_counter() - t0,
+            "cpu_seconds": time.process_time() - c0,
+            "lookups": cache.lookups - lookups,
+            "evaluated": cache.evaluated - evaluated,
+        },
+        curve,
+    )
+
+
+def _recorder(curve: list[float], then: Progress | None = None) -> Progress:
+    """A progress callback keeping each generation's best training fitness in ``curve``."""
+
+    def record(seed: int, gen: int, gens: int, seeds: int, best: float, share: float) -> None:
+        curve.append(best)
+        if then is not None:
+            then(seed, gen, gens, seeds, best, share)
+
+    return record
 
 
 def default_jobs() -> int:

@@ -91,7 +91,50 @@ from .model import (
 )
 from .solver import solve_plan
 
-__all__ = ["PlannedSelection", "WebFountainPlanner"]
+__all__ = ["PlannedSelection", "WebFountainPlanner", "current_buckets", "solve_from_buckets"]
+
+
+def current_buckets(
+    columns: Mapping[str, np.ndarray],
+    cycle: int,
+    n_buckets: int,
+    known: np.ndarray,
+    *,
+    prior: tuple[float, float] | None = None,
+) -> tuple[Any, Any]:
+    """The store's URLs in change-rate buckets now, and the non-empty buckets' sizes, rates
+    and expected obsolete copies over the ``known`` rows (live, fetched before): what the
+    plan is solved from, by the crawl and by ``recrawl-plan``."""
+    from .buckets import assign_buckets, bucket_stats
+
+    assignment = assign_buckets(columns, cycle, n_buckets, prior=prior)
+    last = np.asarray(columns["last_visit_cycle"])
+    return assignment, bucket_stats(assignment, last, cycle, mask=known)
+
+
+def solve_from_buckets(
+    stats: Any,
+    periods: int,
+    k: int,
+    *,
+    strategy: str | Weights | Mapping[str, Any] = "strategy1",
+    new_waiting: int = 0,
+    new_arrivals: float = 0.0,
+    max_seconds: float = 60.0,
+) -> Plan:
+    """The plan for the next ``periods`` cycles of ``k`` pages from :func:`current_buckets`'
+    statistics (one period is one cycle; PlanError when it cannot be solved)."""
+    return solve_plan(
+        stats.sizes,
+        stats.change_share(1.0),
+        periods,
+        float(k),
+        obsolete=stats.obsolete,
+        new_pages=float(new_waiting),
+        new_arrivals=new_arrivals,
+        weights=strategy,
+        max_seconds=max_seconds,
+    )
 
 
 @dataclass
@@ -175,7 +218,7 @@ class WebFountainPlanner:
         optionally ``first_cycle``); ``candidates`` masks the rows that may be
         fetched (live, not in flight); ``new_waiting`` is the frontier's size.
         """
-        from .buckets import assign_buckets, bucket_stats, select_by_quotas
+        from .buckets import assign_buckets, select_by_quotas
 
         last = np.asarray(columns["last_visit_cycle"])
         known = last >= 0
@@ -191,19 +234,18 @@ class WebFountainPlanner:
             )
         replanned = False
         if self._due(cycle):
-            assignment = assign_buckets(columns, cycle, self.n_buckets, prior=self.prior)
+            assignment, stats = current_buckets(
+                columns, cycle, self.n_buckets, known, prior=self.prior
+            )
             self.edges = assignment.edges
-            stats = bucket_stats(assignment, last, cycle, mask=known)
             try:
-                self.plan = solve_plan(
-                    stats.sizes,
-                    stats.change_share(1.0),
+                self.plan = solve_from_buckets(
+                    stats,
                     self.periods,
-                    float(k),
-                    obsolete=stats.obsolete,
-                    new_pages=float(new_waiting),
+                    k,
+                    strategy=self.strategy,
+                    new_waiting=new_waiting,
                     new_arrivals=self.new_arrivals,
-                    weights=self.strategy,
                     max_seconds=self.max_seconds,
                 )
                 self.last_error = None
