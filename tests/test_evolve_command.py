@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import re
 import sys
 
 import numpy as np
@@ -12,6 +14,10 @@ from scrapy.exceptions import UsageError
 from scrapy.utils.project import get_project_settings
 
 from scrapy_recrawl.commands.evolve import Command
+from scrapy_recrawl.learn.config import EvolveConfig
+from scrapy_recrawl.learn.noise import NoiseReport, Spread
+from scrapy_recrawl.learn.preflight import size_warnings
+from scrapy_recrawl.learn.progress import RunProgress
 from tests.test_evolve import _fill_store, _history
 
 TINY = ["--population", "12", "--generations", "2", "--seeds", "1", "--keep-best", "6", "-q"]
@@ -46,7 +52,8 @@ def test_runs_on_a_file_and_saves_a_scorer(npz, outside, capsys):
     out = outside / "w.json"
     run(["--history", npz, *TINY, "--output", str(out)])
     text = capsys.readouterr().out
-    assert "| winner |" in text and "| oracle |" in text and "| aad+ |" in text
+    for label in ("winner", "oracle", r"aad\+"):
+        assert re.search(rf"\| {label}\s+\|", text), label
     last = text.strip().splitlines()[-1]
     assert last.startswith("expression: ")
     data = json.loads(out.read_text())
@@ -101,11 +108,102 @@ def test_related_settings_differing_from_the_evolved_ones_are_told(npz, outside,
     assert "RECRAWL_EXPERTS=20, this crawl has 5" in caplog.text
 
 
-def test_progress_is_one_line_per_generation_and_seed(npz, capsys):
-    run(["--history", npz, "--population", "8", "--generations", "3", "--seeds", "2"])
-    err = capsys.readouterr().err
-    assert err.count("generation") == 6
-    assert "seed 2/2 [" in err and "generation 3/3" in err
+def test_a_normal_run_is_one_progress_bar_and_the_report(npz, capsys):
+    # 3 seeds x 8 generations: a log (not a terminal) gets a line per quarter, not 24
+    run(["--history", npz, "--population", "8", "--generations", "8", "--seeds", "3"])
+    captured = capsys.readouterr()
+    progress = [line for line in captured.err.splitlines() if line.startswith("evolving:")]
+    assert len(progress) == 4, captured.err
+    assert progress[-1].startswith("evolving: 24/24 generations (100%)") and "ETA" in progress[-1]
+    assert "seed 1/" not in captured.err and "generation 1/" not in captured.err
+    assert len(captured.err.splitlines()) <= 8  # history, warnings, 4 progress lines
+    assert re.search(r"\| winner\s+\|", captured.out) and "held-out folds" in captured.out
+    assert captured.out.strip().splitlines()[-1].startswith("expression: ")
+
+
+def test_on_a_terminal_the_progress_is_one_bar_redrawn():
+    stream = io.StringIO()
+    with RunProgress(stream, 50, terminal=True) as bar:
+        for gen in range(50):
+            bar.step(0, gen, 50, 1, 0.1 + gen / 100, 1.0)
+    text = stream.getvalue()
+    assert "50/50" in text and "ETA" in text and "best 0.5900" in text
+    assert "evolving:" not in text  # no milestone lines: the bar itself
+    assert text.count("\n") < 5  # redrawn in place, not a line per generation
+
+
+def test_a_20_page_history_warns_before_running(outside, capsys):
+    path = outside / "small.npz"
+    np.savez(path, changes=_history(20, 12, seed=1))
+    run(["--history", str(path), "--population", "8", "--generations", "4", "--seeds", "1"])
+    err = capsys.readouterr().err.splitlines()
+    warnings = [i for i, line in enumerate(err) if line.startswith("warning: history too small")]
+    first_progress = next(i for i, line in enumerate(err) if line.startswith("evolving:"))
+    assert warnings and max(warnings) < first_progress  # before the run
+    text = " ".join(err[i] for i in warnings)
+    # what is too small, and what would be enough
+    assert "20 pages in 5 folds: the smallest fold has 4 pages" in text
+    assert "k = 1 per cycle over 10 cycles: 10 downloads" in text
+    assert "at least 100 (about 1000 pages at this budget and length" in text
+    assert "change(s) after the warm-up" in text and "at least 30 per fold" in text
+
+
+def test_a_big_enough_history_does_not_warn():
+    assert size_warnings(_history(2000, 24), EvolveConfig()) == []
+
+
+def test_dry_run_prints_the_plan_and_runs_nothing(npz, outside, capsys):
+    out = outside / "w.json"
+    run(["--history", npz, "--population", "20", "--generations", "50", "--seeds", "5"]
+        + ["--dry-run", "--output", str(out)])  # fmt: skip
+    captured = capsys.readouterr()
+    assert "history: 240 pages x 24 cycles" in captured.out
+    assert "folds: 5 (96 training pages, 96 validation, 48 test)" in captured.out
+    assert "5 seed(s) x 50 generations x 20 individuals = at most 5000 replays" in captured.out
+    assert re.search(r"time: at most \d+ (s|min|h) \(one generation of 20 new", captured.out)
+    assert "evolving" not in captured.err and not out.exists()  # nothing ran, nothing saved
+
+
+def test_when_presets_tie_the_winner_is_not_better_beyond_noise(outside, capsys):
+    # every page changes at the same rate: no scorer can beat another but by luck
+    path = outside / "flat.npz"
+    np.savez(path, changes=(np.random.default_rng(3).random((300, 14)) < 0.3).astype(np.uint8))
+    out = outside / "w.json"
+    run(["--history", str(path), "--population", "10", "--generations", "3", "--seeds", "2"]
+        + ["--keep-best", "5", "-q", "--output", str(out)])  # fmt: skip
+    captured = capsys.readouterr()
+    assert re.search(r"warning: the winner is not better than \S+ beyond noise", captured.err)
+    assert "2 seeds x 3 folds" in captured.err and " ± " in captured.err
+    held = json.loads(out.read_text())["held_out"]
+    assert held["better_than_best_preset"] is False
+    assert held["spread"]["winner"]["n"] == 6
+
+
+def test_the_noise_rule_is_interval_overlap():
+    def spread(label, values):
+        return Spread(label, np.array(values), "folds")
+
+    clear = NoiseReport("changerate", spread("winner", [0.60, 0.62, 0.61]),
+                        [spread("aad+", [0.40, 0.42]), spread("age", [0.30, 0.31])])  # fmt: skip
+    assert clear.better and clear.warning() is None and clear.best_preset.label == "aad+"
+    close = NoiseReport("changerate", spread("winner", [0.43, 0.47, 0.45]),
+                        [spread("aad+", [0.40, 0.44])])  # fmt: skip
+    assert not close.better
+    assert "not better than aad+ beyond noise" in close.warning()
+    assert "the intervals overlap" in close.warning()
+
+
+@pytest.mark.parametrize("suffix", ["png", "svg"])
+def test_the_plot_has_both_panels(npz, outside, suffix):
+    path = outside / f"p.{suffix}"
+    run(["--history", npz, *TINY, "--plot", str(path)])
+    data = path.read_bytes()
+    if suffix == "png":
+        assert data.startswith(b"\x89PNG")
+    else:
+        text = data.decode()
+        for label in ("generation", "cycle", "fitness over generations", "test fold", "seed 1"):
+            assert label in text, label
 
 
 def test_missing_file(outside):

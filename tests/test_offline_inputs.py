@@ -98,6 +98,7 @@ CASES = [
     ("recrawl-evolve", ["--history", "{f}", *TINY], [n for n in FILES if n.endswith((".npz", ".csv"))]),
     ("recrawl-evolve", ["-s", "RECRAWL_STORE={f}", *TINY], ["missing.sqlite3", "foreign.db", "text.npz", "binary.csv", "empty.sqlite3"]),
     ("recrawl-plan", ["--history", "{f}", "--periods", "2", "--buckets", "4"], [n for n in FILES if n.endswith((".npz", ".csv")) and n != "zeros.npz"] + ["missing.npz", "foreign.db"]),
+    ("recrawl-plan", ["-s", "RECRAWL_STORE={f}", "--periods", "2", "--buckets", "4"], ["missing.sqlite3", "foreign.db", "text.npz", "empty.sqlite3"]),
     ("recrawl-baskets", ["--history", "{f}", "--trees", "5"], [n for n in FILES if n.endswith(".npz")] + ["missing.npz", "binary.csv"]),
     ("recrawl-baskets", ["-s", "RECRAWL_STORE={f}", "--no-save"], ["missing.sqlite3", "foreign.db", "text.npz", "empty.sqlite3"]),
 ]  # fmt: skip

@@ -185,3 +185,65 @@ def test_planner_state_survives_a_restart():
     assert not a.replanned and not b.replanned
     np.testing.assert_array_equal(a.indices, b.indices)
     WebFountainPlanner().restore({"plan_cycle": 0, "plan": None})  # nothing to restore: no error
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory):
+    """A SQLite history store written through the store API: 60 URLs over 10 cycles,
+    from never changing to changing often."""
+    from tests.test_evolve import _fill_store, _history
+
+    truth = _history(60, 10, seed=2)
+    truth[:, 0] = 0
+    path = tmp_path_factory.mktemp("planstore") / "history.sqlite3"
+    _fill_store(path, 10, 60, truth)
+    return path
+
+
+def run_on_store(argv, store):
+    from scrapy.settings import Settings
+
+    cmd = Command()
+    cmd.settings = Settings({"RECRAWL_STORE": str(store), "RECRAWL_BUDGET": 6})
+    parser = argparse.ArgumentParser()
+    cmd.add_options(parser)
+    out = io.StringIO()
+    cmd.run([], parser.parse_args(argv), out=out)
+    return out.getvalue()
+
+
+def test_command_plans_from_the_spiders_store_by_default(store_path):
+    before = store_path.read_bytes()
+    text = run_on_store(["--strategy", "strategy1", "--periods", "3", "--buckets", "4"], store_path)
+    head = text.splitlines()[0]
+    assert head.startswith(f"sqlite:///{store_path}: cycle 9, 60 live pages fetched before in ")
+    assert "budget 6 pages per period, T = 3" in head  # RECRAWL_BUDGET, not the paper's
+    assert "strategy strategy1" in text and "| period | crawled old |" in text
+    assert "Synthetic" not in text
+    # the plan is the one the crawl's planner would solve: same buckets, same quotas
+    from scrapy_recrawl.history.sqlite import SqliteHistoryStore
+    from scrapy_recrawl.planning.webfountain import current_buckets
+
+    with SqliteHistoryStore(str(store_path), read_only=True) as store:
+        arrays = store.arrays()
+    _, stats = current_buckets(arrays.columns, arrays.cycle, 4, ~arrays.columns["gone"])
+    assert f"in {stats.buckets.size} non-empty buckets of 4" in head
+    planner = WebFountainPlanner("strategy1", periods=3, n_buckets=4)
+    planner.select(arrays.columns, arrays.cycle, 6)
+    rows = re.findall(r"^\|\s+1 \|\s+(\d+) \|", text, re.M)  # period 1: crawled old
+    assert rows and int(rows[0]) == round(planner.plan.x[0].sum())
+    assert store_path.read_bytes() == before  # read-only
+
+
+def test_command_synthetic_only_on_request(store_path):
+    text = run_on_store(["--synthetic", "--strategy", "strategy1", "--periods", "2",
+                         "--buckets", "3", "--pages", "3000", "--no-buckets"], store_path)  # fmt: skip
+    assert text.startswith("Synthetic set-up of the paper, scaled to 3000 pages")
+
+
+def test_command_refuses_a_missing_store_in_one_line(tmp_path):
+    from scrapy_recrawl.commands import InputError
+
+    with pytest.raises(InputError, match=r"no history store at .*nothing\.sqlite3"):
+        run_on_store([], tmp_path / "nothing.sqlite3")
+    assert not (tmp_path / "nothing.sqlite3").exists()
