@@ -12,9 +12,13 @@ shortfall is one warning naming what is too small and what would be enough.
 
 **Cost** (:func:`dry_run`). One generation's worth of fresh individuals
 (``population`` random trees) is replayed on this history's training pages and
-timed; the run replays at most ``population x generations x seeds`` of them, fewer
-as the fitness cache finds repeats (its hit rate is not known before the run, so
-the estimate is an upper bound), plus the validation and test replays.
+timed; the GP replays at most ``population x generations x seeds`` of them, fewer
+as the fitness cache finds repeats (its hit rate is not known before the run).
+Then the ``keep_best`` of each seed are replayed on the validation pages (timed
+at the same cost per individual), and every preset on the test fold and on each
+held-out fold (one preset's replay on the test fold is timed, and counted once
+per preset and fold). The sum is the estimate: an upper bound of the work, on a
+machine as busy as it is while timing.
 """
 
 from __future__ import annotations
@@ -22,14 +26,15 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from scrapy_recrawl.core.simulate import resolve_k
+from scrapy_recrawl.core.simulate import resolve_k, simulate
 from scrapy_recrawl.learn import gp
 
-from .config import EvolveConfig
+from .config import BASELINES, EvolveConfig
 from .search import _replay, fold_roles, split_folds
 
 #: budgeted downloads per fold for a ChangeRate standard error of 0.05 at most
@@ -92,12 +97,16 @@ class DryRun:
     evaluations: int
     seconds_per_evaluation: float
     jobs: int
+    #: the replays after the GP: validation of the kept, presets on the held-out folds
+    final_seconds: float = 0.0
 
     @property
     def seconds(self) -> float:
-        """Upper bound of the run's time: every individual replayed, seeds over ``jobs``."""
+        """The run's time if every individual were new: seeds over ``jobs``, then the
+        validation and the presets' replays."""
         rounds = math.ceil(self.seeds / self.jobs)
-        return self.seconds_per_evaluation * self.population * self.generations * rounds
+        gp_time = self.seconds_per_evaluation * self.population * self.generations * rounds
+        return gp_time + self.final_seconds
 
     def text(self) -> str:
         f = self.folds
@@ -109,10 +118,11 @@ class DryRun:
                 f"GP: {self.seeds} seed(s) x {self.generations} generations x "
                 f"{self.population} individuals = at most {self.evaluations} replays "
                 f"({self.jobs} process(es))",
-                f"time: at most {_duration(self.seconds)} (one generation of "
+                f"time: about {_duration(self.seconds)} at most (one generation of "
                 f"{self.population} new individuals timed on the training pages: "
-                f"{self.seconds_per_evaluation * 1000:.2f} ms each; the fitness cache "
-                "makes the run shorter)",
+                f"{self.seconds_per_evaluation * 1000:.2f} ms each; then "
+                f"{_duration(self.final_seconds)} of validation and preset replays; the "
+                "fitness cache makes the run shorter)",
             ]
         )
 
@@ -125,8 +135,15 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def dry_run(changes: np.ndarray, config: EvolveConfig, *, content: bool = False) -> DryRun:
-    """Time one generation of fresh individuals on the training pages (nothing is kept)."""
+def dry_run(
+    changes: np.ndarray,
+    config: EvolveConfig,
+    *,
+    content: bool = False,
+    baselines: Sequence[str] = BASELINES,
+) -> DryRun:
+    """Time one generation of fresh individuals on the training pages and one preset on
+    the test fold (nothing is kept)."""
     c = np.asarray(changes)
     terminals = gp.terminal_set(config.terminals, content=content)
     folds = split_folds(c.shape[0], config.folds, config.seed)
@@ -143,6 +160,11 @@ def dry_run(changes: np.ndarray, config: EvolveConfig, *, content: bool = False)
     t0 = time.perf_counter()
     replay.evaluate(gp.unique(trees))
     per = (time.perf_counter() - t0) / max(1, len(trees))
+    t0 = time.perf_counter()
+    simulate(c[folds[test_f]], "aad+", warmup=config.warmup, k=config.budget, prior=config.prior)
+    preset = time.perf_counter() - t0
+    held_out = 1 + len(valid_f)  # the test fold, then each held-out fold on its own
+    final = per * config.keep_best * config.seeds + preset * len(baselines) * (1 + held_out)
     return DryRun(
         pages=int(c.shape[0]),
         cycles=int(c.shape[1]),
@@ -158,4 +180,5 @@ def dry_run(changes: np.ndarray, config: EvolveConfig, *, content: bool = False)
         evaluations=config.seeds * config.generations * config.population,
         seconds_per_evaluation=per,
         jobs=max(1, min(config.jobs, config.seeds)),
+        final_seconds=final,
     )
