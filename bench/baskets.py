@@ -51,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 
 from example_project.site import SiteModel, page_path  # noqa: E402
 from scrapy_recrawl.change import ChangeDetector  # noqa: E402
+from scrapy_recrawl.commands.baskets import format_confusion, format_errors  # noqa: E402
 from scrapy_recrawl.estimate.baskets import (  # noqa: E402
     DEFAULT_BASKETS,
     DEFAULT_OFFSETS,
@@ -59,8 +60,6 @@ from scrapy_recrawl.estimate.baskets import (  # noqa: E402
     confusion_matrix,
     empty_features,
     error_distribution,
-    format_confusion,
-    format_errors,
     mean_change_interval,
     nearest_basket,
     relevance_share,

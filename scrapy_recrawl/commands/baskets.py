@@ -19,6 +19,7 @@ scikit-learn is needed: ``pip install scrapy-recrawl[ml]``.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -31,18 +32,40 @@ from scrapy_recrawl.estimate.baskets import (
     BasketModel,
     BasketSettings,
     MissingExtraError,
+    basket_label,
     confusion_matrix,
     error_distribution,
-    format_confusion,
-    format_errors,
     mean_change_interval,
     nearest_basket,
     relevance_share,
     require_sklearn,
     split_train_test,
 )
+from scrapy_recrawl.learn.tables import markdown_table
 
 from . import InputError, RecrawlCommand, check_output
+
+
+def format_confusion(m: np.ndarray, baskets: Sequence[float]) -> str:
+    """The confusion matrix as a Markdown table (rows: true basket, columns: predicted)."""
+    names = [basket_label(b) for b in baskets]
+    return markdown_table(
+        ("true \\ predicted", *names),
+        ((name, *(int(v) for v in row)) for name, row in zip(names, m, strict=True)),
+        right=range(1, len(names) + 1),
+    )
+
+
+def format_errors(dist: dict[str, int], paper: dict[str, int] | None = PAPER_E) -> str:
+    """A Markdown table of E beside the paper's."""
+    rows = []
+    for key, label in (("0", "0"), ("+1", "+1"), ("-1", "-1"), ("larger", "2 or more, either way")):
+        row: list[object] = [label, dist[key], f"{dist[key] / max(1, dist['pages']):.2%}"]
+        if paper:
+            row += [paper[key], f"{paper[key] / paper['pages']:.2%}"]
+        rows.append(row)
+    headers = ("E", "pages", "share", *(("paper pages", "paper share") if paper else ()))
+    return markdown_table(headers, rows, right=range(1, len(headers)))
 
 
 def training_from_store(

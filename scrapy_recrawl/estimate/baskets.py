@@ -411,27 +411,6 @@ def basket_label(hours: float) -> str:
     return f"{_fmt(hours)} h"
 
 
-def format_confusion(m: np.ndarray, baskets: Sequence[float]) -> str:
-    names = [basket_label(b) for b in baskets]
-    width = max(8, *(len(n) + 2 for n in names))
-    lines = ["true \\ predicted".ljust(18) + "".join(n.rjust(width) for n in names)]
-    for name, row in zip(names, m, strict=True):
-        lines.append(name.ljust(18) + "".join(str(int(v)).rjust(width) for v in row))
-    return "\n".join(lines)
-
-
-def format_errors(dist: dict[str, int], paper: dict[str, int] | None = PAPER_E) -> str:
-    """A markdown table of E beside the paper's."""
-    lines = ["| E | pages | share |" + (" paper pages | paper share |" if paper else "")]
-    lines.append("|---|---:|---:|" + ("---:|---:|" if paper else ""))
-    for key, label in (("0", "0"), ("+1", "+1"), ("-1", "-1"), ("larger", "2 or more, either way")):
-        row = f"| {label} | {dist[key]} | {dist[key] / max(1, dist['pages']):.2%} |"
-        if paper:
-            row += f" {paper[key]} | {paper[key] / paper['pages']:.2%} |"
-        lines.append(row)
-    return "\n".join(lines)
-
-
 def split_train_test(
     n: int, test_share: float = 0.2, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
