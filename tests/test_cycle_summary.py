@@ -6,7 +6,6 @@ against the visit log and what a real local server served."""
 from __future__ import annotations
 
 import re
-from collections import Counter
 
 import numpy as np
 import pytest
@@ -19,6 +18,8 @@ from scrapy_recrawl.history.redis import RedisHistoryStore
 from .helpers import LocalSite, Page, run_crawl
 from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 from .test_redis_crawl import finish, start_crawl
+
+pytestmark = pytest.mark.slow
 
 LINE = re.compile(
     r"recrawl cycle (\d+) done in \d+ s: fetched (\d+) (?:of a budget of (\d+)|\(warm-up: "
@@ -166,7 +167,7 @@ def test_a_continuous_crawl_sums_up_each_cycle_at_its_roll_over(tmp_path):
     assert all(0 < r.summary.fetched <= r.plan.budget for r in records[1:])
 
 
-def test_two_processes_on_one_redis_cycle_add_up_to_what_was_served(redis_db, tmp_path):
+def test_two_processes_on_one_redis_cycle_add_up_to_what_was_served(redis_db, tmp_path):  # noqa: F811
     with RunningSite(pages=150, seed=5) as site:
         names = ["a", "b"]
         procs = [
