@@ -26,7 +26,7 @@ from typing import Any
 from scrapy import Request
 
 from .core.budget import Budget
-from .core.meta import KIND_MONITOR, KIND_NEW, KIND_PROBE, KIND_RECRAWL, META_CYCLE, META_KIND
+from .core.meta import KIND_MONITOR, KIND_NEW, KIND_PROBE, KIND_RECRAWL, META_KIND
 from .history.cycle_log import COUNTS, CycleSummary, push_summary
 
 logger = logging.getLogger("scrapy_recrawl.scheduler")
@@ -55,12 +55,11 @@ class CycleTally:
         self._cycles: dict[int, CycleSummary] = {}
         self._ended: set[int] = set()  # cycles this process has summed up already
 
-    def count(self, request: Request, store_cycle: int, first: bool, outcome: str | None) -> None:
-        """One visit recorded in the visit log: under the request's cycle (else the
-        store's, as the log has it), of the request's kind (:func:`kind_of`), with
-        ``outcome`` (one of :data:`OUTCOMES`; None: a first fetch, nothing to compare)."""
-        tag = request.meta.get(META_CYCLE)
-        c = int(tag) if tag is not None else int(store_cycle)
+    def count(self, request: Request, cycle: int, first: bool, outcome: str | None) -> None:
+        """One visit recorded in the visit log under ``cycle``, of the request's kind
+        (:func:`kind_of`), with ``outcome`` (one of :data:`OUTCOMES`; None: a first
+        fetch, nothing to compare)."""
+        c = int(cycle)
         kind = kind_of(request, first)
         summary = self._cycles.get(c)
         if summary is None:
@@ -71,10 +70,9 @@ class CycleTally:
             setattr(summary, outcome, getattr(summary, outcome) + 1)
         summary.ended = time.time()
 
-    def outcome(self, request: Request, store_cycle: int, outcome: str) -> None:
+    def outcome(self, cycle: int, outcome: str) -> None:
         """One more ``outcome`` of a visit already counted (a failure that made it gone)."""
-        tag = request.meta.get(META_CYCLE)
-        summary = self._cycles.get(int(tag) if tag is not None else int(store_cycle))
+        summary = self._cycles.get(int(cycle))
         if summary is not None:
             setattr(summary, outcome, getattr(summary, outcome) + 1)
 

@@ -322,9 +322,9 @@ class RecrawlMiddleware:
         )
         self._inc("errors")
         self._inc("failed")
-        self._count(request, rec, "failed")
-        if gone:
-            self._count_gone(request)
+        self._count(request, rec, "failed", cycle=cycle)
+        if gone and self.tally is not None:
+            self.tally.outcome(cycle, "gone")
             self._inc("gone_after_failures")
             logger.info(
                 "recrawl: %s failed to download in %d cycles in a row: marked gone "
@@ -589,17 +589,20 @@ class RecrawlMiddleware:
         outcome: str | None,
         *,
         first: bool | None = None,
+        cycle: int | None = None,
     ) -> None:
-        """One recorded visit in this cycle's figures (cycle_summary.py); ``rec``: the
-        URL's record before the visit (a first visit when there was none)."""
-        if self.tally is not None:
-            if first is None:
-                first = rec is None or rec.last_visit_cycle < 0
-            self.tally.count(request, self.store.cycle, first, outcome)
-
-    def _count_gone(self, request: Request) -> None:
-        if self.tally is not None:
-            self.tally.outcome(request, self.store.cycle, "gone")
+        """One recorded visit in its cycle's figures (cycle_summary.py), in the cycle the
+        visit log has it in; ``rec``: the URL's record before the visit (none: a first
+        visit)."""
+        if self.tally is None:
+            return
+        if first is None:
+            first = rec is None or rec.last_visit_cycle < 0
+        if cycle is None:
+            cycle = request.meta.get(META_CYCLE)
+        if cycle is None:
+            cycle = self.store.cycle  # as the store records a visit with no cycle
+        self.tally.count(request, cycle, first, outcome)
 
     def _inc(self, key: str) -> None:
         if self.stats is not None:

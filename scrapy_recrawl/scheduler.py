@@ -58,7 +58,14 @@ from .core.plugins import ProbeSource
 from .cycle_summary import CycleTally, tally_for_crawler
 from .frontier.base import CycleFrontier
 from .frontier.local import is_new as _is_new
-from .history import HistoryStore, HistoryStoreError, StoreRefused, cycle_log, store_for_crawler
+from .history import (
+    HistoryStore,
+    HistoryStoreError,
+    StoreLost,
+    StoreRefused,
+    cycle_log,
+    store_for_crawler,
+)
 from .plugins import Plugins, plugins_for_crawler, scorer_for_crawler
 from .scope import not_a_page, off_reason
 from .settings import RecrawlSettingError
@@ -374,6 +381,8 @@ class RecrawlScheduler(Scheduler):
         try:
             self.tally.end(self.store, cycle, budget, seconds, shared=shared)
         except HistoryStoreError as exc:  # the figures are lost, the crawl goes on
+            if isinstance(exc, StoreLost):
+                return  # said once, as the crawl stops (history/epoch.py)
             logger.error("recrawl: could not keep the summary of cycle %d: %s", cycle, exc)
 
     def log_cycle(self, plan: CyclePlan, scheduled: int) -> None:

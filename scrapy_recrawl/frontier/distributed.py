@@ -191,6 +191,14 @@ class DistributedFrontier(CycleFrontier):
             self._poke_call.cancel()
         try:
             self.summarize_cycle()  # this process's part of the cycle, before it leaves
+        except Exception as exc:  # noqa: BLE001 -- Redis gone: the figures are lost, not the leave
+            logger.error(
+                "recrawl: could not keep the summary of cycle %d in the Redis at %s: %s",
+                self.cycle,
+                self.redis_location,
+                exc,
+            )
+        try:
             self._leave(reason)
         except StoreLost:
             pass  # said once as the crawl stopped; nothing is written into another history
