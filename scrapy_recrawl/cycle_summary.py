@@ -99,7 +99,8 @@ class CycleTally:
             self.stats.set_value(f"{STATS_PREFIX}cycle", s.cycle)
             self.stats.set_value(f"{STATS_PREFIX}seconds", round(seconds, 3))
             self.stats.set_value(f"{STATS_PREFIX}fetched", s.fetched)
-            self.stats.set_value(f"{STATS_PREFIX}budget", budget.total)
+            # 0: no budget (a warm-up), as the store's plan has it
+            self.stats.set_value(f"{STATS_PREFIX}budget", budget.total or 0)
             for name in COUNTS:
                 self.stats.set_value(f"{STATS_PREFIX}{name}", getattr(s, name))
             self.stats.inc_value("recrawl/cycles_summarized")

@@ -92,6 +92,7 @@ def test_each_cycle_ends_in_one_info_line_with_its_figures_in_the_stats(crawled)
         stats = run["stats"]
         assert stats["recrawl/last_cycle/cycle"] == cycle
         assert int(line[1]) == stats["recrawl/last_cycle/fetched"]
+        assert stats["recrawl/last_cycle/budget"] == int(line[2] or 0)  # 0: warm-up
         assert [int(v) for v in line[3:]] == [stats[f"recrawl/last_cycle/{k}"] for k in FIGURES]
         assert " 1 pages" not in run["log"]
     first, second, third = (LINE.findall(r["log"])[0] for r in runs)
