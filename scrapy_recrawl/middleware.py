@@ -55,11 +55,13 @@ from .core.meta import (
     FLAG_UNCHANGED,
     META_CYCLE,
     META_ID,
+    META_KIND,
     META_RANK,
     META_RESULT,
     META_SCORE,
 )
 from .core.plugins import BagKeeper
+from .cycle_summary import CycleTally, tally_for_crawler
 from .history import (
     HistoryStore,
     HistoryStoreError,
@@ -93,6 +95,7 @@ _VOLATILE_META = {
     META_RANK,
     META_ID,
     META_SCORE,
+    META_KIND,
     _META_CONDITIONAL,
     _META_SENT,
     _META_REFETCH,
@@ -147,6 +150,7 @@ class RecrawlMiddleware:
         self._flusher: task.LoopingCall | None = None
         self._unpicklable_warned = False
         self.bags: BagKeeper | None = None
+        self.tally: CycleTally | None = None
         # `scrapy shell`, `fetch`, `parse` ...: look at a URL, never write the history
         self.off = off_reason(crawler, building_engine=True)
         if self.off is not None:
@@ -170,6 +174,8 @@ class RecrawlMiddleware:
             )
         except RecrawlSettingError as exc:
             raise startup_failure(exc) from None
+        # this cycle's figures, shared with the scheduler, which sums them up per cycle
+        self.tally = tally_for_crawler(crawler)
         keeper = plugins.bag_keeper
         self.bags = keeper if getattr(keeper, "keeps_bags", False) else None
         if self.bags is not None:
@@ -265,12 +271,12 @@ class RecrawlMiddleware:
             if response.status == 304:
                 stored = self.store.body(fp) if rec is not None and rec.has_body else None
                 if stored is None:
-                    return self._no_copy(request, response, fp)
+                    return self._no_copy(request, response, fp, rec)
                 return self._skip(request, self._not_modified(request, response, fp, stored))
             if 200 <= response.status < 300:
                 return self._skip(request, self._good(request, response, fp, rec))
             self._bad(
-                request, response.url, response.status, fp, gone=response.status in (404, 410)
+                request, response.url, response.status, fp, rec, gone=response.status in (404, 410)
             )
         except HistoryStoreError as exc:
             self._store_failed(exc, response.url)
@@ -316,7 +322,9 @@ class RecrawlMiddleware:
         )
         self._inc("errors")
         self._inc("failed")
-        if gone:
+        self._count(request, rec, "failed", cycle=cycle)
+        if gone and self.tally is not None:
+            self.tally.outcome(cycle, "gone")
             self._inc("gone_after_failures")
             logger.info(
                 "recrawl: %s failed to download in %d cycles in a row: marked gone "
@@ -359,17 +367,21 @@ class RecrawlMiddleware:
         if self.bags is not None and bag is not None:
             self.bags.keep(saved.id, bag, old_bags)
         self._inc("visits")
+        outcome = None if old is None else "changed" if result.changed else "unchanged"
+        self._count(request, rec, outcome)
         if first:
             self._inc("new")
-        elif old is not None:
-            self._inc("changed" if result.changed else "unchanged")
+        elif outcome is not None:
+            self._inc(outcome)
         request.meta[META_RESULT] = result
         # nothing to compare with (first fetch, or an unreadable old signature): new
         tag = FLAG_NEW if old is None else FLAG_CHANGED if result.changed else FLAG_UNCHANGED
         response.flags.append(tag)  # in place, as HttpCacheMiddleware adds "cached"
         return response
 
-    def _no_copy(self, request: Request, response: Response, fp: bytes) -> Response | Request:
+    def _no_copy(
+        self, request: Request, response: Response, fp: bytes, rec: UrlRecord | None
+    ) -> Response | Request:
         """A 304 with no stored copy behind it (none kept, or a server answering 304 to a
         request without validators) says nothing about a change: fetch the URL once more,
         without validators. A 304 to that too is recorded as a visit, not an observation."""
@@ -394,6 +406,7 @@ class RecrawlMiddleware:
         )
         self._record(request, response, fp, changed=None, result=_NOT_OBSERVED)
         self._inc("visits")
+        self._count(request, rec, None)
         request.meta[META_RESULT] = _NOT_OBSERVED
         return response
 
@@ -404,6 +417,7 @@ class RecrawlMiddleware:
         self._record(request, response, fp, changed=False, result=_NOT_OBSERVED)
         self._inc("visits")
         self._inc("not_modified")
+        self._count(request, None, "not_modified", first=False)
         request.meta[META_RESULT] = _NOT_OBSERVED
         headers = Headers(stored.headers)
         for name in (b"ETag", b"Last-Modified", b"Date", b"Expires", b"Cache-Control"):
@@ -429,7 +443,16 @@ class RecrawlMiddleware:
             raise IgnoreRequest(f"recrawl: {response.url} has not changed")
         return response
 
-    def _bad(self, request: Request, url: str, status: int, fp: bytes, *, gone: bool) -> None:
+    def _bad(
+        self,
+        request: Request,
+        url: str,
+        status: int,
+        fp: bytes,
+        rec: UrlRecord | None,
+        *,
+        gone: bool,
+    ) -> None:
         self.store.record(
             Visit(
                 fingerprint=fp,
@@ -442,6 +465,7 @@ class RecrawlMiddleware:
             )
         )
         self._inc("gone" if gone else "errors")
+        self._count(request, rec, "gone" if gone else "errors")
 
     def _record(
         self,
@@ -557,6 +581,28 @@ class RecrawlMiddleware:
         ):
             return name
         return None
+
+    def _count(
+        self,
+        request: Request,
+        rec: UrlRecord | None,
+        outcome: str | None,
+        *,
+        first: bool | None = None,
+        cycle: int | None = None,
+    ) -> None:
+        """One recorded visit in its cycle's figures (cycle_summary.py), in the cycle the
+        visit log has it in; ``rec``: the URL's record before the visit (none: a first
+        visit)."""
+        if self.tally is None:
+            return
+        if first is None:
+            first = rec is None or rec.last_visit_cycle < 0
+        if cycle is None:
+            cycle = request.meta.get(META_CYCLE)
+        if cycle is None:
+            cycle = self.store.cycle  # as the store records a visit with no cycle
+        self.tally.count(request, cycle, first, outcome)
 
     def _inc(self, key: str) -> None:
         if self.stats is not None:

@@ -51,12 +51,21 @@ from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.request import request_from_dict
 from twisted.internet.defer import Deferred
 
+from .core.budget import Budget
 from .core.cycle import CycleConfig, CyclePlan, plan_cycle
-from .core.meta import META_CYCLE
+from .core.meta import KIND_NEW, KIND_PROBE, META_CYCLE, META_KIND
 from .core.plugins import ProbeSource
+from .cycle_summary import CycleTally, tally_for_crawler
 from .frontier.base import CycleFrontier
 from .frontier.local import is_new as _is_new
-from .history import HistoryStore, HistoryStoreError, StoreRefused, store_for_crawler
+from .history import (
+    HistoryStore,
+    HistoryStoreError,
+    StoreLost,
+    StoreRefused,
+    cycle_log,
+    store_for_crawler,
+)
 from .plugins import Plugins, plugins_for_crawler, scorer_for_crawler
 from .scope import not_a_page, off_reason
 from .settings import RecrawlSettingError
@@ -246,6 +255,7 @@ class RecrawlScheduler(Scheduler):
                 continue
             if self.frontier.unbudgeted() and _is_new(request):
                 request.meta[META_CYCLE] = self.frontier.cycle
+                request.meta[META_KIND] = KIND_NEW
                 self.inc_stat("recrawl/fetched_new")
             return request
         return self.frontier.next_request()
@@ -323,7 +333,7 @@ class RecrawlScheduler(Scheduler):
         """Start the next cycle in the store and let the cycle core decide it."""
         store = self.store
         store.advance_cycle()
-        return plan_cycle(
+        plan = plan_cycle(
             store.arrays(),
             self.config,
             self.scorer,
@@ -333,6 +343,47 @@ class RecrawlScheduler(Scheduler):
             providers=self.plugins.column_providers,
             selector=self.plugins.selector,
         )
+        self._save_plan(plan)
+        return plan
+
+    def _save_plan(self, plan: CyclePlan) -> None:
+        """Keep what the cycle was planned to do (history/cycle_log.py): here, where both
+        frontiers plan a cycle, once (on Redis by the process opening it, under the lock).
+
+        The picks kept are the scored recrawls, best first (the monitoring sample, scored
+        +inf, is no pick of the scorer's); the cut-off is the lowest of their scores, None
+        when the scorer picked nothing: a warm-up (everything is fetched) or plan mode
+        (a selector picked)."""
+        sel = plan.selection
+        ids, scores = sel.ids[sel.monitored :], sel.scores[sel.monitored :]
+        scored = not plan.warmup and self.plugins.selector is None and len(scores) > 0
+        cutoff = float(np.min(scores)) if scored and np.isfinite(scores).all() else None
+        record = cycle_log.CyclePlan(
+            cycle=plan.cycle,
+            planned_at=time.time(),
+            budget=plan.budget.total or 0,  # 0: no budget (a warm-up fetches everything)
+            scorer=str(
+                self.crawler.settings.get("RECRAWL_SCORER") if self.crawler else self.scorer
+            ),
+            candidates=sel.scored,
+            cutoff=cutoff,
+            picks=len(ids),
+        )
+        cycle_log.save_plan(self.store, record, ids if scored else None, scores if scored else None)
+
+    @property
+    def tally(self) -> CycleTally:
+        return tally_for_crawler(self.crawler)
+
+    def end_cycle(self, cycle: int, budget: Budget, seconds: float, *, shared: bool) -> None:
+        """``cycle`` ended for this process: its figures in one INFO line, in the stats and
+        in the store (cycle_summary.py)."""
+        try:
+            self.tally.end(self.store, cycle, budget, seconds, shared=shared)
+        except HistoryStoreError as exc:  # the figures are lost, the crawl goes on
+            if isinstance(exc, StoreLost):
+                return  # said once, as the crawl stops (history/epoch.py)
+            logger.error("recrawl: could not keep the summary of cycle %d: %s", cycle, exc)
 
     def log_cycle(self, plan: CyclePlan, scheduled: int) -> None:
         stats = self.crawler.stats if self.crawler else None
@@ -387,6 +438,7 @@ class RecrawlScheduler(Scheduler):
             self.store.requests(np.asarray([url_id], dtype=np.int64))[0], url_id
         )
         request.meta[META_CYCLE] = self.store.cycle
+        request.meta[META_KIND] = KIND_PROBE
         # Dispatched either way, so its next offset is scheduled: when this cycle fetched
         # the URL since the probe came due, that fetch stands for the probe (if its
         # response is still to come, the prober takes it as the probe's).

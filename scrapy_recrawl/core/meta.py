@@ -19,3 +19,11 @@ FLAG_UNCHANGED = "recrawl:unchanged"
 FLAG_NOT_MODIFIED = "recrawl:not_modified"
 #: the flags of a page that has not changed since the last visit
 UNCHANGED_FLAGS = frozenset({FLAG_UNCHANGED, FLAG_NOT_MODIFIED})
+
+#: why the scheduler sent the request: one of the KIND_* values (the per-cycle summary
+#: counts fetches by it: scrapy_recrawl/cycle_summary.py)
+META_KIND = "recrawl_kind"
+KIND_RECRAWL = "recrawl"  # a scored recrawl of the cycle's top-k
+KIND_NEW = "new"  # a URL never fetched before
+KIND_MONITOR = "monitor"  # the monitoring sample (RECRAWL_MONITOR_SHARE)
+KIND_PROBE = "probe"  # a loop-time probe (paper 001)

@@ -32,7 +32,7 @@ from scrapy import Request, Spider, signals
 
 from ..core.budget import Budget
 from ..core.cycle import CycleConfig, CyclePlan, cycle_over, side_order
-from ..core.meta import META_CYCLE, META_ID
+from ..core.meta import KIND_MONITOR, KIND_NEW, KIND_RECRAWL, META_CYCLE, META_ID, META_KIND
 from ..history import HistoryStore
 from ..scope import not_a_page
 
@@ -63,6 +63,10 @@ class SchedulerHost(Protocol):
         ...
 
     def log_cycle(self, plan: CyclePlan, scheduled: int) -> None: ...
+
+    def end_cycle(self, cycle: int, budget: Budget, seconds: float, *, shared: bool) -> None:
+        """``cycle`` ended for this process: say and keep its figures (cycle_summary.py)."""
+        ...
 
     def request_from_frontier(self, d: dict[str, Any]) -> Request | None:
         """A request kept in the store's frontier, ready to queue (None: drop it)."""
@@ -95,6 +99,12 @@ class SchedulerHost(Protocol):
     def engine(self) -> Any: ...
 
 
+def recrawl_kind(score: float) -> str:
+    """A selected URL's kind: the monitoring sample is selected with the score +inf
+    (core/selection.py), the scorer's picks with theirs."""
+    return KIND_MONITOR if score == float("inf") else KIND_RECRAWL
+
+
 @dataclass(frozen=True)
 class Taken:
     """Budgeted requests handed out this cycle, by side."""
@@ -113,6 +123,8 @@ class CycleFrontier(ABC):
 
     #: loop-time probes (paper 001) keep a clock per process: only a local frontier
     supports_probes: bool = True
+    #: the cycle is shared with other processes (its summary is this process's part)
+    many_processes: bool = False
 
     def __init__(self, host: SchedulerHost) -> None:
         self.host = host
@@ -174,6 +186,7 @@ class CycleFrontier(ABC):
                 continue
             if side == "new":
                 request.meta[META_CYCLE] = self.cycle
+                request.meta[META_KIND] = KIND_NEW
                 self.host.inc_stat("recrawl/fetched_new")
             return request
         return None  # wait: responses in flight may still bring new URLs
@@ -276,6 +289,16 @@ class CycleFrontier(ABC):
         added = host.store.push_frontier(items)
         host.inc_stat("recrawl/frontier_saved", added)
         return added
+
+    # -- the end of a cycle, for this process ---------------------------------------------
+
+    def summarize_cycle(self) -> None:
+        """The current cycle ends for this process (a roll-over, another process's roll-over
+        adopted, the spider closing): its summary, once (cycle_summary.py)."""
+        if self.cycle > 0:
+            self.host.end_cycle(
+                self.cycle, self.budget, time.monotonic() - self.started, shared=self.many_processes
+            )
 
     # -- continuous mode -------------------------------------------------------------
 

@@ -48,13 +48,13 @@ from scrapy import Request
 from scrapy.utils.misc import load_object
 
 from ..core.budget import Budget
-from ..core.meta import META_CYCLE, META_ID, META_RANK, META_SCORE
+from ..core.meta import META_CYCLE, META_ID, META_KIND, META_RANK, META_SCORE
 from ..history import HistoryStoreError, StoreLost
 from ..history.ownership import for_spider
 from ..history.redis_connection import redis_from_settings
 from ..settings import RecrawlSettingError, get
 from . import serializer
-from .base import CycleFrontier, SchedulerHost, Taken
+from .base import CycleFrontier, SchedulerHost, Taken, recrawl_kind
 from .outage import OutageClock, is_redis_error
 from .redis import RedisFrontier
 
@@ -70,6 +70,7 @@ class DistributedFrontier(CycleFrontier):
     """A spider's cycle, budget and queues in a Redis shared by many processes."""
 
     supports_probes = False
+    many_processes = True
 
     def __init__(self, host: SchedulerHost) -> None:
         from scrapy_redis import defaults
@@ -188,6 +189,15 @@ class DistributedFrontier(CycleFrontier):
     def close(self, reason: str) -> None:
         if self._poke_call is not None and self._poke_call.active():
             self._poke_call.cancel()
+        try:
+            self.summarize_cycle()  # this process's part of the cycle, before it leaves
+        except Exception as exc:  # noqa: BLE001 -- Redis gone: the figures are lost, not the leave
+            logger.error(
+                "recrawl: could not keep the summary of cycle %d in the Redis at %s: %s",
+                self.cycle,
+                self.redis_location,
+                exc,
+            )
         try:
             self._leave(reason)
         except StoreLost:
@@ -441,7 +451,12 @@ class DistributedFrontier(CycleFrontier):
         def entries() -> Iterator[tuple[dict[str, Any], str]]:
             for rank, (url_id, d) in enumerate(zip(ids.tolist(), dicts, strict=True)):
                 assert d is not None
-                meta = {META_CYCLE: cycle, META_ID: int(url_id), META_RANK: rank}
+                meta = {
+                    META_CYCLE: cycle,
+                    META_ID: int(url_id),
+                    META_RANK: rank,
+                    META_KIND: recrawl_kind(float(scores[rank])),
+                }
                 try:
                     request = Request(
                         d["url"], method=d.get("method", "GET"), body=d.get("body") or b""
@@ -471,6 +486,7 @@ class DistributedFrontier(CycleFrontier):
         """Continuous mode: adopt a cycle another process has rolled over to."""
         state = self.shared.state()
         if state and int(state["cycle"]) != self.cycle:
+            self.summarize_cycle()  # another process rolled over: ours has ended
             self._adopt(state)
             self.cycles_run += 1
             stats = self.host.crawler.stats
@@ -488,9 +504,11 @@ class DistributedFrontier(CycleFrontier):
                 # (RECRAWL_ON_STORE_LOSS = "continue"): open the next cycle afresh
                 self._open_cycle()
             elif int(state.get("cycle", -1)) != self.cycle:
+                self.summarize_cycle()
                 self._adopt(state)  # rolled over already, by someone else
                 self.cycles_run += 1
             else:
+                self.summarize_cycle()
                 self._end_cycle(self.cycle, "rolled over")
                 self._open_cycle()
         except StoreLost:

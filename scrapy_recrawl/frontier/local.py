@@ -20,10 +20,10 @@ import numpy as np
 from scrapy import Request, Spider, signals
 
 from ..core.budget import Budget
-from ..core.meta import META_CYCLE, META_ID, META_RANK, META_SCORE
+from ..core.meta import META_CYCLE, META_ID, META_KIND, META_RANK, META_SCORE
 from ..recrawl_queue import RecrawlQueue
 from ..scope import not_a_page
-from .base import CycleFrontier, SchedulerHost, Taken
+from .base import CycleFrontier, SchedulerHost, Taken, recrawl_kind
 
 logger = logging.getLogger("scrapy_recrawl.scheduler")
 
@@ -70,6 +70,7 @@ class LocalFrontier(CycleFrontier):
 
     def close(self, reason: str) -> None:
         self._save(reason)
+        self.summarize_cycle()
         # a continuation is dropped with the memory queue, as in Scrapy
         self.keep_for_later([r for r in self._pending_new() if is_new(r)])
         self.host.store.flush()
@@ -171,6 +172,7 @@ class LocalFrontier(CycleFrontier):
 
     def roll_over(self) -> None:
         self.recrawls.drain()  # unfetched recrawls are rescored with the rest
+        self.summarize_cycle()
         self.start_cycle()
 
     def _reset_probe_cap(self) -> None:
@@ -184,6 +186,7 @@ class LocalFrontier(CycleFrontier):
             request.meta[META_ID] = int(ids[rank])
             request.meta[META_RANK] = rank
             request.meta[META_SCORE] = float(scores[rank])
+            request.meta[META_KIND] = recrawl_kind(float(scores[rank]))
             self.recrawl_fps.add(self.host.fingerprinter.fingerprint(request))
             self.host.df.request_seen(request)  # the spider's own link to it is then a duplicate
             self.recrawls.push(rank, request)

@@ -1,0 +1,140 @@
+"""This process's figures for each cycle: counted as visits are recorded, summed up when
+the cycle ends for this process, in one INFO line, in ``crawler.stats`` and in the
+store's per-cycle record (:mod:`scrapy_recrawl.history.cycle_log`).
+
+The scheduler knows why a request was sent (it tags it with ``META_KIND``: recrawl,
+new, monitor, probe); the middleware knows what came back. Both share one
+:class:`CycleTally` per crawler (:func:`tally_for_crawler`): the middleware calls
+:meth:`CycleTally.count` once per visit it records, the frontier calls
+:meth:`CycleTally.end` when a cycle ends for this process (a continuous roll-over,
+another process's roll-over adopted, the spider closing).
+
+A visit counts in the cycle it is recorded under in the visit log (the request's
+``META_CYCLE``, else the store's current cycle), so the record and the log agree.
+A response still downloading when its cycle ended (a continuous roll-over) is pushed
+with the next summary, as a second, late summary of its cycle.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from dataclasses import fields
+from typing import Any
+
+from scrapy import Request
+
+from .core.budget import Budget
+from .core.meta import KIND_MONITOR, KIND_NEW, KIND_PROBE, KIND_RECRAWL, META_KIND
+from .history.cycle_log import COUNTS, CycleSummary, push_summary
+
+logger = logging.getLogger("scrapy_recrawl.scheduler")
+
+#: the outcomes the middleware reports (a CycleSummary counter each)
+OUTCOMES = ("changed", "unchanged", "not_modified", "errors", "failed", "gone")
+KINDS = (KIND_RECRAWL, KIND_NEW, KIND_MONITOR, KIND_PROBE)
+#: where the figures of the last cycle this process ended go in crawler.stats
+STATS_PREFIX = "recrawl/last_cycle/"
+
+
+def kind_of(request: Request, first: bool) -> str:
+    """The request's kind as the scheduler tagged it. Untagged (a start request, or a
+    request of the spider's outside the budget): new on a first visit, else a recrawl."""
+    kind = request.meta.get(META_KIND)
+    if kind in KINDS:
+        return str(kind)
+    return KIND_NEW if first else KIND_RECRAWL
+
+
+class CycleTally:
+    """Per-cycle counters of one process (module docstring)."""
+
+    def __init__(self, stats: Any) -> None:
+        self.stats = stats
+        self._cycles: dict[int, CycleSummary] = {}
+        self._ended: set[int] = set()  # cycles this process has summed up already
+
+    def count(self, request: Request, cycle: int, first: bool, outcome: str | None) -> None:
+        """One visit recorded in the visit log under ``cycle``, of the request's kind
+        (:func:`kind_of`), with ``outcome`` (one of :data:`OUTCOMES`; None: a first
+        fetch, nothing to compare)."""
+        c = int(cycle)
+        kind = kind_of(request, first)
+        summary = self._cycles.get(c)
+        if summary is None:
+            now = time.time()
+            summary = self._cycles[c] = CycleSummary(c, now, now)
+        setattr(summary, kind, getattr(summary, kind) + 1)
+        if outcome is not None:
+            setattr(summary, outcome, getattr(summary, outcome) + 1)
+        summary.ended = time.time()
+
+    def outcome(self, cycle: int, outcome: str) -> None:
+        """One more ``outcome`` of a visit already counted (a failure that made it gone)."""
+        summary = self._cycles.get(int(cycle))
+        if summary is not None:
+            setattr(summary, outcome, getattr(summary, outcome) + 1)
+
+    def end(
+        self, store: Any, cycle: int, budget: Budget, seconds: float, *, shared: bool = False
+    ) -> CycleSummary:
+        """``cycle`` has ended for this process: say its figures once (INFO line, stats),
+        push them to the store, and push any late visits of cycles ended before."""
+        now = time.time()
+        summary = self._cycles.pop(cycle, None) or CycleSummary(cycle, now - seconds, now)
+        summary.started = min(summary.started, now - seconds)
+        summary.ended = now
+        late = [self._cycles.pop(c) for c in sorted(self._cycles) if c < cycle]
+        if cycle not in self._ended:
+            self._ended.add(cycle)
+            self._say(summary, budget, seconds, shared)
+        for part in [summary, *late]:
+            if _anything(part):
+                push_summary(store, part)
+        return summary
+
+    def _say(self, s: CycleSummary, budget: Budget, seconds: float, shared: bool) -> None:
+        if self.stats is not None:
+            self.stats.set_value(f"{STATS_PREFIX}cycle", s.cycle)
+            self.stats.set_value(f"{STATS_PREFIX}seconds", round(seconds, 3))
+            self.stats.set_value(f"{STATS_PREFIX}fetched", s.fetched)
+            # 0: no budget (a warm-up), as the store's plan has it
+            self.stats.set_value(f"{STATS_PREFIX}budget", budget.total or 0)
+            for name in COUNTS:
+                self.stats.set_value(f"{STATS_PREFIX}{name}", getattr(s, name))
+            self.stats.inc_value("recrawl/cycles_summarized")
+        logger.info("%s", summary_line(s, budget.total, seconds, shared=shared))
+
+
+def summary_line(
+    s: CycleSummary, budget: int | None, seconds: float, *, shared: bool = False
+) -> str:
+    """The one INFO line of a cycle's end, in the manner of Scrapy's LogStats."""
+    who = "this process fetched" if shared else "fetched"
+    spent = (
+        f"{who} {s.fetched} (warm-up: no budget)"
+        if budget is None
+        else f"{who} {s.fetched} of a budget of {budget}"
+    )
+    return (
+        f"recrawl cycle {s.cycle} done in {seconds:.0f} s: {spent} (recrawl {s.recrawl}, "
+        f"new {s.new}, monitor {s.monitor}, probe {s.probe}), changed {s.changed}, "
+        f"unchanged {s.unchanged}, 304 {s.not_modified}, errors {s.errors}, "
+        f"failed {s.failed}, gone {s.gone}"
+    )
+
+
+def _anything(s: CycleSummary) -> bool:
+    return any(getattr(s, f.name) for f in fields(s) if f.name in COUNTS)
+
+
+_TALLIES: weakref.WeakKeyDictionary[Any, CycleTally] = weakref.WeakKeyDictionary()
+
+
+def tally_for_crawler(crawler: Any) -> CycleTally:
+    """The one tally shared by this crawler's scheduler (frontier) and middleware."""
+    tally = _TALLIES.get(crawler)
+    if tally is None:
+        tally = _TALLIES[crawler] = CycleTally(getattr(crawler, "stats", None))
+    return tally

@@ -1,0 +1,201 @@
+"""The per-cycle summary a crawl writes (cycle_summary.py, history/cycle_log.py): one
+INFO line and recrawl/last_cycle/* stats at the end of each cycle, and the store's
+record of each cycle (plan, cut-off, picks; fetched and outcomes per process), checked
+against the visit log and what a real local server served."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from example_project.site import RunningSite
+from scrapy_recrawl.history import SqliteHistoryStore
+from scrapy_recrawl.history.cycle_log import COUNTS, cycle_records, pick_of, picks
+from scrapy_recrawl.history.redis import RedisHistoryStore
+
+from .helpers import LocalSite, Page, run_crawl
+from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
+from .test_redis_crawl import finish, start_crawl
+
+pytestmark = pytest.mark.slow
+
+LINE = re.compile(
+    r"recrawl cycle (\d+) done in \d+ s: fetched (\d+) (?:of a budget of (\d+)|\(warm-up: "
+    r"no budget\)) \(recrawl (\d+), new (\d+), monitor (\d+), probe (\d+)\), changed (\d+), "
+    r"unchanged (\d+), 304 (\d+), errors (\d+), failed (\d+), gone (\d+)$",
+    re.MULTILINE,
+)
+FIGURES = ("recrawl", "new", "monitor", "probe", *COUNTS[4:])
+PAGES = 12
+
+
+def page(i: int, version: int) -> Page:
+    text = f"Page {i} says something about topic {i}, version {version}, in enough words."
+    return Page(f"<html><body><p>{text}</p></body></html>".encode(), etag=f'"{i}-{version}"')
+
+
+def index(n: int) -> Page:
+    links = "".join(f'<a href="/p{j}">p{j}</a>' for j in range(n))
+    return Page(f"<html><body>{links}</body></html>".encode())
+
+
+@pytest.fixture(scope="module")
+def crawled(tmp_path_factory):
+    """Three cron-style cycles of a 12-page site: a warm-up, then a budget of 6 with a
+    monitoring sample; pages change, one disappears, a new one appears."""
+    tmp = tmp_path_factory.mktemp("summary")
+    settings = {
+        "ADDONS": {"scrapy_recrawl.RecrawlAddon": 100},
+        "RECRAWL_STORE": str(tmp / "history.sqlite3"),
+        "RECRAWL_WARMUP_CYCLES": 1,
+        "RECRAWL_BUDGET": 6,
+        "RECRAWL_NEW_SHARE": 0.2,
+        "RECRAWL_MONITOR_SHARE": 0.15,
+        "RECRAWL_SCORER": "cg",
+        "LOG_LEVEL": "INFO",
+    }
+    runs = []
+    with LocalSite() as site:
+        site.pages["/"] = index(PAGES)
+        for i in range(PAGES):
+            site.pages[f"/p{i}"] = page(i, 0)
+        for cycle in (1, 2, 3):
+            served_before = len(site.log)
+            result = run_crawl([site.url + "/"], settings, tmp, follow=True)
+            result["served"] = site.log[served_before:]
+            runs.append(result)
+            for i in range(0, PAGES, 2):  # every other page changes each cycle
+                site.pages[f"/p{i}"] = page(i, cycle)
+            if cycle == 1:
+                del site.pages["/p11"]  # gone (404) when next recrawled
+                site.pages["/"] = index(PAGES + 1)  # a new page
+                site.pages[f"/p{PAGES}"] = page(PAGES, 0)
+    with SqliteHistoryStore(tmp / "history.sqlite3") as store:
+        records = cycle_records(store)
+        log = store.visit_log()
+        kept = {c: picks(store, c) for c in (1, 2, 3)}
+        ids = dict(zip(store.urls(store.arrays().ids), store.arrays().ids.tolist(), strict=True))
+        found = {}
+        for item in runs[2]["items"]:
+            if item["rank"] is not None and item["url"] in ids:
+                found[item["url"]] = pick_of(store, 3, ids[item["url"]])
+    return runs, records, log, kept, found
+
+
+def test_each_cycle_ends_in_one_info_line_with_its_figures_in_the_stats(crawled):
+    runs = crawled[0]
+    for cycle, run in enumerate(runs, start=1):
+        [line] = LINE.findall(run["log"])
+        assert int(line[0]) == cycle
+        stats = run["stats"]
+        assert stats["recrawl/last_cycle/cycle"] == cycle
+        assert int(line[1]) == stats["recrawl/last_cycle/fetched"]
+        assert stats["recrawl/last_cycle/budget"] == int(line[2] or 0)  # 0: warm-up
+        assert [int(v) for v in line[3:]] == [stats[f"recrawl/last_cycle/{k}"] for k in FIGURES]
+        assert " 1 pages" not in run["log"]
+    first, second, third = (LINE.findall(r["log"])[0] for r in runs)
+    assert first[2] == "" and "warm-up: no budget" in runs[0]["log"]
+    assert int(second[2]) >= 6 and int(third[2]) >= 6  # the budget, the monitoring on top
+    # the warm-up fetched the index and every page, all new
+    assert int(first[4]) == PAGES + 1 and int(first[1]) == PAGES + 1
+
+
+def test_the_record_agrees_with_the_visit_log_and_the_server(crawled):
+    runs, records, log, _, _ = crawled
+    assert [r.cycle for r in records] == [1, 2, 3]
+    for rec, run in zip(records, runs, strict=True):
+        s, in_cycle = rec.summary, log["cycle"] == rec.cycle
+        assert rec.processes == 1
+        assert s.fetched == int(in_cycle.sum()) == len(run["served"])
+        assert s.changed == int((log["changed"][in_cycle] == 1).sum())
+        assert s.unchanged + s.not_modified == int((log["changed"][in_cycle] == 0).sum())
+        assert s.not_modified == int((log["status"][in_cycle] == 304).sum())
+        assert s.gone == int((log["status"][in_cycle] == 404).sum())
+        assert s.started <= s.ended
+    later = [r.summary for r in records[1:]]
+    assert sum(s.changed for s in later) > 0 and sum(s.not_modified for s in later) > 0
+    assert sum(s.gone for s in later) == 1  # /p11, once recrawled
+    assert sum(s.monitor for s in later) > 0 and sum(s.recrawl for s in later) > 0
+
+
+def test_the_plan_keeps_its_cut_off_and_picks(crawled):
+    _, records, _, kept, found = crawled
+    warmup = records[0].plan
+    assert warmup.budget == 0 and warmup.cutoff is None and kept[1] is None
+    for rec in records[1:]:
+        plan = rec.plan
+        ids, scores = kept[rec.cycle]
+        assert plan.scorer == "cg" and plan.budget >= 6
+        assert plan.picks == len(ids) > 0 and plan.candidates >= plan.picks
+        assert plan.cutoff == pytest.approx(float(scores.min()))
+        assert np.all(np.diff(scores) <= 0)  # best first
+        assert rec.summary.recrawl <= plan.picks
+    # a URL the scorer picked in cycle 3 is found with its rank and score
+    scored = {url: got for url, got in found.items() if got is not None}
+    assert scored, found
+    for rank, score in scored.values():
+        assert rank >= 1 and score >= records[2].plan.cutoff
+
+
+def test_a_continuous_crawl_sums_up_each_cycle_at_its_roll_over(tmp_path):
+    settings = {
+        "ADDONS": {"scrapy_recrawl.RecrawlAddon": 100},
+        "RECRAWL_STORE": str(tmp_path / "history.sqlite3"),
+        "RECRAWL_CONTINUOUS": True,
+        "RECRAWL_MAX_CYCLES": 3,
+        "RECRAWL_WARMUP_CYCLES": 1,
+        "RECRAWL_BUDGET": 4,
+        "RECRAWL_CYCLE_SECONDS": 0.5,
+        "LOG_LEVEL": "INFO",
+    }
+    with LocalSite() as site:
+        site.pages["/"] = index(8)
+        for i in range(8):
+            site.pages[f"/p{i}"] = page(i, 0)
+        result = run_crawl([site.url + "/"], settings, tmp_path, follow=True)
+    lines = LINE.findall(result["log"])
+    assert [int(line[0]) for line in lines] == [1, 2, 3]  # once each, in order
+    with SqliteHistoryStore(tmp_path / "history.sqlite3") as store:
+        records = cycle_records(store)
+        log = store.visit_log()
+    assert [r.cycle for r in records] == [1, 2, 3]
+    for rec in records:
+        # a response in flight at a roll-over counts in its own cycle (a late summary)
+        assert rec.summary.fetched == int((log["cycle"] == rec.cycle).sum())
+    assert records[0].summary.new == 9 and records[0].plan.budget == 0
+    assert all(0 < r.summary.fetched <= r.plan.budget for r in records[1:])
+
+
+def test_two_processes_on_one_redis_cycle_add_up_to_what_was_served(redis_db, tmp_path):  # noqa: F811
+    with RunningSite(pages=150, seed=5) as site:
+        names = ["a", "b"]
+        procs = [
+            start_crawl(site.base_url, redis_db.url, tmp_path, name, RECRAWL_WARMUP_CYCLES=1)
+            for name in names
+        ]
+        stats = finish(procs, tmp_path, names)
+        served = site.state.served(0)["served"]
+    # the site logs its content pages; a redirect is followed, not kept (never a visit)
+    pages_served = sum(1 for e in served if e["status"] != 301)
+    with RedisHistoryStore(redis_db.url, key="site:history") as store:
+        records = cycle_records(store)
+        log = store.visit_log()
+        urls = store.urls(log["url_id"])
+    page_visits = sum(1 for u in urls if "/page/" in u)
+    assert page_visits == pages_served
+    # usually both processes share cycle 1; one may also finish it before the other starts
+    assert sum(r.processes for r in records) == 2
+    assert sum(s["recrawl/cycles_summarized"] for s in stats) == 2
+    for rec in records:
+        assert rec.summary.fetched == int((log["cycle"] == rec.cycle).sum())
+        assert rec.summary.new == rec.summary.fetched  # the warm-up: every page is new
+        assert rec.plan is not None and rec.plan.cutoff is None  # warm-up: nothing scored
+    assert sum(r.summary.fetched for r in records) == len(urls)
+    assert sum(r.summary.fetched for r in records) == sum(
+        s["recrawl/last_cycle/fetched"] for s in stats
+    )
+    for name in names:
+        text = (tmp_path / f"{name}.log").read_text()
+        assert len(re.findall(r"recrawl cycle \d+ done in \d+ s: this process fetched", text)) == 1
