@@ -220,3 +220,42 @@ def test_freshness_estimate():
     )
     assert pages == 2
     assert share == pytest.approx((1.0 + 0.5 / 5.5) / 2)
+
+
+def _log_only_store(path) -> None:
+    """Four cycles of three URLs, written as a crawl before per-cycle records would:
+    one changes at every visit, one never, one answers 404 from cycle 3 on."""
+    from scrapy_recrawl.history import SqliteHistoryStore, Visit
+
+    with SqliteHistoryStore(str(path)) as store:
+        store.advance_cycle()
+        for c in range(1, 5):
+            if c > 1:
+                store.advance_cycle()
+            for u, status in ((0, 200), (1, 200), (2, 404 if c >= 3 else 200)):
+                changed = None if c == 1 or status != 200 else (u == 0)
+                store.record(Visit(f"fp{u}".encode(), f"http://h{u % 2}/{u}", 100.0 * c + u,
+                                   status, changed, gone=status == 404))  # fmt: skip
+
+
+def test_a_store_without_records_shows_what_its_log_gives(tmp_path):
+    path = tmp_path / "old.sqlite3"
+    _log_only_store(path)
+    store = _open(f"RECRAWL_STORE={path}")
+    try:
+        rows = cycle_rows(store, VisitLog.read(store))
+    finally:
+        store.close()
+    assert [r.source for r in rows] == ["log"] * 4
+    assert [(r.fetched, r.new, r.changed, r.unchanged, r.gone) for r in rows] == [
+        (3, 3, 0, 0, 0), (3, 0, 1, 2, 0), (3, 0, 1, 1, 1), (3, 0, 1, 1, 1)
+    ]  # fmt: skip
+    assert all(r.recrawl is None and r.budget is None and r.scorer is None for r in rows)
+    # freshness at the end of cycle 2: the changing page (CG = -log(0.5/1.5) per cycle,
+    # one cycle old) and the unchanged ones (rate 0: fresh)
+    assert rows[1].fresh_pages == 3
+    assert rows[1].freshness == pytest.approx((1 / 3 + 1 + 1) / 3)
+    project = make_project(tmp_path / "p")
+    run = scrapy(project, "recrawl-report", "-s", f"RECRAWL_STORE={path}")
+    assert run.returncode == 0, run.stderr
+    assert "no per-cycle record in the store" in " ".join(run.stdout.split())
