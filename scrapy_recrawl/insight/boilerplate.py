@@ -14,6 +14,7 @@ date, a time or a counter, or whose id/class says so (``date``, ``updated``, ``a
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -24,8 +25,10 @@ from .log import VisitLog
 #: at least this many observations, and this share of them changes
 MIN_OBSERVATIONS = 3
 MIN_CHANGE_SHARE = 0.9
-#: a change this small: at most this many elements and this simhash distance (median)
-MAX_ELEMENTS = 2
+#: a change this small (medians): one element (a date or counter is one element's text;
+#: a real edit usually touches more, e.g. the text and an "Updated on" line) and a
+#: small simhash distance
+MAX_ELEMENTS = 1
 MAX_DISTANCE = 8
 
 _DATE = re.compile(
@@ -78,17 +81,29 @@ def suspects(log: VisitLog) -> list[tuple[int, int, int, float, float]]:
     return out
 
 
-def guess_xpaths(body: bytes, limit: int = 2) -> list[str]:
-    """XPaths of elements of ``body`` that look like a date, time, counter or ad slot."""
+def guess_xpaths(body: bytes, ignored: Sequence[str] = (), limit: int = 2) -> list[str]:
+    """XPaths of elements of ``body`` that look like a date, time, counter or ad slot,
+    leaving out those the ``ignored`` XPaths (RECRAWL_IGNORE_XPATHS) already silence."""
     from lxml import etree, html
 
     try:
         root = html.fromstring(body)
     except (etree.ParserError, ValueError):
         return []
+    silenced: set[Any] = set()
+    for xpath in ignored:
+        try:
+            hits = root.xpath(xpath)
+        except etree.XPathError:
+            continue
+        for hit in hits if isinstance(hits, list) else ():
+            if isinstance(hit, etree._Element):
+                silenced.update(hit.iter())
     found: list[str] = []
     for el in root.iter():
         if not isinstance(el.tag, str) or el.tag in ("script", "style", "html", "body", "head"):
+            continue
+        if el in silenced:
             continue
         own = (el.text or "").strip()
         named = " ".join(filter(None, (el.get("id"), el.get("class"))))
@@ -127,6 +142,6 @@ def find(
     out = []
     for (url_id, n, x, dist, elem), url in zip(found, urls, strict=True):
         body = body_of(url_id)
-        guesses = guess_xpaths(body) if body else []
+        guesses = guess_xpaths(body, current) if body else []
         out.append(Boilerplate(url, n, x, dist, elem, guesses, ignore_line(current, guesses)))
     return out

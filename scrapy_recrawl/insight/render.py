@@ -91,6 +91,13 @@ def _pct(value: float | None) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value * 100:.0f}%"
 
 
+def _esc(text: str) -> str:
+    """Cells are data: ``[@id="x"]`` in an XPath or a URL is not rich markup."""
+    from rich.markup import escape
+
+    return escape(text)
+
+
 def _console(out: IO[str] | None) -> Any:
     from rich.console import Console
 
@@ -106,7 +113,7 @@ def print_report(report: Report, out: IO[str] | None = None) -> None:
 
     con = _console(out)
     con.print(
-        f"[bold]{report.source}[/bold]"
+        f"[bold]{_esc(report.source)}[/bold]"
         + (f" (spider {report.spider})" if report.spider else "")
         + f": {report.urls} URLs, current cycle {report.current_cycle}"
     )
@@ -121,7 +128,7 @@ def print_report(report: Report, out: IO[str] | None = None) -> None:
             str(r.cycle), str(r.fetched), _fmt(r.recrawl), _fmt(r.new), _fmt(r.monitor),
             _fmt(r.probe), str(r.changed), str(r.unchanged), str(r.not_modified),
             str(r.errors), str(r.gone), _fmt(r.budget), _pct(r.budget_used),
-            _pct(r.freshness), r.scorer or "-",
+            _pct(r.freshness), _esc(r.scorer or "-"),
         )  # fmt: skip
     con.print(t)
     _url_table(con, "Top changing URLs", report.changing)
@@ -130,7 +137,7 @@ def print_report(report: Report, out: IO[str] | None = None) -> None:
         h.add_column(name, justify="left" if name == "host" else "right")
     for line in report.hosts:
         h.add_row(
-            line.host, str(line.urls), str(line.visits), str(line.observations),
+            _esc(line.host), str(line.urls), str(line.visits), str(line.observations),
             str(line.changes), _pct(line.change_share),
         )  # fmt: skip
     con.print(h)
@@ -141,8 +148,8 @@ def print_report(report: Report, out: IO[str] | None = None) -> None:
             b.add_column(name, justify="right" if "median" in name else "left", overflow="fold")
         for bp in report.boilerplate:
             b.add_row(
-                bp.url, f"{bp.changes}/{bp.observations}", _fmt(bp.median_distance, 1),
-                _fmt(bp.median_elements, 1), bp.ignore_line,
+                _esc(bp.url), f"{bp.changes}/{bp.observations}", _fmt(bp.median_distance, 1),
+                _fmt(bp.median_elements, 1), _esc(bp.ignore_line),
             )  # fmt: skip
         con.print(b)
     for note in report.notes:
@@ -157,7 +164,7 @@ def _url_table(con: Any, title: str, lines: Sequence[UrlLine]) -> None:
         t.add_column(name, justify="left" if name == "URL" else "right", overflow="fold")
     for u in lines:
         t.add_row(
-            u.url, str(u.visits), str(u.observations), str(u.changes), _fmt(u.rate),
+            _esc(u.url), str(u.visits), str(u.observations), str(u.changes), _fmt(u.rate),
             _fmt(u.last_change),
         )  # fmt: skip
     con.print(t)
@@ -167,7 +174,7 @@ def print_story(s: UrlStory, out: IO[str] | None = None) -> None:
     from rich.table import Table
 
     con = _console(out)
-    con.print(f"[bold]{s.url}[/bold] (URL id {s.url_id}){' -- gone' if s.gone else ''}")
+    con.print(f"[bold]{_esc(s.url)}[/bold] (URL id {s.url_id}){' -- gone' if s.gone else ''}")
     t = Table(title="Visits", title_justify="left")
     for name in (
         "cycle",

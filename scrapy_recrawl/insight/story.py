@@ -97,7 +97,9 @@ def _score_now(store: Any, s: UrlStory, settings: Any) -> None:
     from scrapy_recrawl.settings import get
 
     scorer = Scorer.from_settings(settings)
-    s.scorer = s.scorer or scorer.expression
+    if s.scorer is None:  # no recorded plan: the scorer of the settings
+        named = scorer.name not in ("expression", scorer.expression)
+        s.scorer = f"{scorer.name} = {scorer.expression}" if named else scorer.expression
     arrays = store.arrays()
     arrays.cycle = store.cycle + 1  # as the next cycle sees it
     where = np.flatnonzero(arrays.ids == s.url_id)
