@@ -15,6 +15,7 @@ Reads any store (SQLite or Redis, ``RECRAWL_STORE``) read-only; the analysis is 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -114,6 +115,10 @@ class Command(RecrawlCommand):
                 self._report(store, opts)
         except (HistoryStoreError, RecordError) as exc:
             raise InputError(f"{store.location}: {exc}") from None
+        except BrokenPipeError:
+            # `... | head`: the reader left; no traceback, and none at exit either
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
         finally:
             store.close()
 
@@ -177,7 +182,9 @@ class Command(RecrawlCommand):
             render.print_report(report)
         if opts.plot:
             scorer = next((r.scorer for r in reversed(rows) if r.scorer), None)
-            title = f"{store.location}" + (f", scorer {scorer}" if scorer else "")
+            if scorer is None:  # no recorded plan: the scorer the settings name
+                scorer = f"{self.settings.get('RECRAWL_SCORER')} (settings)"  # type: ignore[union-attr]
+            title = f"{store.location}, scorer {scorer}"
             save(rows, title, opts.plot)
             print(f"plot: {opts.plot}", file=sys.stderr)
 

@@ -227,6 +227,8 @@ def why_lines(s: UrlStory) -> list[str]:
         lines.append(f"terminals now: {terms}")
     if s.score is not None:
         rank = f"rank {s.rank_now} of {s.candidates} scored candidates"
+        if s.ties:
+            rank += f" (tied with {s.ties} others)"
         if s.monitored:
             rank = f"it would be {rank} were it not monitored"
         lines.append(f"score now (as the next cycle scores it): {_fmt(s.score, 4)}; {rank}")

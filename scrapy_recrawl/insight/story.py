@@ -134,3 +134,4 @@ def _score_now(store: Any, s: UrlStory, settings: Any) -> None:
     s.candidates = int(np.count_nonzero(others))
     ranked = np.nan_to_num(scores, nan=-np.inf)
     s.rank_now = int(np.count_nonzero(others & (ranked > ranked[p]))) + 1
+    s.ties = int(np.count_nonzero(others & (ranked == ranked[p]))) - int(others[p])

@@ -156,6 +156,7 @@ class UrlStory:
     terminals: dict[str, float] = field(default_factory=dict)
     score: float | None = None  # as the next cycle would score it now
     rank_now: int | None = None  # its rank among the candidates now (1 = best)
+    ties: int = 0  # other candidates with the same score
     candidates: int = 0
     monitored: bool = False
     last_cycle: int | None = None  # the last cycle with a kept plan
