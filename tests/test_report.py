@@ -17,7 +17,9 @@ import json
 
 import numpy as np
 import pytest
+from scrapy import Request
 from scrapy.settings import Settings
+from scrapy.utils.request import fingerprint
 
 from scrapy_recrawl.history import open_store
 from scrapy_recrawl.history.cycle_log import CyclePlan, CycleSummary, push_summary, save_plan
@@ -29,7 +31,7 @@ from scrapy_recrawl.scoring.freshness import expected_freshness
 
 from .cli_project import make_project, scrapy
 from .helpers import LocalSite, Page
-from .redis_server import RedisServer
+from .redis_server import RedisServer, redis_db, redis_server  # noqa: F401 -- fixtures
 
 pytestmark = pytest.mark.slow
 
@@ -144,6 +146,8 @@ def test_csv_and_json_parse(crawled):
     (stamp,) = [b for b in data["boilerplate"] if b["url"].endswith(f"/p/{STAMP}.html")]
     assert '//p[@class="generated"]' in stamp["ignore_line"]
     assert stamp["ignore_line"].startswith("RECRAWL_IGNORE_XPATHS = [")
+    since = csv.DictReader(io.StringIO(report(crawled, "--format", "csv", "--since", "3").stdout))
+    assert [int(r["cycle"]) for r in since] == list(range(3, CYCLES + 1))
     csv_hosts = report(crawled, "--format", "csv", "--table", "hosts").stdout
     (host,) = csv.DictReader(io.StringIO(csv_hosts))
     assert host["host"] == "127.0.0.1" and int(host["urls"]) == URLS
@@ -259,3 +263,23 @@ def test_a_store_without_records_shows_what_its_log_gives(tmp_path):
     run = scrapy(project, "recrawl-report", "-s", f"RECRAWL_STORE={path}")
     assert run.returncode == 0, run.stderr
     assert "no per-cycle record in the store" in " ".join(run.stdout.split())
+
+
+def test_a_cut_log_is_said(redis_db):  # noqa: F811 -- the fixture
+    """A Redis store's log is capped (RECRAWL_REDIS_LOG_MAXLEN): the story says how many
+    of the URL's visits it still keeps."""
+    from scrapy_recrawl.history import Visit
+    from scrapy_recrawl.history.redis import RedisHistoryStore
+    from scrapy_recrawl.insight.story import find_url, story
+
+    url = "http://h/a"
+    with RedisHistoryStore(redis_db.url, key="cut:history", log_maxlen=10) as store:
+        fp = fingerprint(Request(url))
+        for k in range(300):  # MAXLEN ~ trims whole nodes (100 entries): many visits
+            store.record(Visit(fp, url, float(k), 200, None if k == 0 else k % 2 == 0))
+        store.flush()
+        url_id, rec = find_url(store, url)
+        s = story(store, VisitLog(store.visit_log([url_id])), url, url_id, rec,
+                  Settings({"RECRAWL_MONITOR_SHARE": 0}))  # fmt: skip
+    assert s.visits_recorded == 300 and s.cut and len(s.visits) < 300
+    assert f"keeps {len(s.visits)} of its 300 visits" in s.notes[0]

@@ -237,6 +237,8 @@ def _since(log: Any, since: int) -> dict[str, Any]:
 
 
 def _notes(rows: list[Any]) -> list[str]:
+    if not rows:
+        return ["the store has no visit yet: crawl first (scrapy crawl <spider>)"]
     notes = []
     bare = [r.cycle for r in rows if r.source == "log"]
     if bare:
