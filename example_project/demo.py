@@ -40,8 +40,16 @@ def post(url: str) -> dict:
         return json.load(resp)
 
 
-def crawl_cycle(base_url: str, store: str, scorer: str, budget: float, seed: int) -> dict:
-    """One cycle: a real `scrapy crawl site` in the example project, with the add-on on."""
+def crawl_cycle(
+    base_url: str,
+    store: str,
+    scorer: str,
+    budget: float,
+    seed: int,
+    extra: dict[str, str] | None = None,
+) -> dict:
+    """One cycle: a real `scrapy crawl site` in the example project, with the add-on on
+    (``extra``: more ``-s NAME=VALUE`` settings)."""
     stats_file = store + ".stats.json"
     cmd = [
         sys.executable,
@@ -67,6 +75,8 @@ def crawl_cycle(base_url: str, store: str, scorer: str, budget: float, seed: int
         "-s",
         'EXTENSIONS={"example_project.stats_dump.StatsDump": 0}',
     ]
+    for name, value in (extra or {}).items():
+        cmd += ["-s", f"{name}={value}"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT_DIR.parent), str(PROJECT_DIR)])}
     out = subprocess.run(cmd, cwd=PROJECT_DIR, env=env, capture_output=True, text=True)
     if out.returncode != 0:

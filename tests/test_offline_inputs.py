@@ -1,5 +1,5 @@
 """The offline commands on bad input (issue 16 item 6), as a user runs them: each of
-``recrawl-evolve``, ``recrawl-baskets`` and ``recrawl-plan`` fed a missing path, a
+``recrawl-evolve``, ``recrawl-baskets``, ``recrawl-plan`` and ``recrawl-report`` fed a missing path, a
 foreign SQLite file, corrupt ``.npz`` and CSV files, or an output it cannot write
 says so in one line and exits non-zero, and every input file is byte-identical
 afterwards; fed a read-only store, it reads it."""
@@ -101,6 +101,8 @@ CASES = [
     ("recrawl-plan", ["-s", "RECRAWL_STORE={f}", "--periods", "2", "--buckets", "4"], ["missing.sqlite3", "foreign.db", "text.npz", "empty.sqlite3"]),
     ("recrawl-baskets", ["--history", "{f}", "--trees", "5"], [n for n in FILES if n.endswith(".npz")] + ["missing.npz", "binary.csv"]),
     ("recrawl-baskets", ["-s", "RECRAWL_STORE={f}", "--no-save"], ["missing.sqlite3", "foreign.db", "text.npz", "empty.sqlite3"]),
+    ("recrawl-report", ["-s", "RECRAWL_STORE={f}"], ["missing.sqlite3", "foreign.db", "text.npz", "binary.csv"]),
+    ("recrawl-report", ["-s", "RECRAWL_STORE={f}", "--export", "{f}.out.npz"], ["missing.sqlite3", "foreign.db", "empty.sqlite3"]),
 ]  # fmt: skip
 TABLE = [(cmd, args, name) for cmd, args, names in CASES for name in names]
 TABLE += [("recrawl-evolve", ["--history", "{f}", *TINY], "missing.csv")]
@@ -149,6 +151,8 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(project, command, args, name)
         ("recrawl-evolve", ["--history", "{good}", "--plot", "{out}/x.png", *TINY]),
         ("recrawl-baskets", ["--history", "{good}", "--output", "{inputs}"]),
         ("recrawl-baskets", ["--history", "{good}", "--output", "{out}/m.bin"]),
+        ("recrawl-report", ["-s", "RECRAWL_STORE={good}", "--plot", "{out}/x.png"]),
+        ("recrawl-report", ["-s", "RECRAWL_STORE={good}", "--export", "{out}/x.npz"]),
     ],
 )
 def test_output_paths_are_checked_before_the_work(project, command, args):

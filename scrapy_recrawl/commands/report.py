@@ -1,0 +1,256 @@
+"""``scrapy recrawl-report``: what the crawl learned, read back from the spider's store.
+
+Per cycle: fetched (recrawl / new / monitor / probe), changed, unchanged, 304s,
+errors, gone, the budget used, the estimated freshness and the scorer; the top
+changing URLs and hosts, the URLs the budget is wasted on, and the pages whose
+changes look like boilerplate, with the ``RECRAWL_IGNORE_XPATHS`` line that would
+silence them. ``--url URL``: one URL's visits and why it was (or was not) picked.
+``--format csv|json`` for pipelines, ``--plot FILE.png|.svg``, and ``--export
+FILE.npz|.csv``: the change matrix ``recrawl-evolve --history`` reads.
+
+Reads any store (SQLite or Redis, ``RECRAWL_STORE``) read-only; the analysis is in
+:mod:`scrapy_recrawl.insight`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from scrapy.exceptions import UsageError
+
+from . import InputError, RecrawlCommand, check_output
+
+
+def _cycle(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a cycle number, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a cycle number >= 0, got {v}")
+    return v
+
+
+def _count(text: str) -> int:
+    v = _cycle(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError("expected a number >= 1")
+    return v
+
+
+class Command(RecrawlCommand):
+    reads_history = True
+
+    def short_desc(self) -> str:
+        return "Show what the crawl learned: per-cycle figures, top URLs, one URL's story"
+
+    def long_desc(self) -> str:
+        return (
+            "Read a spider's history store (read-only) and show, per cycle, what was fetched, "
+            "what changed, the budget used and the estimated freshness; the top changing URLs "
+            "and hosts, the URLs fetched often that never changed, and the changes that look "
+            "like boilerplate. --url URL shows one URL's visits and why it was picked or not; "
+            "--export writes the change matrix recrawl-evolve --history reads."
+        )
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        g = parser.add_argument_group("Report")
+        g.add_argument("--url", metavar="URL", help="one URL's visit history and last score")
+        g.add_argument(
+            "--format",
+            choices=("table", "csv", "json"),
+            default="table",
+            help="table (default), csv (one table: --table) or json (everything)",
+        )
+        g.add_argument(
+            "--table",
+            choices=("cycles", "changing", "hosts", "wasted", "boilerplate"),
+            default="cycles",
+            help="the table --format csv writes (default: cycles)",
+        )
+        g.add_argument(
+            "--since", type=_cycle, default=0, metavar="CYCLE", help="cycles from this one on"
+        )
+        g.add_argument(
+            "--top", type=_count, default=10, metavar="N", help="lines per top list (10)"
+        )
+        g.add_argument(
+            "--plot",
+            metavar="FILE.png",
+            help="changes found, fetched and estimated freshness per cycle (.png or .svg; "
+            "needs matplotlib)",
+        )
+        g = parser.add_argument_group("Export")
+        g.add_argument(
+            "--export",
+            metavar="FILE.npz",
+            help="write the change matrix recrawl-evolve --history reads (.npz or .csv): "
+            "the RECRAWL_MONITOR_SHARE sample",
+        )
+        g.add_argument(
+            "--all",
+            action="store_true",
+            help="with --export: every URL's observations, not only the monitoring sample "
+            "(biased by the scorer's picks)",
+        )
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if args:
+            raise UsageError(f"unexpected arguments: {' '.join(args)}")
+        self._check_options(opts)
+        from scrapy_recrawl.history import HistoryStoreError
+        from scrapy_recrawl.history.records import RecordError
+
+        store = self.open_history(opts)  # read-only: never created, migrated or changed
+        try:
+            if opts.export:
+                self._export(store, opts)
+            elif opts.url:
+                self._story(store, opts)
+            else:
+                self._report(store, opts)
+        except (HistoryStoreError, RecordError) as exc:
+            raise InputError(f"{store.location}: {exc}") from None
+        except BrokenPipeError:
+            # `... | head`: the reader left; no traceback, and none at exit either
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
+        finally:
+            store.close()
+
+    def _check_options(self, opts: argparse.Namespace) -> None:
+        # where the results go is checked before any work
+        if opts.plot:
+            if not opts.plot.lower().endswith((".png", ".svg")):
+                raise UsageError(f"--plot {opts.plot!r}: expected a .png or .svg file name")
+            check_output(opts.plot, "--plot")
+            try:
+                import matplotlib  # noqa: F401
+            except ImportError:
+                raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
+        if opts.export:
+            if not opts.export.lower().endswith((".npz", ".csv")):
+                raise UsageError(f"--export {opts.export!r}: expected a .npz or .csv file name")
+            check_output(opts.export, "--export")
+        elif opts.all:
+            raise UsageError("--all goes with --export (it says what to export)")
+        if opts.url and (opts.export or opts.plot):
+            raise UsageError("--url shows one URL; it takes no --export or --plot")
+
+    # -- the three things it does ---------------------------------------------------
+
+    def _report(self, store: Any, opts: argparse.Namespace) -> None:
+        from scrapy_recrawl.insight import boilerplate, render
+        from scrapy_recrawl.insight.cycles import cycle_rows
+        from scrapy_recrawl.insight.log import VisitLog
+        from scrapy_recrawl.insight.plot import save
+        from scrapy_recrawl.insight.story import record_of
+        from scrapy_recrawl.insight.urls import UrlStats, top_changing, top_hosts, top_wasted
+
+        log = VisitLog.read(store)
+        rows = cycle_rows(store, log, opts.since)
+        since = log if not opts.since else VisitLog(_since(log, opts.since))
+        stats = UrlStats.from_log(since)
+
+        def body_of(url_id: int) -> bytes | None:
+            rec = record_of(store, url_id)
+            kept = store.body(rec.fingerprint) if rec is not None else None
+            return kept.body if kept is not None else None
+
+        current = list(self.settings.getlist("RECRAWL_IGNORE_XPATHS"))  # type: ignore[union-attr]
+        report = render.Report(
+            source=store.location,
+            spider=getattr(opts, "spider", None) or self._only_spider(),
+            current_cycle=store.cycle,
+            urls=len(store),
+            cycles=rows,
+            changing=top_changing(store, stats, opts.top),
+            hosts=top_hosts(store, stats, opts.top),
+            wasted=top_wasted(store, stats, opts.top),
+            boilerplate=boilerplate.find(store, since, current, opts.top, body_of),
+            notes=_notes(rows),
+        )
+        if opts.format == "json":
+            render.write_json(report.as_dict())
+        elif opts.format == "csv":
+            render.write_csv(report.tables()[opts.table])
+        else:
+            render.print_report(report)
+        if opts.plot:
+            scorer = next((r.scorer for r in reversed(rows) if r.scorer), None)
+            if scorer is None:  # no recorded plan: the scorer the settings name
+                scorer = f"{self.settings.get('RECRAWL_SCORER')} (settings)"  # type: ignore[union-attr]
+            title = f"{store.location}, scorer {scorer}"
+            save(rows, title, opts.plot)
+            print(f"plot: {opts.plot}", file=sys.stderr)
+
+    def _story(self, store: Any, opts: argparse.Namespace) -> None:
+        from scrapy_recrawl.insight import render
+        from scrapy_recrawl.insight.log import VisitLog
+        from scrapy_recrawl.insight.story import find_url, record_of, story
+
+        found = find_url(store, opts.url)
+        if found is None:
+            raise InputError(f"--url {opts.url}: not in the history store {store.location}")
+        url_id, rec = found
+        rec = rec if rec is not None else record_of(store, url_id)
+        log = VisitLog(store.visit_log([url_id], since_cycle=opts.since or None))
+        s = story(store, log, opts.url, url_id, rec, self.settings)
+        if opts.format == "json":
+            render.write_json({**s.as_dict(), "why": render.why_lines(s)})
+        elif opts.format == "csv":
+            render.write_csv([v.as_dict() for v in s.visits])
+        else:
+            render.print_story(s)
+
+    def _export(self, store: Any, opts: argparse.Namespace) -> None:
+        from scrapy_recrawl.insight import export
+        from scrapy_recrawl.insight.log import VisitLog
+        from scrapy_recrawl.learn.histories import HistoryError
+        from scrapy_recrawl.settings import get
+
+        if opts.all:
+            print(f"warning: {export.BIAS_WARNING}", file=sys.stderr)
+            matrix = export.whole_history(store, VisitLog.read(store))
+        else:
+            share = get(self.settings, "RECRAWL_MONITOR_SHARE", (int, float))
+            seed = get(self.settings, "RECRAWL_SEED", int)
+            try:
+                matrix = export.monitoring_sample(store, share, seed)
+            except HistoryError as exc:
+                raise InputError(str(exc)) from None
+        if not matrix.urls:
+            raise InputError(f"{store.location}: no URL with a good fetch to export")
+        export.write(matrix, opts.export)
+        print(f"{matrix.note}", file=sys.stderr)
+        pages, cycles = matrix.changes.shape
+        print(f"exported {pages} pages x {cycles} cycles to {opts.export}")
+
+
+def _since(log: Any, since: int) -> dict[str, Any]:
+    keep = log["cycle"] >= since
+    return {k: v[keep] for k, v in log.columns.items()}
+
+
+def _notes(rows: list[Any]) -> list[str]:
+    if not rows:
+        return ["the store has no visit yet: crawl first (scrapy crawl <spider>)"]
+    notes = []
+    bare = [r.cycle for r in rows if r.source == "log"]
+    if bare:
+        span = f"{bare[0]}..{bare[-1]}" if len(bare) > 1 else str(bare[0])
+        notes.append(
+            f"cycles {span}: no per-cycle record in the store (kept by crawls since issue "
+            "17): their figures come from the visit log; fetched by kind (recrawl, monitor, "
+            "probe), the budget and the scorer are not recorded"
+        )
+    notes.append(
+        "freshness: the expected share of pages unchanged since their last visit, each "
+        "page a Poisson process at its own rate (CG over its mean visit interval; "
+        "scoring/freshness.py), over the pages with at least one change observation"
+    )
+    return notes

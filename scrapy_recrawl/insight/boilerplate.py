@@ -1,0 +1,147 @@
+"""Pages whose "changes" look like boilerplate: a date, a counter or an ad slot that
+moves at every visit, each with the ``RECRAWL_IGNORE_XPATHS`` line that would silence it.
+
+What the store can tell: per visit, whether it was a change, the simhash distance
+``D`` and how many elements were added, removed, modified or had attributes changed
+(the visit log). A page that changed at (nearly) every observation, each time by one
+or two elements and a small distance, is most likely boilerplate. What it cannot
+tell: *which* element moved (the log keeps counts, not paths). The one clue left is
+the page's kept copy (when the store keeps bodies): elements whose text looks like a
+date, a time or a counter, or whose id/class says so (``date``, ``updated``, ``ad``
+...), are offered as a guess, and said to be one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from .log import VisitLog
+
+#: at least this many observations, and this share of them changes
+MIN_OBSERVATIONS = 3
+MIN_CHANGE_SHARE = 0.9
+#: a change this small (medians): one element (a date or counter is one element's text;
+#: a real edit usually touches more, e.g. the text and an "Updated on" line) and a
+#: small simhash distance
+MAX_ELEMENTS = 1
+MAX_DISTANCE = 8
+
+_DATE = re.compile(
+    r"\b(\d{4}-\d{2}-\d{2}|\d{1,2}[/.]\d{1,2}[/.]\d{2,4}|\d{1,2}:\d{2}(:\d{2})?|"
+    r"(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2})\b",
+    re.IGNORECASE,
+)
+_COUNTER = re.compile(r"\b(\d[\d,.]*\s*(views?|visits?|visitors?|hits?|online)|"
+                      r"(views?|visits?|visitors?|hits?):?\s*\d)", re.IGNORECASE)  # fmt: skip
+_NAMES = re.compile(
+    r"(^|[-_ ])(date|time|updated|timestamp|clock|counter|views|visits|ad|ads|advert|banner)"
+    r"($|[-_ ])",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class Boilerplate:
+    url: str
+    observations: int
+    changes: int
+    median_distance: float
+    median_elements: float  # added + removed + modified + attributes per change
+    suspects: list[str]  # XPath guesses from the kept copy (may be empty)
+    ignore_line: str  # the RECRAWL_IGNORE_XPATHS line to add
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def suspects(log: VisitLog) -> list[tuple[int, int, int, float, float]]:
+    """``(url_id, observations, changes, median distance, median elements)`` of the
+    pages whose changes look like boilerplate, the most changes first."""
+    obs = log.observed
+    out = []
+    for url_id in np.unique(log["url_id"][obs]).tolist():
+        rows = obs & (log["url_id"] == url_id)
+        n = int(np.count_nonzero(rows))
+        ch = rows & (log["changed"] == 1)
+        x = int(np.count_nonzero(ch))
+        if n < MIN_OBSERVATIONS or x < MIN_CHANGE_SHARE * n:
+            continue
+        elements = (
+            log["added"][ch] + log["removed"][ch] + log["modified"][ch] + log["attributes"][ch]
+        )
+        dist, elem = float(np.median(log["distance"][ch])), float(np.median(elements))
+        if elem <= MAX_ELEMENTS and dist <= MAX_DISTANCE:
+            out.append((url_id, n, x, dist, elem))
+    out.sort(key=lambda s: (-s[2], s[0]))
+    return out
+
+
+def guess_xpaths(body: bytes, ignored: Sequence[str] = (), limit: int = 2) -> list[str]:
+    """XPaths of elements of ``body`` that look like a date, time, counter or ad slot,
+    leaving out those the ``ignored`` XPaths (RECRAWL_IGNORE_XPATHS) already silence."""
+    from lxml import etree, html
+
+    try:
+        root = html.fromstring(body)
+    except (etree.ParserError, ValueError):
+        return []
+    silenced: set[Any] = set()
+    for xpath in ignored:
+        try:
+            hits = root.xpath(xpath)
+        except etree.XPathError:
+            continue
+        for hit in hits if isinstance(hits, list) else ():
+            if isinstance(hit, etree._Element):
+                silenced.update(hit.iter())
+    found: list[str] = []
+    for el in root.iter():
+        if not isinstance(el.tag, str) or el.tag in ("script", "style", "html", "body", "head"):
+            continue
+        if el in silenced:
+            continue
+        own = (el.text or "").strip()
+        named = " ".join(filter(None, (el.get("id"), el.get("class"))))
+        if not ((own and (_DATE.search(own) or _COUNTER.search(own))) or _NAMES.search(named)):
+            continue
+        xpath = _xpath_of(el)
+        if xpath not in found:
+            found.append(xpath)
+        if len(found) >= limit:
+            break
+    return found
+
+
+def _xpath_of(el: Any) -> str:
+    if el.get("id"):
+        return f'//*[@id="{el.get("id")}"]'
+    if el.get("class"):
+        return f'//{el.tag}[@class="{el.get("class")}"]'
+    return str(el.getroottree().getpath(el))
+
+
+def ignore_line(current: list[str], add: list[str]) -> str:
+    """The settings line: the current XPaths and the new ones."""
+    new = [x for x in add if x not in current] or ["//XPATH-OF-THE-MOVING-ELEMENT"]
+    items = ", ".join(repr(x) for x in [*current, *new])
+    return f"RECRAWL_IGNORE_XPATHS = [{items}]"
+
+
+def find(
+    store: Any, log: VisitLog, current: list[str], limit: int, body_of: Any
+) -> list[Boilerplate]:
+    """The boilerplate suspects (at most ``limit``); ``body_of(url_id)``: the kept copy's
+    bytes or None."""
+    found = suspects(log)[:limit]
+    urls = store.urls(np.array([s[0] for s in found], dtype=np.int64)) if found else []
+    out = []
+    for (url_id, n, x, dist, elem), url in zip(found, urls, strict=True):
+        body = body_of(url_id)
+        guesses = guess_xpaths(body, current) if body else []
+        out.append(Boilerplate(url, n, x, dist, elem, guesses, ignore_line(current, guesses)))
+    return out

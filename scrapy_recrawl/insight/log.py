@@ -1,0 +1,64 @@
+"""The visit log, read once, with the masks every report needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: statuses that say a page is gone (the middleware marks the URL gone on them)
+GONE_STATUSES = (404, 410)
+
+
+@dataclass
+class VisitLog:
+    """The store's visit log as columns (``HistoryStore.visit_log``), oldest first."""
+
+    columns: dict[str, np.ndarray]
+
+    @classmethod
+    def read(cls, store: object) -> VisitLog:
+        return cls(store.visit_log())  # type: ignore[attr-defined]
+
+    def __len__(self) -> int:
+        return int(self.columns["url_id"].shape[0])
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    @property
+    def good(self) -> np.ndarray:
+        """A good fetch: 2xx or 304 (what a copy and an observation come from)."""
+        status = self["status"]
+        return ((status >= 200) & (status < 300)) | (status == 304)
+
+    @property
+    def observed(self) -> np.ndarray:
+        """A change observation (``changed`` is 0 or 1)."""
+        return self["changed"] >= 0
+
+    @property
+    def failed(self) -> np.ndarray:
+        """No response at all (a download error)."""
+        return self["status"] == 0
+
+    @property
+    def gone(self) -> np.ndarray:
+        return np.isin(self["status"], GONE_STATUSES)
+
+    @property
+    def errors(self) -> np.ndarray:
+        """A response that is an error, not one saying the page is gone."""
+        return (self["status"] >= 400) & ~self.gone
+
+    @property
+    def first_of_url(self) -> np.ndarray:
+        """Each URL's first row in the log (a new URL, when the log is not cut)."""
+        first = np.zeros(len(self), dtype=bool)
+        if len(self):
+            _, index = np.unique(self["url_id"], return_index=True)
+            first[index] = True
+        return first
+
+    def cycles(self) -> np.ndarray:
+        return np.unique(self["cycle"])
