@@ -69,6 +69,7 @@ from .history import (
 from .plugins import Plugins, plugins_for_crawler, scorer_for_crawler
 from .scope import not_a_page, off_reason
 from .settings import RecrawlSettingError
+from .settings import get as get_setting
 from .startup import check_settings, enabled, startup_failure, watch_failed_close
 
 logger = logging.getLogger(__name__)
@@ -362,8 +363,11 @@ class RecrawlScheduler(Scheduler):
             cycle=plan.cycle,
             planned_at=time.time(),
             budget=plan.budget.total or 0,  # 0: no budget (a warm-up fetches everything)
+            # as configured (a preset name or the expression), its default when unset
             scorer=str(
-                self.crawler.settings.get("RECRAWL_SCORER") if self.crawler else self.scorer
+                get_setting(self.crawler.settings, "RECRAWL_SCORER")
+                if self.crawler
+                else self.scorer
             ),
             candidates=sel.scored,
             cutoff=cutoff,

@@ -22,7 +22,6 @@ from scrapy.settings import Settings
 from scrapy.utils.request import fingerprint
 
 from scrapy_recrawl.history import open_store
-from scrapy_recrawl.history.cycle_log import CyclePlan, CycleSummary, push_summary, save_plan
 from scrapy_recrawl.insight.cycles import cycle_rows
 from scrapy_recrawl.insight.log import VisitLog
 from scrapy_recrawl.insight.plot import figure
@@ -66,54 +65,20 @@ def crawl_site(project, store_setting: str) -> None:
             assert run.returncode == 0, run.stderr[-3000:]
 
 
-def write_records(store) -> None:
-    """What the crawl-side wiring writes each cycle (the real API), here after the crawl."""
-    arrays = store.arrays()
-    log = store.visit_log()
-    _, first = np.unique(log["url_id"], return_index=True)
-    new = np.zeros(len(log["url_id"]), dtype=bool)
-    new[first] = True
-    for cycle in np.unique(log["cycle"]).tolist():
-        at = log["cycle"] == cycle
-        ids = arrays.ids[:4]
-        scores = np.array([0.9, 0.7, 0.5, 0.3])
-        save_plan(store, CyclePlan(cycle, 1.0, 4, "gp4c", len(arrays.ids), 0.3, 4), ids, scores)
-        changed = log["changed"][at]
-        push_summary(
-            store,
-            CycleSummary(
-                cycle, 1.0, 2.0, recrawl=int((at & ~new).sum()) - 2, monitor=2,
-                new=int((at & new).sum()),
-                changed=int((changed == 1).sum()), unchanged=int((changed == 0).sum()),
-                not_modified=int((log["status"][at] == 304).sum()),
-            ),
-        )  # fmt: skip
-
-
 @pytest.fixture(scope="module", params=["sqlite", "redis"])
 def crawled(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(f"report-{request.param}")
-    project = make_project(root, "RECRAWL_MONITOR_SHARE = 1.0\n")
+    project = make_project(root, "RECRAWL_MONITOR_SHARE = 1.0\nRECRAWL_SCORER = 'gp4c'\n")
     if request.param == "sqlite":
         path = root / "history.sqlite3"
         setting = f"RECRAWL_STORE={path}"
         crawl_site(project, setting)
-        _with_records(setting)
         yield project, setting
         return
     with RedisServer(appendonly=True) as server:  # a store that survives a restart
         setting = f"RECRAWL_STORE={server.url}"
         crawl_site(project, setting)
-        _with_records(setting)
         yield project, setting
-
-
-def _with_records(setting: str) -> None:
-    store = _open(setting, read_only=False)
-    try:
-        write_records(store)
-    finally:
-        store.close()
 
 
 def report(crawled, *args):
@@ -175,7 +140,10 @@ def test_url_shows_its_history_and_last_score(crawled):
     assert "score now" in out and "rank" in out
     story = json.loads(report(crawled, "--url", url, "--format", "json").stdout)
     assert len(story["visits"]) == story["visits_recorded"] and not story["cut"]
-    assert story["last_cycle"] == CYCLES and story["cutoff"] == 0.3
+    # the whole site is the monitoring sample here: the scorer picked nothing (the
+    # cut-off and a picked URL's rank are tested on a real crawl in test_cycle_summary)
+    assert story["last_cycle"] == CYCLES and story["cutoff"] is None and story["monitored"]
+    assert any("the scorer picked nothing" in line for line in story["why"])
     assert story["score"] is not None and story["rank_now"] >= 1
     assert any(f"cycle {CYCLES}:" in line for line in story["why"])
 

@@ -215,6 +215,11 @@ def why_lines(s: UrlStory) -> list[str]:
                 f"cycle {s.last_cycle}: not picked: {s.picks} recrawls scored above the "
                 f"cut-off {cut}"
             )
+        elif s.picks == 0 and s.cutoff is None:
+            lines.append(
+                f"cycle {s.last_cycle}: the scorer picked nothing (a warm-up, plan mode, or "
+                "every page in the monitoring sample)"
+            )
         else:
             lines.append(f"cycle {s.last_cycle}: cut-off {cut}; its picks are no longer kept")
     if s.monitored:
@@ -226,7 +231,7 @@ def why_lines(s: UrlStory) -> list[str]:
         terms = ", ".join(f"{k}={_fmt(v, 4)}" for k, v in s.terminals.items())
         lines.append(f"terminals now: {terms}")
     if s.score is not None:
-        rank = f"rank {s.rank_now} of {s.candidates} scored candidates"
+        rank = f"rank {s.rank_now} of {max(s.candidates, s.rank_now)} scored candidates"
         if s.ties:
             rank += f" (tied with {s.ties} others)"
         if s.monitored:
