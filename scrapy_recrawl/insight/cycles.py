@@ -138,7 +138,9 @@ def _row(
             monitor=None,
             probe=None,
             changed=int(np.count_nonzero(changed == 1)),
-            unchanged=int(np.count_nonzero(changed == 0)),
+            # as the crawl's record counts them: a full body that did not change;
+            # a 304 in its own column
+            unchanged=int(np.count_nonzero((changed == 0) & (log["status"][at] != 304))),
             not_modified=int(np.count_nonzero(log["status"][at] == 304)),
             errors=int(np.count_nonzero((log.errors | log.failed) & at)),
             gone=int(np.count_nonzero(log.gone & at)),
