@@ -231,7 +231,7 @@ def why_lines(s: UrlStory) -> list[str]:
         terms = ", ".join(f"{k}={_fmt(v, 4)}" for k, v in s.terminals.items())
         lines.append(f"terminals now: {terms}")
     if s.score is not None:
-        rank = f"rank {s.rank_now} of {max(s.candidates, s.rank_now)} scored candidates"
+        rank = f"rank {s.rank_now} of {max(s.candidates, s.rank_now or 0)} scored candidates"
         if s.ties:
             rank += f" (tied with {s.ties} others)"
         if s.monitored:
