@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -136,8 +137,37 @@ def main(argv: list[str] | None = None) -> None:
         )
         for scorer in scorers:
             results[scorer] = run_scorer(site, scorer, args, tmp)
+        kept = keep_history(os.path.join(tmp, f"{scorers[0]}.sqlite3"))
     print_table(results, scorers)
     print(f"\n(total {time.monotonic() - t0:.0f}s)")
+    print(
+        f"\nThe {scorers[0]} crawl's history is kept in {os.path.relpath(kept)}: see what it "
+        "learned with\n  cd example_project && ../.venv/bin/scrapy recrawl-report "
+        f"-s RECRAWL_SEED={args.seed}"
+    )
+
+
+#: where the example project's spider keeps its history by default (RECRAWL_STORE unset)
+PROJECT_STORE = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), ".scrapy", "recrawl", "site", "history.sqlite3"
+)
+
+
+def keep_history(store: str) -> str:
+    """Copy the first scorer's history (closed: its crawls are over) to the example
+    project's default store, replacing the last demo's, so ``scrapy recrawl-report`` in
+    example_project/ reads it with no setting (docs/changes.md)."""
+    os.makedirs(os.path.dirname(PROJECT_STORE), exist_ok=True)
+    for suffix in ("", "-wal", "-shm", ".lock"):
+        if os.path.exists(PROJECT_STORE + suffix):
+            os.remove(PROJECT_STORE + suffix)
+    src = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    dst = sqlite3.connect(PROJECT_STORE)
+    with dst:
+        src.backup(dst)  # a consistent copy, whatever the WAL holds
+    src.close()
+    dst.close()
+    return PROJECT_STORE
 
 
 def print_table(results: dict, scorers: list[str]) -> None:

@@ -70,3 +70,22 @@ def test_continuous_crawl_of_the_site(tmp_path):
     assert len(warm) >= 148  # 150 pages, less the site's error pages, plus index pages
     assert all(1 <= per_cycle[c] <= 20 for c in (3, 4, 5)), per_cycle  # the budget
     assert len(served["served"]) >= 150
+
+
+def test_the_demo_keeps_its_history_for_recrawl_report(tmp_path, monkeypatch, capsys):
+    # `make demo`, then `scrapy recrawl-report` in example_project/ (docs/changes.md)
+    kept = tmp_path / "site" / "history.sqlite3"
+    monkeypatch.setattr(demo, "PROJECT_STORE", str(kept))
+    demo.main(["--pages", "60", "--cycles", "3", "--scorers", "gp4c"])
+    assert "recrawl-report" in capsys.readouterr().out
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(demo.PROJECT_DIR.parent), str(demo.PROJECT_DIR)]),
+    }
+    cmd = [sys.executable, "-m", "scrapy", "recrawl-report", "--format", "json",
+           "-s", f"RECRAWL_STORE={kept}"]  # fmt: skip
+    out = subprocess.run(cmd, cwd=demo.PROJECT_DIR, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    cycles = json.loads(out.stdout)["cycles"]
+    assert [c["cycle"] for c in cycles] == [1, 2, 3]
+    assert all(c["scorer"] == "gp4c" for c in cycles)  # from the crawl's own record
