@@ -166,3 +166,31 @@ def test_continuous_mode_rolls_cycles_until_max_cycles(site, tmp_path):
     assert (log["cycle"] == 1).sum() == 21  # warm-up: the index and every page
     for cycle in (2, 3, 4):
         assert 1 <= (log["cycle"] == cycle).sum() <= 6  # the budget (no start request again)
+
+
+def test_a_full_disk_is_said_once_and_the_crawl_exits_1_keeping_what_was_written(tmp_path):
+    # SQLite's SQLITE_FULL mid-crawl (tests/full_disk_store.py): each visit it cannot write
+    # is said as it happens, the buffer is kept and retried, what is still unwritten at the
+    # end is said lost in one line, `scrapy crawl` exits 1, and the store is sound
+    from .cli_project import make_project, scrapy
+
+    project = make_project(tmp_path)
+    store = tmp_path / "history.sqlite3"
+    with LocalSite() as site:
+        site.pages["/"] = index(40)
+        for i in range(40):
+            site.pages[f"/p{i}"] = page(i)
+        out = scrapy(
+            project, "crawl", "pages", "-a", f"start_url={site.url}/",
+            "-s", f"RECRAWL_STORE={store}",
+            "-s", "RECRAWL_STORE_CLASS=tests.full_disk_store.FullDiskStore",
+        )  # fmt: skip
+    assert out.returncode == 1, out.stderr[-3000:]
+    assert "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert "database or disk is full" in out.stderr
+    lost = [line for line in out.stderr.splitlines() if "could not be written and are lost" in line]
+    assert len(lost) == 1 and "visit(s) recorded by this crawl" in lost[0], out.stderr[-3000:]
+    with SqliteHistoryStore(tmp_path / "history.sqlite3") as store:
+        assert store.db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        kept = len(store.visit_log()["url_id"])
+        assert 0 < kept < 41  # what the first flushes wrote is there; the rest is said lost

@@ -21,6 +21,7 @@ from scrapy import Request, Spider, signals
 
 from ..core.budget import Budget
 from ..core.meta import META_CYCLE, META_ID, META_KIND, META_RANK, META_SCORE
+from ..history import HistoryStoreError
 from ..recrawl_queue import RecrawlQueue
 from ..scope import not_a_page
 from .base import CycleFrontier, SchedulerHost, Taken, recrawl_kind
@@ -73,7 +74,10 @@ class LocalFrontier(CycleFrontier):
         self.summarize_cycle()
         # a continuation is dropped with the memory queue, as in Scrapy
         self.keep_for_later([r for r in self._pending_new() if is_new(r)])
-        self.host.store.flush()
+        try:
+            self.host.store.flush()
+        except HistoryStoreError:
+            pass  # kept, retried once more when the store closes, and said there if lost
 
     # -- requests in ---------------------------------------------------------------
 

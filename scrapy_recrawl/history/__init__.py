@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import weakref
 from typing import Any
@@ -40,6 +41,9 @@ __all__ = [
     "open_store",
     "store_for_crawler",
 ]
+
+
+logger = logging.getLogger("scrapy_recrawl.history")
 
 
 def open_store(
@@ -194,8 +198,28 @@ def store_for_crawler(crawler: Any, spider: Any = None) -> HistoryStore:
         if not getattr(scheduler, "manages_recrawl_cycles", False):
             store.advance_cycle()
         _STORES[crawler] = store
-        crawler.signals.connect(store.close, signal=signals.engine_stopped, weak=False)
+        crawler.signals.connect(_closer(crawler, store), signal=signals.engine_stopped, weak=False)
     return store
+
+
+def _closer(crawler: Any, store: HistoryStore) -> Any:
+    """Close the store when the engine stops; visits it still cannot write (a full disk,
+    a store gone read-only) are said lost in one line, and ``scrapy crawl`` exits 1."""
+
+    def close() -> None:
+        pending = int(getattr(store, "buffered_visits", 0))
+        try:
+            store.close()
+        except HistoryStoreError as exc:
+            logger.error(
+                "recrawl: %d visit(s) recorded by this crawl could not be written and are lost: %s",
+                pending,
+                exc,
+            )
+            # as startup.watch_failed_close does: no spider at the end -> exit status 1
+            crawler.spider = None
+
+    return close
 
 
 def _close_refused(spider: Any) -> None:

@@ -211,6 +211,11 @@ class SqliteHistoryStore:
         self._next_id = int(db.execute("SELECT IFNULL(MAX(id), 0) FROM urls").fetchone()[0]) + 1
         self._count = int(db.execute("SELECT COUNT(*) FROM urls").fetchone()[0])
 
+    @property
+    def buffered_visits(self) -> int:
+        """Visits recorded but not yet written (the next flush writes them)."""
+        return len(self._visit_rows)
+
     def close(self) -> None:
         if self._db is None:
             return
