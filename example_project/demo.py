@@ -142,8 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\n(total {time.monotonic() - t0:.0f}s)")
     print(
         f"\nThe {scorers[0]} crawl's history is kept in {os.path.relpath(kept)}: see what it "
-        "learned with\n  cd example_project && ../.venv/bin/scrapy recrawl-report "
-        f"-s RECRAWL_SEED={args.seed}"
+        "learned with\n  cd example_project && ../.venv/bin/scrapy recrawl-report"
     )
 
 

@@ -112,15 +112,18 @@ def summary_line(
 ) -> str:
     """The one INFO line of a cycle's end, in the manner of Scrapy's LogStats."""
     who = "this process fetched" if shared else "fetched"
+    kinds = f"recrawl {s.recrawl}, new {s.new}, monitor {s.monitor}, probe {s.probe}"
     spent = (
-        f"{who} {s.fetched} (warm-up: no budget)"
+        f"{who} {s.fetched} (warm-up, no budget; {kinds})"
         if budget is None
-        else f"{who} {s.fetched} of a budget of {budget}"
+        else f"{who} {s.fetched} of a budget of {budget} ({kinds})"
     )
+    # visits with nothing to compare (a first fetch): no outcome of their own
+    compared = s.changed + s.unchanged + s.not_modified + s.errors + s.failed
+    first = f"first fetch {s.fetched - compared}, " if s.fetched > compared else ""
     return (
-        f"recrawl cycle {s.cycle} done in {seconds:.0f} s: {spent} (recrawl {s.recrawl}, "
-        f"new {s.new}, monitor {s.monitor}, probe {s.probe}), changed {s.changed}, "
-        f"unchanged {s.unchanged}, 304 {s.not_modified}, errors {s.errors}, "
+        f"recrawl cycle {s.cycle} done in {seconds:.0f} s: {spent}, {first}changed "
+        f"{s.changed}, unchanged {s.unchanged}, 304 {s.not_modified}, errors {s.errors}, "
         f"failed {s.failed}, gone {s.gone}"
     )
 

@@ -73,10 +73,16 @@ def check_settings(settings: Any) -> None:
         raise failure
 
 
+def unknown_setting_messages(settings: Any) -> list[str]:
+    """One message per misspelled ``RECRAWL_*`` name, with the closest valid one (the
+    offline commands print them: their logging is off)."""
+    return unknown_settings(_names(settings), _known_names(settings))
+
+
 def _warn(settings: Any) -> None:
     from .core.budget import parse_budget
 
-    for message in unknown_settings(_names(settings), _known_names(settings)):
+    for message in unknown_setting_messages(settings):
         logger.warning("recrawl: %s", message)
     _, deprecated = parse_budget(get(settings, "RECRAWL_BUDGET"))
     if deprecated:

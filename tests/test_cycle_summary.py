@@ -22,9 +22,9 @@ from .test_redis_crawl import finish, start_crawl
 pytestmark = pytest.mark.slow
 
 LINE = re.compile(
-    r"recrawl cycle (\d+) done in \d+ s: fetched (\d+) (?:of a budget of (\d+)|\(warm-up: "
-    r"no budget\)) \(recrawl (\d+), new (\d+), monitor (\d+), probe (\d+)\), changed (\d+), "
-    r"unchanged (\d+), 304 (\d+), errors (\d+), failed (\d+), gone (\d+)$",
+    r"recrawl cycle (\d+) done in \d+ s: fetched (\d+) (?:of a budget of (\d+) \(|\(warm-up, "
+    r"no budget; )recrawl (\d+), new (\d+), monitor (\d+), probe (\d+)\), (?:first fetch \d+, )?"
+    r"changed (\d+), unchanged (\d+), 304 (\d+), errors (\d+), failed (\d+), gone (\d+)$",
     re.MULTILINE,
 )
 FIGURES = ("recrawl", "new", "monitor", "probe", *COUNTS[4:])
@@ -96,7 +96,7 @@ def test_each_cycle_ends_in_one_info_line_with_its_figures_in_the_stats(crawled)
         assert [int(v) for v in line[3:]] == [stats[f"recrawl/last_cycle/{k}"] for k in FIGURES]
         assert " 1 pages" not in run["log"]
     first, second, third = (LINE.findall(r["log"])[0] for r in runs)
-    assert first[2] == "" and "warm-up: no budget" in runs[0]["log"]
+    assert first[2] == "" and "warm-up, no budget" in runs[0]["log"]
     assert int(second[2]) >= 6 and int(third[2]) >= 6  # the budget, the monitoring on top
     # the warm-up fetched the index and every page, all new
     assert int(first[4]) == PAGES + 1 and int(first[1]) == PAGES + 1

@@ -251,3 +251,28 @@ def test_a_cut_log_is_said(redis_db):  # noqa: F811 -- the fixture
                   Settings({"RECRAWL_MONITOR_SHARE": 0}))  # fmt: skip
     assert s.visits_recorded == 300 and s.cut and len(s.visits) < 300
     assert f"keeps {len(s.visits)} of its 300 visits" in s.notes[0]
+
+
+def test_evolve_warns_about_a_history_exported_with_all(tmp_path):
+    # an --all export keeps which page-cycles were fetched: recrawl-evolve says the rest
+    # read as "no change" (the crawl's own bias), once, in its history line
+    changes = np.zeros((4, 6), dtype=np.int8)
+    observed = np.ones((4, 6), dtype=bool)
+    observed[:2, 3:] = False
+    np.savez(tmp_path / "all.npz", changes=changes, observed=observed)
+    assert (
+        "only 75% of this history's page-cycles were fetched"
+        in load(str(tmp_path / "all.npz")).note
+    )
+    np.savez(tmp_path / "sample.npz", changes=changes, observed=np.ones((4, 6), dtype=bool))
+    assert load(str(tmp_path / "sample.npz")).note == ""
+
+
+def test_user_mistakes_are_one_line(crawled, tmp_path):
+    project, setting = crawled
+    run = scrapy(project, "recrawl-report", "-s", setting, "--since", "99")
+    assert run.returncode == 1 and len(run.lines) == 1, run.stderr
+    assert "no cycle from it on; the store's last cycle is 4" in run.lines[0]
+    # a misspelled name is warned about (it would read the default store without a word)
+    run = scrapy(project, "recrawl-report", "-s", setting, "-s", "RECRAWL_STOR=x.sqlite3")
+    assert run.returncode == 0 and "RECRAWL_STORE" in run.stderr and "RECRAWL_STOR " in run.stderr

@@ -86,7 +86,11 @@ class RecrawlCommand(ScrapyCommand):
         created, migrated or changed (history/sqlite_readonly.py)."""
         from scrapy_recrawl.history import open_store
         from scrapy_recrawl.settings import RecrawlSettingError
+        from scrapy_recrawl.startup import unknown_setting_messages
 
+        # a misspelled RECRAWL_STORE would read the default store without a word
+        for message in unknown_setting_messages(self.settings):
+            print(f"warning: {message}", file=sys.stderr)
         spider = getattr(opts, "spider", None) or self._only_spider()
         try:
             return open_store(self.settings, spider, read_only=read_only)

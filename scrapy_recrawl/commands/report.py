@@ -35,9 +35,12 @@ def _cycle(text: str) -> int:
 
 
 def _count(text: str) -> int:
-    v = _cycle(text)
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a count >= 1, got {text!r}") from None
     if v < 1:
-        raise argparse.ArgumentTypeError("expected a number >= 1")
+        raise argparse.ArgumentTypeError(f"expected a count >= 1, got {v}")
     return v
 
 
@@ -153,6 +156,11 @@ class Command(RecrawlCommand):
 
         log = VisitLog.read(store)
         rows = cycle_rows(store, log, opts.since)
+        if opts.since and not rows and len(log["cycle"]):
+            raise InputError(
+                f"--since {opts.since}: no cycle from it on; the store's last cycle is "
+                f"{int(log['cycle'].max())}"
+            )
         since = log if not opts.since else VisitLog(_since(log, opts.since))
         stats = UrlStats.from_log(since)
 
@@ -219,6 +227,12 @@ class Command(RecrawlCommand):
         else:
             share = get(self.settings, "RECRAWL_MONITOR_SHARE", (int, float))
             seed = get(self.settings, "RECRAWL_SEED", int)
+            if not share or share <= 0:
+                raise InputError(
+                    f"{store.location}: no monitoring sample to export (RECRAWL_MONITOR_SHARE "
+                    "was 0 in its crawls): crawl with RECRAWL_MONITOR_SHARE = 0.05 for an "
+                    "unbiased history, or export the whole one with --all (biased by the scorer)"
+                )
             try:
                 matrix = export.monitoring_sample(store, share, seed)
             except HistoryError as exc:
@@ -249,8 +263,10 @@ def _notes(rows: list[Any]) -> list[str]:
             "probe), the budget and the scorer are not recorded"
         )
     notes.append(
-        "freshness: the expected share of pages unchanged since their last visit, each "
-        "page a Poisson process at its own rate (CG over its mean visit interval; "
-        "scoring/freshness.py), over the pages with at least one change observation"
+        "freshness: the store's own estimate (not a ground truth): the expected share of "
+        "pages unchanged since their last visit, each page a Poisson process at its own "
+        "rate (CG over its mean visit interval; scoring/freshness.py), over the pages with "
+        "at least one change observation; it moves little while the rates are still "
+        "being learned"
     )
     return notes

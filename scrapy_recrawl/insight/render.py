@@ -120,7 +120,7 @@ def print_report(report: Report, out: IO[str] | None = None) -> None:
     t = Table(title="Per cycle", title_justify="left")
     for name in (
         "cycle", "fetched", "recrawl", "new", "monitor", "probe", "changed", "unchanged",
-        "304", "errors", "gone", "budget", "used", "freshness", "scorer",
+        "304", "errors", "gone", "budget", "used", "est. freshness", "scorer",
     ):  # fmt: skip
         t.add_column(name, justify="left" if name == "scorer" else "right")
     for r in report.cycles:

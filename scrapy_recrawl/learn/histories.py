@@ -103,7 +103,16 @@ def _load_npz(path: str) -> History:
         )
     changes = data["changes"]
     names = [str(p) for p in data["pages"]] if "pages" in data else None
-    return History(_check_matrix(changes, path), source=path, names=names)
+    note = ""
+    observed = data.get("observed")
+    if observed is not None and observed.shape == changes.shape and not observed.all():
+        # `recrawl-report --export --all`: a cell never fetched reads as "no change"
+        note = (
+            f"warning: only {observed.mean():.0%} of this history's page-cycles were "
+            "fetched (an --all export): the rest read as 'no change', so a scorer learned "
+            "from it learns the crawl's own picks; export the monitoring sample instead"
+        )
+    return History(_check_matrix(changes, path), source=path, names=names, note=note)
 
 
 def _check_matrix(changes: np.ndarray, path: str) -> np.ndarray:
