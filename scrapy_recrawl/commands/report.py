@@ -189,10 +189,14 @@ class Command(RecrawlCommand):
         else:
             render.print_report(report)
         if opts.plot:
+            from scrapy_recrawl.settings import get
+
             scorer = next((r.scorer for r in reversed(rows) if r.scorer), None)
             if scorer is None:  # no recorded plan: the scorer the settings name
-                scorer = f"{self.settings.get('RECRAWL_SCORER')} (settings)"  # type: ignore[union-attr]
-            title = f"{store.location}, scorer {scorer}"
+                scorer = f"{get(self.settings, 'RECRAWL_SCORER')} (settings)"
+            # the store's last path part (or Redis key): a whole location does not fit
+            where = str(getattr(store, "key", "") or store.location.rsplit("/", 1)[-1])
+            title = f"{where}, scorer {scorer}"
             save(rows, title, opts.plot)
             print(f"plot: {opts.plot}", file=sys.stderr)
 
