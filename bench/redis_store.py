@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import pickle
 import statistics
 import sys
 import time
@@ -38,9 +37,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.redis_server
 
 from scrapy_recrawl.core.selection import select_recrawls  # noqa: E402
+from scrapy_recrawl.frontier import serializer  # noqa: E402
 from scrapy_recrawl.history.base import Visit  # noqa: E402
 from scrapy_recrawl.history.redis import RedisHistoryStore  # noqa: E402
 from scrapy_recrawl.history.redis_schema import ROW_DTYPE  # noqa: E402
+from scrapy_recrawl.history.request_codec import encode_request  # noqa: E402
 from scrapy_recrawl.scoring import Scorer  # noqa: E402
 from tests.redis_server import RedisServer  # noqa: E402
 
@@ -141,6 +142,7 @@ def build(store: RedisHistoryStore, urls: int) -> None:
     rows["last_visit_cycle"] = rng.integers(1, 31, urls)
     rows["last_change_cycle"] = -1
     rows["first_cycle"] = 1
+    rows["last_failure_cycle"] = -1  # never failed
     rows["present"] = 1
     rows["sad"] = rng.integers(0, 2, urls)
     rows["aad_sum"] = rows["X"] * (n + 1) / 2.0
@@ -168,7 +170,7 @@ def build(store: RedisHistoryStore, urls: int) -> None:
         pipe.hset(
             f"{store.key}:req",
             mapping={
-                i: pickle.dumps({"url": u, "callback": "parse_page", "meta": {}}, protocol=4)
+                i: encode_request({"url": u, "callback": "parse_page", "meta": {}})
                 for i, u in urlmap.items()
             },
         )
@@ -187,7 +189,8 @@ def rescore(store: RedisHistoryStore, scorer: Scorer, k: int) -> dict[str, float
     t["score"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     dicts = store.requests(sel.ids)
-    blobs = [pickle.dumps(d, protocol=4) for d in dicts]
+    # as the distributed frontier pushes them: its default queue serializer (data)
+    blobs = [serializer.dumps(d) for d in dicts]
     c = store.client
     c.delete("bench:recrawls")
     pipe = c.pipeline(transaction=False)
