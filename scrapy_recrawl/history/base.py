@@ -19,8 +19,8 @@ import numpy as np
 #: Schema version written by this release; backends migrate older ones up.
 #: 3: the store remembers the spider it belongs to (:meth:`HistoryStore.owner`).
 #: 4: nothing stored is a pickle: requests are data (history/request_codec.py), the
-#: pickled basket model is dropped.
-#: 4: each URL's consecutive failed cycles (``failures``, ``last_failure_cycle``).
+#: pickled basket model is dropped; and each URL's consecutive failed cycles
+#: (``failures``, ``last_failure_cycle``).
 SCHEMA_VERSION = 4
 
 

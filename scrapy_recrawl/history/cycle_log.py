@@ -95,6 +95,15 @@ class CycleRecord:
     processes: int  # summaries added up
 
 
+#: What a field's annotation (a string: ``from __future__ import annotations``) allows,
+#: by its first word, and how a value that is not one is named.
+_KINDS: dict[str, tuple[Any, str]] = {
+    "int": (int, "an int"),
+    "str": (str, "a str"),
+    "float": ((int, float), "a number"),
+}
+
+
 def _from_record(cls: Any, data: bytes) -> Any:
     raw = unpack_record(data)
     kwargs: dict[str, Any] = {}
@@ -102,17 +111,15 @@ def _from_record(cls: Any, data: bytes) -> Any:
         if f.name not in raw:
             raise RecordError(f"a {cls.__name__} record without {f.name!r}")
         value = raw[f.name]
-        want = f.type if isinstance(f.type, str) else f.type.__name__
-        if value is None and "None" not in want:
-            raise RecordError(f"{cls.__name__}.{f.name} is None")
-        if isinstance(value, float) and not math.isfinite(value):
+        kind, _, optional = f.type.partition(" | ")  # "float | None"
+        types, named = _KINDS[kind]
+        if value is None:
+            if optional != "None":
+                raise RecordError(f"{cls.__name__}.{f.name} is None")
+        elif isinstance(value, float) and not math.isfinite(value):
             raise RecordError(f"{cls.__name__}.{f.name} is {value}")
-        if want.startswith("int") and not isinstance(value, int):
-            raise RecordError(f"{cls.__name__}.{f.name} is not an int")
-        if want.startswith("str") and not isinstance(value, str):
-            raise RecordError(f"{cls.__name__}.{f.name} is not a str")
-        if want.startswith("float") and not isinstance(value, (int, float, type(None))):
-            raise RecordError(f"{cls.__name__}.{f.name} is not a number")
+        elif not isinstance(value, types):
+            raise RecordError(f"{cls.__name__}.{f.name} is not {named}")
         kwargs[f.name] = value
     return cls(**kwargs)
 

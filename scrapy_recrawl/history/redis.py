@@ -95,7 +95,9 @@ from .redis_schema import (
     ROW_DTYPE,
     ROW_FORMAT,
     ROWS_PER_SHARD,
+    SIDE_DELETE_LUA,
     SIDE_PUSH_LUA,
+    SIDE_PUT_LUA,
     _opt,
     delete_own_keys,
     guarded,
@@ -103,6 +105,7 @@ from .redis_schema import (
     widen_rows_v3,
 )
 from .request_codec import decode_stored, encode_stored
+from .state import good_status
 
 logger = logging.getLogger("scrapy_recrawl.history")
 
@@ -223,6 +226,8 @@ class RedisHistoryStore:
             "push_frontier": _Guarded(self, client.register_script(guarded(PUSH_FRONTIER_LUA))),
             "pop_frontier": _Guarded(self, client.register_script(guarded(POP_FRONTIER_LUA))),
             "side_push": _Guarded(self, client.register_script(guarded(SIDE_PUSH_LUA))),
+            "side_put": _Guarded(self, client.register_script(guarded(SIDE_PUT_LUA))),
+            "side_delete": _Guarded(self, client.register_script(guarded(SIDE_DELETE_LUA))),
             "advance_cycle": _Guarded(self, client.register_script(guarded(ADVANCE_CYCLE_LUA))),
         }
 
@@ -728,7 +733,7 @@ class RedisHistoryStore:
         if visit.request is not None:
             request = encode_stored(visit.request)  # None: keep the previously stored one
         body = None
-        good = 200 <= visit.status < 300 or visit.status == 304
+        good = good_status(visit.status)
         if self.store_bodies and visit.body is not None and good:
             headers = json.dumps(visit.headers or {}).encode()
             body = (
@@ -782,18 +787,18 @@ class RedisHistoryStore:
         return out
 
     def side_put(self, table: str, items: Sequence[tuple[int, bytes]]) -> None:
-        key = self._side(table)
-        self.check_epoch()  # plain HSETs, not a script: checked first
+        # a guarded script, as every write: no epoch round trip first, no gap after it
+        script, key = self._script("side_put"), self._side(table)
         for start in range(0, len(items), 10_000):
-            mapping = {int(k): bytes(v) for k, v in items[start : start + 10_000]}
-            if mapping:
-                self._call("write to", lambda c, m=mapping: c.hset(key, mapping=m))
+            args = [x for k, v in items[start : start + 10_000] for x in (int(k), bytes(v))]
+            self._call("write to", lambda c, a=args: script(keys=[key], args=a, client=c))
 
     def side_delete(self, table: str, keys: Sequence[int]) -> None:
-        key, wanted = self._side(table), [int(k) for k in keys]
-        if wanted:
-            self.check_epoch()
-            self._call("write to", lambda c: c.hdel(key, *wanted))
+        script, key = self._script("side_delete"), self._side(table)
+        wanted = [int(k) for k in keys]
+        for start in range(0, len(wanted), 10_000):
+            chunk = wanted[start : start + 10_000]
+            self._call("write to", lambda c, a=chunk: script(keys=[key], args=a, client=c))
 
     def side_items(self, table: str) -> Iterator[tuple[int, bytes]]:
         key = self._side(table)

@@ -301,6 +301,22 @@ return old or ''
 """
 
 
+#: Set fields of a side-storage hash (a script only so that the epoch guard covers it).
+#: KEYS[1] the table's hash; ARGV (key, value) pairs.
+SIDE_PUT_LUA = r"""
+for i = 1, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+return 0
+"""
+
+
+#: Delete fields of a side-storage hash (a script for the epoch guard). KEYS[1] the
+#: table's hash; ARGV the keys.
+SIDE_DELETE_LUA = r"""
+for i = 1, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end
+return 0
+"""
+
+
 MIGRATE_1_TO_2_LUA = r"""
 -- Version 2: paper 004's {p}:bags / {p}:dists hashes become side-storage tables.
 -- KEYS meta, bags, dists, side bags, side dists. Atomic: all of it or none.

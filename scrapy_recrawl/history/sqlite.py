@@ -41,7 +41,7 @@ from .records import check_table, pack_list, unpack_list, window_from_log
 from .request_codec import decode_stored, encode_stored
 from .sqlite_readonly import connect_read_only
 from .sqlite_schema import MIGRATIONS, OWNER_SQL, SCHEMA, NotAStore, schema_version
-from .state import fold_failure, observe
+from .state import fold_failure, good_status, observe
 
 # Column order of the urls table as UrlRecord fields (row <-> record).
 _URL_COLUMNS = (
@@ -317,7 +317,8 @@ class SqliteHistoryStore:
     def requests(self, ids: Iterable[int] | np.ndarray) -> list[dict[str, Any] | None]:
         wanted = [int(i) for i in ids]
         found = self._select_by_id("SELECT url_id, request FROM requests WHERE url_id IN", wanted)
-        found.update({i: b for i, b in self._requests.items() if i in set(wanted)})
+        wanted_set = set(wanted)
+        found.update({i: b for i, b in self._requests.items() if i in wanted_set})
         return [self._decode(found[i], f"requests row {i}") if i in found else None for i in wanted]
 
     def _decode(self, blob: bytes, what: str) -> dict[str, Any] | None:
@@ -495,7 +496,8 @@ class SqliteHistoryStore:
 
     def record(self, visit: Visit) -> UrlRecord:
         self.db  # noqa: B018 -- fail early, naming the store, when it is closed
-        rec = self.get(visit.fingerprint)
+        # the stored signature (tens of KB) is read only when this visit brings none
+        rec = self.get(visit.fingerprint, signature=visit.signature is None)
         cycle = self._cycle if visit.cycle is None else visit.cycle
         if rec is None:
             rec = UrlRecord(
@@ -510,7 +512,7 @@ class SqliteHistoryStore:
         rec.url = visit.url
         rec.visits += 1
         rec.status = visit.status
-        good = 200 <= visit.status < 300 or visit.status == 304
+        good = good_status(visit.status)
         observed = visit.changed is not None and good and rec.last_visit_cycle >= 0
         if observed:
             # counts stay ints, the weighted sums floats: observe() is generic over both

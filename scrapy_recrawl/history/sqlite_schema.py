@@ -137,7 +137,7 @@ def _v4_requests_as_data(db: sqlite3.Connection) -> None:
             new = reencode_request(blob)
             if new is None:
                 drop.append((k,))
-            else:
+            elif new != blob:  # already data (a migration run twice): left as it is
                 keep.append((new, k))
         db.executemany(f"UPDATE {table} SET request = ? WHERE {key} = ?", keep)  # noqa: S608
         db.executemany(f"DELETE FROM {table} WHERE {key} = ?", drop)  # noqa: S608

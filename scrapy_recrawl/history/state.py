@@ -75,6 +75,12 @@ def observe(n: T, X: T, sad: T, aad_sum: T, gad: T, changed: T) -> tuple[T, T, T
 # marks the URL gone at RECRAWL_MAX_FAILURES. Redis's RECORD_LUA mirrors this rule.
 
 
+def good_status(status: int) -> bool:
+    """Whether a visit of this status got the page (2xx) or was told it is the same
+    (304): a visit of the URL, and maybe a change observation (RECORD_LUA: ``good``)."""
+    return 200 <= status < 300 or status == 304
+
+
 def failed(status: int) -> bool:
     """Whether a visit of this status is a failed download (no response at all)."""
     return status == 0
