@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
+from collections import Counter
 from dataclasses import fields
 from typing import Any
 
@@ -54,11 +55,17 @@ class CycleTally:
         self.stats = stats
         self._cycles: dict[int, CycleSummary] = {}
         self._ended: set[int] = set()  # cycles this process has summed up already
+        # visits with no outcome (a first fetch, nothing to compare), per cycle: the line's
+        # "first fetch" (not derivable from the summary: "gone" may come on top of "failed")
+        self._unobserved: Counter[int] = Counter()
 
-    def count(self, request: Request, cycle: int, first: bool, outcome: str | None) -> None:
+    def count(
+        self, request: Request, cycle: int, first: bool, outcome: str | None, *, gone: bool = False
+    ) -> None:
         """One visit recorded in the visit log under ``cycle``, of the request's kind
         (:func:`kind_of`), with ``outcome`` (one of :data:`OUTCOMES`; None: a first
-        fetch, nothing to compare)."""
+        fetch, nothing to compare); ``gone``: a failed download that made the URL gone
+        (counted "gone" on top of "failed")."""
         c = int(cycle)
         kind = kind_of(request, first)
         summary = self._cycles.get(c)
@@ -66,15 +73,13 @@ class CycleTally:
             now = time.time()
             summary = self._cycles[c] = CycleSummary(c, now, now)
         setattr(summary, kind, getattr(summary, kind) + 1)
-        if outcome is not None:
+        if outcome is None:
+            self._unobserved[c] += 1
+        else:
             setattr(summary, outcome, getattr(summary, outcome) + 1)
+        if gone:
+            summary.gone += 1
         summary.ended = time.time()
-
-    def outcome(self, cycle: int, outcome: str) -> None:
-        """One more ``outcome`` of a visit already counted (a failure that made it gone)."""
-        summary = self._cycles.get(int(cycle))
-        if summary is not None:
-            setattr(summary, outcome, getattr(summary, outcome) + 1)
 
     def end(
         self, store: Any, cycle: int, budget: Budget, seconds: float, *, shared: bool = False
@@ -86,15 +91,20 @@ class CycleTally:
         summary.started = min(summary.started, now - seconds)
         summary.ended = now
         late = [self._cycles.pop(c) for c in sorted(self._cycles) if c < cycle]
+        first = self._unobserved.pop(cycle, 0)
+        for c in [c for c in self._unobserved if c < cycle]:
+            del self._unobserved[c]
         if cycle not in self._ended:
             self._ended.add(cycle)
-            self._say(summary, budget, seconds, shared)
+            self._say(summary, budget, seconds, first, shared)
         for part in [summary, *late]:
             if _anything(part):
                 push_summary(store, part)
         return summary
 
-    def _say(self, s: CycleSummary, budget: Budget, seconds: float, shared: bool) -> None:
+    def _say(
+        self, s: CycleSummary, budget: Budget, seconds: float, first: int, shared: bool
+    ) -> None:
         if self.stats is not None:
             self.stats.set_value(f"{STATS_PREFIX}cycle", s.cycle)
             self.stats.set_value(f"{STATS_PREFIX}seconds", round(seconds, 3))
@@ -104,13 +114,14 @@ class CycleTally:
             for name in COUNTS:
                 self.stats.set_value(f"{STATS_PREFIX}{name}", getattr(s, name))
             self.stats.inc_value("recrawl/cycles_summarized")
-        logger.info("%s", summary_line(s, budget.total, seconds, shared=shared))
+        logger.info("%s", summary_line(s, budget.total, seconds, first, shared=shared))
 
 
 def summary_line(
-    s: CycleSummary, budget: int | None, seconds: float, *, shared: bool = False
+    s: CycleSummary, budget: int | None, seconds: float, first: int = 0, *, shared: bool = False
 ) -> str:
-    """The one INFO line of a cycle's end, in the manner of Scrapy's LogStats."""
+    """The one INFO line of a cycle's end, in the manner of Scrapy's LogStats; ``first``:
+    the visits with nothing to compare (a first fetch), which have no outcome of their own."""
     who = "this process fetched" if shared else "fetched"
     kinds = f"recrawl {s.recrawl}, new {s.new}, monitor {s.monitor}, probe {s.probe}"
     spent = (
@@ -118,11 +129,9 @@ def summary_line(
         if budget is None
         else f"{who} {s.fetched} of a budget of {budget} ({kinds})"
     )
-    # visits with nothing to compare (a first fetch): no outcome of their own
-    compared = s.changed + s.unchanged + s.not_modified + s.errors + s.failed
-    first = f"first fetch {s.fetched - compared}, " if s.fetched > compared else ""
+    fresh = f"first fetch {first}, " if first else ""
     return (
-        f"recrawl cycle {s.cycle} done in {seconds:.0f} s: {spent}, {first}changed "
+        f"recrawl cycle {s.cycle} done in {seconds:.0f} s: {spent}, {fresh}changed "
         f"{s.changed}, unchanged {s.unchanged}, 304 {s.not_modified}, errors {s.errors}, "
         f"failed {s.failed}, gone {s.gone}"
     )

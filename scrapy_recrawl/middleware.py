@@ -72,6 +72,7 @@ from .history import (
     Visit,
     store_for_crawler,
 )
+from .history.state import fold_failure
 from .plugins import plugins_for_crawler, scorer_for_crawler
 from .scope import not_a_page, off_reason, warn_http_cache
 from .settings import RecrawlSettingError, get
@@ -124,6 +125,11 @@ def _headers_to_dict(headers: Headers) -> dict[str, list[str]]:
         for k, vs in headers.items()
         if k.decode("latin-1").lower() not in _DROPPED_HEADERS
     }
+
+
+def _first(rec: UrlRecord | None) -> bool:
+    """Whether a visit is the URL's first, by its record before the visit."""
+    return rec is None or rec.last_visit_cycle < 0
 
 
 class RecrawlMiddleware:
@@ -267,7 +273,8 @@ class RecrawlMiddleware:
             return response
         fp = self._fingerprint(request)
         try:
-            rec = self.store.get(fp)
+            # the (large) stored signature is only compared with a good body's
+            rec = self.store.get(fp, signature=200 <= response.status < 300)
             if response.status == 304:
                 stored = self.store.body(fp) if rec is not None and rec.has_body else None
                 if stored is None:
@@ -305,9 +312,10 @@ class RecrawlMiddleware:
         cycle = request.meta.get(META_CYCLE)
         if cycle is None:
             cycle = self.store.cycle
-        failures = 0 if rec is None else rec.failures
-        if rec is None or not (rec.last_failure_cycle == cycle and rec.failures > 0):
-            failures += 1  # retries within one cycle are one failure
+        # retries within one cycle are one failure: the store's own rule
+        failures = (
+            1 if rec is None else fold_failure(rec.failures, rec.last_failure_cycle, 0, cycle)[0]
+        )
         gone = 0 < self.max_failures <= failures and not (rec is not None and rec.gone)
         self.store.record(
             Visit(
@@ -322,9 +330,8 @@ class RecrawlMiddleware:
         )
         self._inc("errors")
         self._inc("failed")
-        self._count(request, rec, "failed", cycle=cycle)
-        if gone and self.tally is not None:
-            self.tally.outcome(cycle, "gone")
+        self._count(request, _first(rec), "failed", cycle=cycle, gone=gone)
+        if gone:
             self._inc("gone_after_failures")
             logger.info(
                 "recrawl: %s failed to download in %d cycles in a row: marked gone "
@@ -352,7 +359,7 @@ class RecrawlMiddleware:
             new = self.detector.signature(body, response.url, content_type, previous=old)
         old_bags = self.bags.previous(rec.id) if self.bags is not None and rec is not None else []
         result = self.detector.compare(old, new, old_bag=old_bags[0] if old_bags else None)
-        first = rec is None or rec.last_visit_cycle < 0
+        first = _first(rec)
         saved = self._record(
             request,
             response,
@@ -368,7 +375,7 @@ class RecrawlMiddleware:
             self.bags.keep(saved.id, bag, old_bags)
         self._inc("visits")
         outcome = None if old is None else "changed" if result.changed else "unchanged"
-        self._count(request, rec, outcome)
+        self._count(request, first, outcome)
         if first:
             self._inc("new")
         elif outcome is not None:
@@ -406,7 +413,7 @@ class RecrawlMiddleware:
         )
         self._record(request, response, fp, changed=None, result=_NOT_OBSERVED)
         self._inc("visits")
-        self._count(request, rec, None)
+        self._count(request, _first(rec), None)
         request.meta[META_RESULT] = _NOT_OBSERVED
         return response
 
@@ -417,7 +424,7 @@ class RecrawlMiddleware:
         self._record(request, response, fp, changed=False, result=_NOT_OBSERVED)
         self._inc("visits")
         self._inc("not_modified")
-        self._count(request, None, "not_modified", first=False)
+        self._count(request, False, "not_modified")
         request.meta[META_RESULT] = _NOT_OBSERVED
         headers = Headers(stored.headers)
         for name in (b"ETag", b"Last-Modified", b"Date", b"Expires", b"Cache-Control"):
@@ -465,7 +472,7 @@ class RecrawlMiddleware:
             )
         )
         self._inc("gone" if gone else "errors")
-        self._count(request, rec, "gone" if gone else "errors")
+        self._count(request, _first(rec), "gone" if gone else "errors")
 
     def _record(
         self,
@@ -585,24 +592,21 @@ class RecrawlMiddleware:
     def _count(
         self,
         request: Request,
-        rec: UrlRecord | None,
+        first: bool,
         outcome: str | None,
         *,
-        first: bool | None = None,
         cycle: int | None = None,
+        gone: bool = False,
     ) -> None:
         """One recorded visit in its cycle's figures (cycle_summary.py), in the cycle the
-        visit log has it in; ``rec``: the URL's record before the visit (none: a first
-        visit)."""
+        visit log has it in; ``first``: the URL's first visit (:func:`_first`)."""
         if self.tally is None:
             return
-        if first is None:
-            first = rec is None or rec.last_visit_cycle < 0
         if cycle is None:
             cycle = request.meta.get(META_CYCLE)
         if cycle is None:
             cycle = self.store.cycle  # as the store records a visit with no cycle
-        self.tally.count(request, cycle, first, outcome)
+        self.tally.count(request, cycle, first, outcome, gone=gone)
 
     def _inc(self, key: str) -> None:
         if self.stats is not None:

@@ -123,6 +123,9 @@ class RecrawlScheduler(Scheduler):
             self.config = CycleConfig.from_settings(crawler.settings)
             # Parsed now: a bad RECRAWL_SCORER stops the crawl before it starts.
             self.scorer = scorer_for_crawler(crawler)
+            # as configured (a preset name or the expression), its default when unset:
+            # the name each cycle's plan keeps (_save_plan)
+            self.scorer_name = str(get_setting(crawler.settings, "RECRAWL_SCORER"))
         except RecrawlSettingError as exc:
             # Scrapy builds the scheduler while opening the spider, where a failure
             # is reported as "Engine slot not assigned": say what really failed, once.
@@ -363,12 +366,7 @@ class RecrawlScheduler(Scheduler):
             cycle=plan.cycle,
             planned_at=time.time(),
             budget=plan.budget.total or 0,  # 0: no budget (a warm-up fetches everything)
-            # as configured (a preset name or the expression), its default when unset
-            scorer=str(
-                get_setting(self.crawler.settings, "RECRAWL_SCORER")
-                if self.crawler
-                else self.scorer
-            ),
+            scorer=self.scorer_name,
             candidates=sel.scored,
             cutoff=cutoff,
             picks=len(ids),

@@ -199,3 +199,30 @@ def test_two_processes_on_one_redis_cycle_add_up_to_what_was_served(redis_db, tm
     for name in names:
         text = (tmp_path / f"{name}.log").read_text()
         assert len(re.findall(r"recrawl cycle \d+ done in \d+ s: this process fetched", text)) == 1
+
+
+def test_the_line_counts_first_fetches_not_gone_urls_as_such():
+    """A 404 has "gone" as its outcome (no first fetch); a failure that makes a URL gone
+    is counted "failed" and "gone" too (one visit, two counters, still no first fetch)."""
+    from scrapy import Request
+
+    from scrapy_recrawl.core.budget import Budget
+    from scrapy_recrawl.cycle_summary import CycleTally, summary_line
+
+    tally = CycleTally(None)
+    tally.count(Request("https://a.test/new"), 2, True, None)
+    tally.count(Request("https://a.test/404"), 2, False, "gone")
+    tally.count(Request("https://a.test/down"), 2, False, "failed", gone=True)
+    tally.count(Request("https://a.test/late"), 1, True, None)  # a late visit of cycle 1
+    pushed: list[int] = []
+
+    class Store:
+        def side_push(self, table: str, cycle: int, record: bytes, keep: int) -> None:
+            pushed.append(cycle)
+
+    s = tally.end(Store(), 2, Budget(None, None), 1.0)
+    assert pushed == [2, 1]
+    assert (s.fetched, s.new, s.recrawl, s.failed, s.gone) == (3, 1, 2, 1, 2)
+    assert tally._unobserved == {}  # the late cycle's count went with its summary
+    line = summary_line(s, 5, 1.0, 1)
+    assert "first fetch 1, changed 0" in line and line.endswith("failed 1, gone 2")

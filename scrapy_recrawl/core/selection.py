@@ -110,7 +110,7 @@ def select_recrawls(
     )
     want = len(candidates) if k is None else min(k, len(candidates))
     if max_per_domain is None or urls_of is None:
-        order = scorer_order(scores, want)
+        order = top_k_indices(scores, want)
     else:
         order = _capped_order(scores, want, max_per_domain, arrays.ids[candidates], urls_of)
     mon = np.flatnonzero(monitored)
@@ -121,10 +121,6 @@ def select_recrawls(
     )
 
 
-def scorer_order(scores: np.ndarray, k: int) -> np.ndarray:
-    return top_k_indices(scores, k)
-
-
 def _capped_order(
     scores: np.ndarray,
     k: int,
@@ -133,7 +129,7 @@ def _capped_order(
     urls_of: Callable[[np.ndarray], list[str]],
 ) -> np.ndarray:
     """Best-first indices, skipping a host once it has ``cap`` picks."""
-    full = scorer_order(scores, len(scores))
+    full = top_k_indices(scores, len(scores))
     per_host: Counter[str] = Counter()
     picked: list[int] = []
     chunk = max(1024, 2 * k)
