@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from scrapy.commands import ScrapyCommand
@@ -46,6 +47,22 @@ def check_output(path: str, option: str, *, inputs: tuple[str | None, ...] = ())
             raise InputError(f"{option} {path}: is the input itself; choose another file")
 
 
+def int_at_least(minimum: int, what: str = "an integer") -> Callable[[str], int]:
+    """An option's ``type``: an integer ``>= minimum``, or argparse's one-line error
+    ("expected <what>, got ..." / "expected <what> >= <minimum>, got ...")."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if v < minimum:
+            raise argparse.ArgumentTypeError(f"expected {what} >= {minimum}, got {v}")
+        return v
+
+    return parse
+
+
 class RecrawlCommand(ScrapyCommand):
     """What every ``recrawl-*`` command shares: offline, no crawler, quiet logs.
 
@@ -61,6 +78,13 @@ class RecrawlCommand(ScrapyCommand):
 
     #: the command reads the project's history store (and takes --spider)
     reads_history = False
+    #: the command takes positional arguments (else any is refused before it runs)
+    takes_args = False
+
+    def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        super().process_options(args, opts)
+        if args and not self.takes_args:
+            raise UsageError(f"unexpected arguments: {' '.join(args)}")
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)

@@ -209,8 +209,6 @@ class Command(RecrawlCommand):
         parser.add_argument("--min-observations", type=int, default=5)
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        if args:
-            raise UsageError("recrawl-baskets takes no arguments, only options")
         if not 0 <= opts.test_share < 1:
             raise UsageError("--test-share must be in [0, 1)")
         try:

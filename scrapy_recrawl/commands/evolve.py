@@ -32,19 +32,12 @@ from scrapy_recrawl.learn.histories import History, HistoryError, from_store, lo
 from scrapy_recrawl.learn.preflight import dry_run, size_warnings
 from scrapy_recrawl.learn.report import plot, save_json
 
-from . import InputError, RecrawlCommand, check_output
+from . import InputError, RecrawlCommand, check_output, int_at_least
 
 _DEFAULTS = EvolveConfig()
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
-    return v
+_positive_int = int_at_least(1)
 
 
 def _budget(text: str) -> float:
@@ -194,8 +187,6 @@ class Command(RecrawlCommand):
         )
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        if args:
-            raise UsageError(f"unexpected arguments: {' '.join(args)}")
         config = EvolveConfig(
             population=opts.population,
             generations=opts.generations,

@@ -227,8 +227,6 @@ class Command(RecrawlCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace, out: TextIO | None = None) -> None:
         out = out or sys.stdout
-        if args:
-            raise UsageError(f"unexpected arguments: {' '.join(args)}")
         try:
             import scipy  # noqa: F401
         except ImportError:

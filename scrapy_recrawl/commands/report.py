@@ -21,27 +21,10 @@ from typing import Any
 
 from scrapy.exceptions import UsageError
 
-from . import InputError, RecrawlCommand, check_output
+from . import InputError, RecrawlCommand, check_output, int_at_least
 
-
-def _cycle(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a cycle number, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected a cycle number >= 0, got {v}")
-    return v
-
-
-def _count(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a count >= 1, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a count >= 1, got {v}")
-    return v
+_cycle = int_at_least(0, "a cycle number")
+_count = int_at_least(1, "a count")
 
 
 class Command(RecrawlCommand):
@@ -102,8 +85,6 @@ class Command(RecrawlCommand):
         )
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        if args:
-            raise UsageError(f"unexpected arguments: {' '.join(args)}")
         self._check_options(opts)
         from scrapy_recrawl.history import HistoryStoreError
         from scrapy_recrawl.history.records import RecordError

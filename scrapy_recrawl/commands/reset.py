@@ -25,6 +25,7 @@ from . import RecrawlCommand
 
 class Command(RecrawlCommand):
     requires_project = True
+    takes_args = True
 
     def syntax(self) -> str:
         return "[options] <spider>"

@@ -7,7 +7,7 @@ import csv
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -108,21 +108,33 @@ def _console(out: IO[str] | None) -> Any:
     return con
 
 
-def print_report(report: Report, out: IO[str] | None = None) -> None:
+def _table(title: str, columns: Sequence[str], left: Collection[str], fold: bool = False) -> Any:
+    """A titled table: the ``left`` columns (text) left-aligned, the others (numbers)
+    right-aligned; ``fold``: long cells wrap instead of being cut."""
     from rich.table import Table
 
+    t = Table(title=title, title_justify="left")
+    for name in columns:
+        t.add_column(
+            name,
+            justify="left" if name in left else "right",
+            overflow="fold" if fold else "ellipsis",
+        )
+    return t
+
+
+def print_report(report: Report, out: IO[str] | None = None) -> None:
     con = _console(out)
     con.print(
         f"[bold]{_esc(report.source)}[/bold]"
         + (f" (spider {report.spider})" if report.spider else "")
         + f": {report.urls} URLs, current cycle {report.current_cycle}"
     )
-    t = Table(title="Per cycle", title_justify="left")
-    for name in (
+    columns = (
         "cycle", "fetched", "recrawl", "new", "monitor", "probe", "changed", "unchanged",
         "304", "errors", "gone", "budget", "used", "est. freshness", "scorer",
-    ):  # fmt: skip
-        t.add_column(name, justify="left" if name == "scorer" else "right")
+    )  # fmt: skip
+    t = _table("Per cycle", columns, left={"scorer"})
     for r in report.cycles:
         t.add_row(
             str(r.cycle), str(r.fetched), _fmt(r.recrawl), _fmt(r.new), _fmt(r.monitor),
@@ -132,9 +144,11 @@ def print_report(report: Report, out: IO[str] | None = None) -> None:
         )  # fmt: skip
     con.print(t)
     _url_table(con, "Top changing URLs", report.changing)
-    h = Table(title="Top changing hosts", title_justify="left")
-    for name in ("host", "URLs", "visits", "observations", "changes", "change share"):
-        h.add_column(name, justify="left" if name == "host" else "right")
+    h = _table(
+        "Top changing hosts",
+        ("host", "URLs", "visits", "observations", "changes", "change share"),
+        left={"host"},
+    )
     for line in report.hosts:
         h.add_row(
             _esc(line.host), str(line.urls), str(line.visits), str(line.observations),
@@ -143,9 +157,12 @@ def print_report(report: Report, out: IO[str] | None = None) -> None:
     con.print(h)
     _url_table(con, "Wasted on (fetched often, never changed)", report.wasted)
     if report.boilerplate:
-        b = Table(title="Changes that look like boilerplate", title_justify="left")
-        for name in ("URL", "changes/obs.", "median D", "median elements", "silence it with"):
-            b.add_column(name, justify="right" if "median" in name else "left", overflow="fold")
+        b = _table(
+            "Changes that look like boilerplate",
+            ("URL", "changes/obs.", "median D", "median elements", "silence it with"),
+            left={"URL", "changes/obs.", "silence it with"},
+            fold=True,
+        )
         for bp in report.boilerplate:
             b.add_row(
                 _esc(bp.url), f"{bp.changes}/{bp.observations}", _fmt(bp.median_distance, 1),
@@ -157,11 +174,12 @@ def print_report(report: Report, out: IO[str] | None = None) -> None:
 
 
 def _url_table(con: Any, title: str, lines: Sequence[UrlLine]) -> None:
-    from rich.table import Table
-
-    t = Table(title=title, title_justify="left")
-    for name in ("URL", "visits", "observations", "changes", "rate/cycle", "last change"):
-        t.add_column(name, justify="left" if name == "URL" else "right", overflow="fold")
+    t = _table(
+        title,
+        ("URL", "visits", "observations", "changes", "rate/cycle", "last change"),
+        left={"URL"},
+        fold=True,
+    )
     for u in lines:
         t.add_row(
             _esc(u.url), str(u.visits), str(u.observations), str(u.changes), _fmt(u.rate),
@@ -171,23 +189,13 @@ def _url_table(con: Any, title: str, lines: Sequence[UrlLine]) -> None:
 
 
 def print_story(s: UrlStory, out: IO[str] | None = None) -> None:
-    from rich.table import Table
-
     con = _console(out)
     con.print(f"[bold]{_esc(s.url)}[/bold] (URL id {s.url_id}){' -- gone' if s.gone else ''}")
-    t = Table(title="Visits", title_justify="left")
-    for name in (
-        "cycle",
-        "status",
-        "result",
-        "D",
-        "added",
-        "removed",
-        "modified",
-        "attrs",
-        "bytes",
-    ):
-        t.add_column(name, justify="left" if name == "result" else "right")
+    t = _table(
+        "Visits",
+        ("cycle", "status", "result", "D", "added", "removed", "modified", "attrs", "bytes"),
+        left={"result"},
+    )
     for v in s.visits:
         t.add_row(
             str(v.cycle), str(v.status), v.result, str(v.distance), str(v.added),

@@ -15,7 +15,7 @@ import numpy as np
 from scrapy_recrawl.core.selection import host_of
 from scrapy_recrawl.scoring.freshness import change_rate
 
-from .log import VisitLog
+from .log import GONE_STATUSES, VisitLog
 
 
 @dataclass
@@ -177,7 +177,7 @@ class UrlStory:
 def visit_result(status: int, changed: int, first: bool) -> str:
     if status == 0:
         return "failed (no response)"
-    if status in (404, 410):
+    if status in GONE_STATUSES:
         return "gone"
     if status >= 400 or status < 200:
         return "error"

@@ -233,24 +233,25 @@ def from_store(store: object, *, monitor_share: float, seed: int, min_cycles: in
         )
     c0, c1 = int(cycle.min()), int(cycle.max())
     span = c1 - c0 + 1
-    row_of = {int(u): r for r, u in enumerate(np.unique(url_id))}
-    rows = np.fromiter((row_of[int(u)] for u in url_id), dtype=np.int64, count=url_id.size)
-    fetched = np.zeros((len(row_of), span), dtype=bool)
-    observed = np.full((len(row_of), span), -1, dtype=np.int8)
+    sampled, rows = np.unique(url_id, return_inverse=True)  # no Python loop per visit
+    fetched = np.zeros((sampled.size, span), dtype=bool)
+    observed = np.full((sampled.size, span), -1, dtype=np.int8)
     fetched[rows, cycle - c0] = True
     np.maximum.at(observed, (rows, cycle - c0), changed.astype(np.int8))
     # best window [s, e] with e in the last two cycles (the last may be in progress)
     best: tuple[int, int, np.ndarray] | None = None
+    best_score = 0
     for e in sorted({span - 1, max(0, span - 2)}):
-        for s in range(0, e + 1):
-            if e - s + 1 < min_cycles:
-                continue
-            ok = fetched[:, s].copy()
-            if e > s:
-                ok &= (observed[:, s + 1 : e + 1] >= 0).all(axis=1)
+        # tail[:, s]: observed at every cycle s+1..e (one pass, not one slice per s)
+        tail = np.ones((fetched.shape[0], e + 1), dtype=bool)
+        if e:
+            seen = observed[:, e:0:-1] >= 0
+            tail[:, :e] = np.logical_and.accumulate(seen, axis=1)[:, ::-1]
+        for s in range(0, e + 1 - max(min_cycles - 1, 0)):
+            ok = fetched[:, s] & tail[:, s]
             score = int(ok.sum()) * (e - s + 1)
-            if score and (best is None or score > int(best[2].sum()) * (best[1] - best[0] + 1)):
-                best = (s, e, ok)
+            if score > best_score:
+                best, best_score = (s, e, ok), score
     if best is None:
         raise HistoryError(
             f"the history store {where}: no URL of the monitoring sample ({ids.size} URLs, "
@@ -261,9 +262,8 @@ def from_store(store: object, *, monitor_share: float, seed: int, min_cycles: in
     changes = np.zeros((int(ok.sum()), e - s + 1), dtype=np.uint8)
     if e > s:
         changes[:, 1:] = observed[ok, s + 1 : e + 1] == 1
-    urls_ids = np.array(sorted(row_of, key=lambda url_id: row_of[url_id]))[ok]
-    names = store.urls(urls_ids) if hasattr(store, "urls") else None  # type: ignore[attr-defined]
-    left = len(row_of) - int(ok.sum())
+    names = store.urls(sampled[ok]) if hasattr(store, "urls") else None  # type: ignore[attr-defined]
+    left = sampled.size - int(ok.sum())
     note = (
         f"monitoring sample: {ids.size} URLs (RECRAWL_MONITOR_SHARE={monitor_share}); "
         f"{int(ok.sum())} complete over cycles {c0 + s}..{c0 + e}"

@@ -157,9 +157,10 @@ def dry_run(
         max_depth=min(config.init_max_depth, config.max_depth),
     )
     replay = _replay(train, config, terminals)
+    fresh = gp.unique(trees)  # the time per individual is over those replayed
     t0 = time.perf_counter()
-    replay.evaluate(gp.unique(trees))
-    per = (time.perf_counter() - t0) / max(1, len(trees))
+    replay.evaluate(fresh)
+    per = (time.perf_counter() - t0) / max(1, len(fresh))
     t0 = time.perf_counter()
     simulate(c[folds[test_f]], "aad+", warmup=config.warmup, k=config.budget, prior=config.prior)
     preset = time.perf_counter() - t0

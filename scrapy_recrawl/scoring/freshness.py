@@ -8,7 +8,7 @@ unit of time comes from its own history: over ``n`` change observations it saw
 ``X`` changes, each observation covering one visit interval. The chance of no
 change within an interval is estimated as ``(n - X + 0.5)/(n + 0.5)``, so the
 expected number of changes per interval is ``CG = -log`` of it (the terminal
-``CG``, scoring/terminals.py) and ``rate = CG / interval``. The probability that a page visited ``age`` ago is
+``CG`` of scoring/terminals.py, computed by it here) and ``rate = CG / interval``. The probability that a page visited ``age`` ago is
 still unchanged is ``exp(-rate * age)``; the collection's freshness is the mean of
 it over the pages that have a rate (at least one observation). Time units are the
 caller's (cycles in the report); ``interval`` and ``age`` must share them.
@@ -18,18 +18,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from .registry import TerminalRegistry
+from .terminals import CORE_TERMINALS
+
+#: the core terminals only: CG needs no plug-in (none is loaded for it)
+_CORE = TerminalRegistry(CORE_TERMINALS)
+
 
 def change_rate(n: np.ndarray, X: np.ndarray, interval: np.ndarray) -> np.ndarray:
     """Changes per unit of time of each page (NaN where ``n`` is 0: no observation).
 
     ``interval``: the page's mean time between visits (floored at a tiny positive
     value, so two visits at once do not make an infinite rate)."""
-    n = np.asarray(n, dtype=np.float64)
-    X = np.asarray(X, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        cg = np.maximum(-np.log((n - X + 0.5) / (n + 0.5)), 0.0)  # no -0.0
-        rate = cg / np.maximum(np.asarray(interval, dtype=np.float64), 1e-9)
-    return np.where(n > 0, rate, np.nan)
+    cg = _CORE.compute({"n": np.asarray(n), "X": np.asarray(X)}, 0, needed=("CG",))["CG"]
+    rate = cg / np.maximum(np.asarray(interval, dtype=np.float64), 1e-9)
+    return np.where(np.asarray(n) > 0, rate, np.nan)
 
 
 def unchanged_probability(rate: np.ndarray, age: np.ndarray) -> np.ndarray:
