@@ -257,8 +257,8 @@ def window_needed(terminals: Iterable[str]) -> int:
 
 def _warn_related(scorer: Scorer, spec: str, settings: Mapping[str, Any] | Any) -> None:
     """Q means what it meant when evolved only with the same related-page settings."""
-    evolved = getattr(scorer, "metadata", {}).get("related")
-    if "Q" not in getattr(scorer, "terminals_needed", ()) or not isinstance(evolved, dict):
+    evolved = scorer.metadata.get("related")
+    if "Q" not in scorer.terminals_needed or not isinstance(evolved, dict):
         return
     for name, value in evolved.items():
         if name.startswith("RECRAWL_") and name in DEFAULTS:
@@ -281,10 +281,10 @@ def check_window(scorer: Scorer, spec: str, window: int) -> None:
     NaN all crawl long and the expression would not score what it scored when it
     was written or evolved (a ``recrawl-evolve`` file records its ``window``).
     """
-    needed = window_needed(getattr(scorer, "terminals_needed", ()))
+    needed = window_needed(scorer.terminals_needed)
     if needed <= window:
         return
-    evolved = getattr(scorer, "metadata", {}).get("window")
+    evolved = scorer.metadata.get("window")
     told = f" (the file was evolved with a window of {evolved})" if evolved else ""
     raise RecrawlSettingError(
         f"RECRAWL_SCORER={spec!r} uses C{needed}/D{needed}{told} but RECRAWL_WINDOW={window}: "
