@@ -1,5 +1,6 @@
-"""Test helpers: a real local HTTP server whose pages the test edits, and a real
-``scrapy crawl`` of it in a subprocess (Twisted's reactor cannot restart in-process)."""
+"""Test helpers: a real local HTTP server whose pages the test edits, a real
+``scrapy crawl`` of it in a subprocess (Twisted's reactor cannot restart in-process),
+and a store's per-URL arrays built by hand (:func:`history_arrays`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+import numpy as np
+
+from scrapy_recrawl.history import HistoryArrays
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -130,3 +135,26 @@ def run_crawl(
     result = json.loads(out.stdout)
     result["log"] = out.stderr
     return result
+
+
+def history_arrays(n, X, last, gone=None, cycle=10, **extra):
+    """A store's HistoryArrays for URLs 1..len(n): the change counts ``n`` and ``X``,
+    the last visit's cycle, ``gone`` (none by default), no content measures, and the
+    ``extra`` columns as given."""
+    size = len(n)
+    cols = {
+        "n": np.asarray(n, dtype=np.int64),
+        "X": np.asarray(X, dtype=np.int64),
+        "sad": np.zeros(size),
+        "aad_sum": np.zeros(size),
+        "gad": np.zeros(size),
+        "last_visit_cycle": np.asarray(last, dtype=np.int64),
+        "last_visit_time": np.zeros(size),
+        "D": np.full(size, np.nan),
+        "A": np.full(size, np.nan),
+        "R": np.full(size, np.nan),
+        "M": np.full(size, np.nan),
+        "gone": np.zeros(size, dtype=bool) if gone is None else np.asarray(gone, dtype=bool),
+        **extra,
+    }
+    return HistoryArrays(ids=np.arange(1, size + 1), columns=cols, cycle=cycle)

@@ -250,6 +250,22 @@ def test_bad_option_combinations_are_usage_errors(npz, argv, message):
         run(["--history", npz, *TINY, *argv])
 
 
+def _scrapy_project(root, monkeypatch, package, files):
+    """A Scrapy project at ``root`` whose ``package`` holds ``files`` (settings.py, ...),
+    the current one for the test; yields ``root``, then forgets its modules."""
+    (root / "scrapy.cfg").write_text(f"[settings]\ndefault = {package}.settings\n")
+    pkg = root / package
+    pkg.mkdir()
+    for name, text in {"__init__.py": "", **files}.items():
+        (pkg / name).write_text(text)
+    monkeypatch.chdir(root)
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.setenv("SCRAPY_SETTINGS_MODULE", f"{package}.settings")
+    yield root
+    for name in [m for m in sys.modules if m.startswith(package)]:
+        del sys.modules[name]
+
+
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     """A Scrapy project whose store has complete histories for every URL (share 1.0)."""
@@ -257,19 +273,8 @@ def project(tmp_path, monkeypatch):
     truth[:, 0] = 0
     store = tmp_path / "history.sqlite3"
     _fill_store(store, 10, 60, truth)
-    (tmp_path / "scrapy.cfg").write_text("[settings]\ndefault = evolveproj.settings\n")
-    pkg = tmp_path / "evolveproj"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "settings.py").write_text(
-        f"RECRAWL_STORE = {str(store)!r}\nRECRAWL_MONITOR_SHARE = 1.0\n"
-    )
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("SCRAPY_SETTINGS_MODULE", "evolveproj.settings")
-    yield tmp_path
-    for name in [m for m in sys.modules if m.startswith("evolveproj")]:
-        del sys.modules[name]
+    settings = f"RECRAWL_STORE = {str(store)!r}\nRECRAWL_MONITOR_SHARE = 1.0\n"
+    yield from _scrapy_project(tmp_path, monkeypatch, "evolveproj", {"settings.py": settings})
 
 
 def test_inside_a_project_reads_the_monitoring_sample(project, capsys):
@@ -292,23 +297,12 @@ def spiders_project(tmp_path, monkeypatch):
     truth = _history(60, 10, seed=4)
     truth[:, 0] = 0
     _fill_store(tmp_path / ".scrapy" / "recrawl" / "alpha" / "history.sqlite3", 10, 60, truth)
-    (tmp_path / "scrapy.cfg").write_text("[settings]\ndefault = twoproj.settings\n")
-    pkg = tmp_path / "twoproj"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "settings.py").write_text(
-        'SPIDER_MODULES = ["twoproj.spiders"]\nRECRAWL_MONITOR_SHARE = 1.0\n'
-    )
-    (pkg / "spiders.py").write_text(
-        "import scrapy\n\n\nclass A(scrapy.Spider):\n    name = 'alpha'\n\n\n"
-        "class B(scrapy.Spider):\n    name = 'beta'\n"
-    )
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("SCRAPY_SETTINGS_MODULE", "twoproj.settings")
-    yield tmp_path
-    for name in [m for m in sys.modules if m.startswith("twoproj")]:
-        del sys.modules[name]
+    files = {
+        "settings.py": 'SPIDER_MODULES = ["twoproj.spiders"]\nRECRAWL_MONITOR_SHARE = 1.0\n',
+        "spiders.py": "import scrapy\n\n\nclass A(scrapy.Spider):\n    name = 'alpha'\n\n\n"
+        "class B(scrapy.Spider):\n    name = 'beta'\n",
+    }
+    yield from _scrapy_project(tmp_path, monkeypatch, "twoproj", files)
 
 
 def test_each_spider_has_its_history_and_the_command_asks_which(spiders_project, capsys):

@@ -10,31 +10,23 @@ import pytest
 
 from scrapy_recrawl.core.cycle import CycleConfig, plan_cycle
 from scrapy_recrawl.core.selection import backed_off, candidate_mask, select_recrawls
-from scrapy_recrawl.history import HistoryArrays, SqliteHistoryStore
+from scrapy_recrawl.history import SqliteHistoryStore
 from scrapy_recrawl.scoring import Scorer
 
-from .helpers import LocalSite, Page, run_crawl
+from .helpers import LocalSite, Page, history_arrays, run_crawl
 
 
 def _arrays(failures, last_failure, cycle, gone=None):
     size = len(failures)
-    cols = {
-        "n": np.ones(size, dtype=np.int64),
-        "X": np.zeros(size, dtype=np.int64),
-        "sad": np.zeros(size),
-        "aad_sum": np.zeros(size),
-        "gad": np.zeros(size),
-        "last_visit_cycle": np.zeros(size, dtype=np.int64),
-        "last_visit_time": np.zeros(size),
-        "D": np.full(size, np.nan),
-        "A": np.full(size, np.nan),
-        "R": np.full(size, np.nan),
-        "M": np.full(size, np.nan),
-        "gone": np.zeros(size, dtype=bool) if gone is None else np.asarray(gone, dtype=bool),
-        "failures": np.asarray(failures, dtype=np.int64),
-        "last_failure_cycle": np.asarray(last_failure, dtype=np.int64),
-    }
-    return HistoryArrays(ids=np.arange(1, size + 1), columns=cols, cycle=cycle)
+    return history_arrays(
+        np.ones(size),
+        np.zeros(size),
+        np.zeros(size),
+        gone=gone,
+        cycle=cycle,
+        failures=np.asarray(failures, dtype=np.int64),
+        last_failure_cycle=np.asarray(last_failure, dtype=np.int64),
+    )
 
 
 # -- the back-off rule, once, in the cycle core -----------------------------------------

@@ -22,6 +22,7 @@ from scrapy_recrawl.history.ownership import claim_store
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
 from .fixtures.redis_typed import load_typed
+from .fixtures.v3_requests import request as _v3_request
 from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -176,25 +177,6 @@ def test_a_new_store_is_claimed_silently(tmp_path, caplog):
 
 
 # -- schema version 3: requests and the basket model were pickles ----------------------
-
-
-def _v3_request(u: int) -> dict:
-    # as make_v3_stores.py wrote them (its request()), tuples-free: every field survives
-    return {
-        "url": f"http://h/{u}",
-        "method": "POST" if u == 2 else "GET",
-        "callback": "parse_page",
-        "errback": None,
-        "headers": {b"Accept": [b"text/html"], b"X-Page": [str(u).encode()]},
-        "body": b"q=\xff\x00" if u == 2 else b"",
-        "cookies": {"session": "abc"},
-        "meta": {"depth": u, "tag": f"page-{u}"},
-        "encoding": "utf-8",
-        "priority": u,
-        "dont_filter": False,
-        "flags": [],
-        "cb_kwargs": {"n": u},
-    }
 
 
 class _Marker:

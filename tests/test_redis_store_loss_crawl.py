@@ -28,30 +28,41 @@ def _logged_at(line: str) -> float:
     return dt.datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S").timestamp()
 
 
+def _crawl_three_cycles(site, server, client, tmp_path, **settings):
+    """A continuous crawl on ``server``'s Redis, returned running once it is 3 cycles
+    in (the Redis restart must lose a history); the test fails if it never gets there."""
+    proc = start_crawl(
+        site.base_url,
+        server.url,
+        tmp_path,
+        "crawl",
+        RECRAWL_CONTINUOUS=True,
+        RECRAWL_WARMUP_CYCLES=1,
+        RECRAWL_BUDGET=15,
+        RECRAWL_CYCLE_SECONDS=CYCLE_SECONDS,
+        DOWNLOAD_DELAY=0.1,
+        CONCURRENT_REQUESTS=2,
+        RECRAWL_REDIS_OUTAGE_SECONDS=30,
+        **settings,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if int(client.get("site:history:cycle") or 0) >= 3:
+            break
+        time.sleep(0.1)
+    if proc.poll() is None and int(client.get("site:history:cycle") or 0) >= 3:
+        return proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    pytest.fail((tmp_path / "crawl.log").read_text()[-3000:])
+
+
 def test_redis_restarted_without_persistence_stops_the_crawl_within_a_cycle(tmp_path):
     with RedisServer() as server, RunningSite(pages=60, seed=4) as site:
         client = server.client()
-        proc = start_crawl(
-            site.base_url,
-            server.url,
-            tmp_path,
-            "crawl",
-            RECRAWL_CONTINUOUS=True,
-            RECRAWL_WARMUP_CYCLES=1,
-            RECRAWL_BUDGET=15,
-            RECRAWL_CYCLE_SECONDS=CYCLE_SECONDS,
-            DOWNLOAD_DELAY=0.1,
-            CONCURRENT_REQUESTS=2,
-            RECRAWL_REDIS_OUTAGE_SECONDS=30,
-        )
+        proc = _crawl_three_cycles(site, server, client, tmp_path)
         try:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and proc.poll() is None:
-                if int(client.get("site:history:cycle") or 0) >= 3:  # several cycles in
-                    break
-                time.sleep(0.1)
-            assert proc.poll() is None, (tmp_path / "crawl.log").read_text()[-3000:]
-            assert int(client.get("site:history:cycle")) >= 3
             server.restart(down_seconds=0.5)  # SIGTERM: nothing on disk, back empty
             back = time.time()
             proc.wait(90)
@@ -81,28 +92,15 @@ def test_redis_restarted_without_persistence_stops_the_crawl_within_a_cycle(tmp_
 def test_continue_goes_on_with_a_fresh_history_after_the_restart(tmp_path):
     with RedisServer() as server, RunningSite(pages=60, seed=4) as site:
         client = server.client()
-        proc = start_crawl(
-            site.base_url,
-            server.url,
+        proc = _crawl_three_cycles(
+            site,
+            server,
+            client,
             tmp_path,
-            "crawl",
-            RECRAWL_CONTINUOUS=True,
-            RECRAWL_WARMUP_CYCLES=1,
-            RECRAWL_BUDGET=15,
-            RECRAWL_CYCLE_SECONDS=CYCLE_SECONDS,
             RECRAWL_MAX_CYCLES=7,
-            DOWNLOAD_DELAY=0.1,
-            CONCURRENT_REQUESTS=2,
-            RECRAWL_REDIS_OUTAGE_SECONDS=30,
             RECRAWL_ON_STORE_LOSS="continue",
         )
         try:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and proc.poll() is None:
-                if int(client.get("site:history:cycle") or 0) >= 3:
-                    break
-                time.sleep(0.1)
-            assert proc.poll() is None, (tmp_path / "crawl.log").read_text()[-3000:]
             lost_epoch = client.hget("site:history:meta", "epoch")
             lost_cycle = int(client.get("site:history:cycle"))
             server.restart(down_seconds=0.5)

@@ -7,27 +7,9 @@ import pytest
 
 from scrapy_recrawl.core.budget import Budget, cycle_budget
 from scrapy_recrawl.core.selection import monitor_mask, select_recrawls
-from scrapy_recrawl.history import HistoryArrays
 from scrapy_recrawl.scoring import Scorer
 
-
-def arrays(n, X, last, gone=None, cycle=10):
-    size = len(n)
-    cols = {
-        "n": np.asarray(n, dtype=np.int64),
-        "X": np.asarray(X, dtype=np.int64),
-        "sad": np.zeros(size),
-        "aad_sum": np.zeros(size),
-        "gad": np.zeros(size),
-        "last_visit_cycle": np.asarray(last, dtype=np.int64),
-        "last_visit_time": np.zeros(size),
-        "D": np.full(size, np.nan),
-        "A": np.full(size, np.nan),
-        "R": np.full(size, np.nan),
-        "M": np.full(size, np.nan),
-        "gone": np.zeros(size, dtype=bool) if gone is None else np.asarray(gone, dtype=bool),
-    }
-    return HistoryArrays(ids=np.arange(1, size + 1), columns=cols, cycle=cycle)
+from .helpers import history_arrays as arrays
 
 
 def test_budget_int_share_warmup_and_new_share():

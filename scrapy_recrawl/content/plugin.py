@@ -21,38 +21,26 @@ from .store import CONTENT_TERMINALS, BagStore, ContentColumns, ContentSettings
 from .window import c_names, d_names
 
 
-def _window_terminals() -> tuple[Terminal, ...]:
-    """``D1..D5`` then ``C1..C5``: the window's columns (RECRAWL_WINDOW of them filled)."""
-    d = [
-        Terminal(
-            name,
-            f"cosine distance of the last version to the one {i} visit(s) back",
-            optional_column(name),
-        )
-        for i, name in enumerate(d_names(), 1)
-    ]
-    c = [
-        Terminal(
-            name,
-            f"change indicator of the observation {i} visit(s) back (1/0)",
-            optional_column(name),
-        )
-        for i, name in enumerate(c_names(), 1)
-    ]
-    return (*d, *c)
+def _column(name: str, doc: str) -> Terminal:
+    """A terminal that is a plain column of :class:`ContentColumns`, NaN where absent."""
+    return Terminal(name, doc, optional_column(name))
 
 
 class ContentPlugin:
     """Bags of words, the 2D window and related pages as experts (docs/content.md)."""
 
-    #: paper 004's terminals: plain columns of :class:`ContentColumns`, NaN where absent
+    #: paper 004's terminals: ``D1..D5`` then ``C1..C5`` (RECRAWL_WINDOW of them
+    #: filled), then ``Q``
     terminals: ClassVar[tuple[Terminal, ...]] = (
-        *_window_terminals(),
-        Terminal(
-            "Q",
-            "related pages' recent change evidence weighted by their cross-correlation",
-            optional_column("Q"),
+        *(
+            _column(name, f"cosine distance of the last version to the one {i} visit(s) back")
+            for i, name in enumerate(d_names(), 1)
         ),
+        *(
+            _column(name, f"change indicator of the observation {i} visit(s) back (1/0)")
+            for i, name in enumerate(c_names(), 1)
+        ),
+        _column("Q", "related pages' recent change evidence weighted by their cross-correlation"),
     )
     selects = False
 

@@ -16,16 +16,10 @@ from ..core.budget import Budget
 from ..core.selection import Selection
 from ..history.base import HistoryArrays
 from ..scoring.registry import Terminal
+from ..scoring.terminals import prior_from_settings as _prior  # commands/plan.py imports it
 from ..settings import RecrawlSettingError, get
 
 logger = logging.getLogger(__name__)
-
-
-def _prior(settings: Any) -> tuple[float, float] | None:
-    from ..scoring import check_prior
-
-    prior = get(settings, "RECRAWL_PRIOR")  # -s RECRAWL_PRIOR=0.5,1 is a list here
-    return None if prior is None else check_prior(prior)
 
 
 def make_planner(settings: Any) -> Any:

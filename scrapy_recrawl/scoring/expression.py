@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from scrapy_recrawl.scoring.kernel import compile_kernel
+from scrapy_recrawl.scoring.kernel import Kernel, compile_kernel
 from scrapy_recrawl.scoring.presets import PRESETS
-from scrapy_recrawl.scoring.terminals import check_prior
-from scrapy_recrawl.settings import RecrawlSettingError
+from scrapy_recrawl.scoring.terminals import check_prior, prior_from_settings
+from scrapy_recrawl.settings import DEFAULTS, RecrawlSettingError, closest, get
 
 from .parse import SETTING, compile_expression, parse_expression
 from .registry import (
@@ -47,19 +47,23 @@ from .registry import (
 )
 from .topk import CHUNK, _chunks, _length, top_k_indices
 
-# A scorer string parsed and compiled once per process: the add-on's start-up check,
-# the scheduler and the middleware all build a scorer from RECRAWL_SCORER. Keyed by the
-# text and the registry's names (all a parse depends on); bounded, as a GP builds many.
-_PARSED: dict[tuple[str, frozenset[str]], tuple[Any, Any, tuple[str, ...], Any]] = {}
+# A scorer string parsed and compiled (to numpy, then to its block kernel) once per
+# process: the add-on's start-up check, the scheduler and the middleware all build a
+# scorer from RECRAWL_SCORER. Keyed by the text and the registry's names (all a parse
+# depends on); bounded, as a GP builds many. Values: (sympy expression, lambdify
+# function, argument names, protected expression, kernel or None).
+_Compiled = tuple[Any, Any, tuple[str, ...], Any, Kernel | None]
+_PARSED: dict[tuple[str, frozenset[str]], _Compiled] = {}
 _PARSED_MAX = 256
 
 
-def _parsed(expression: str, setting: str, registry: TerminalRegistry) -> tuple[Any, ...]:
+def _parsed(expression: str, setting: str, registry: TerminalRegistry) -> _Compiled:
     key = (expression, registry.names())
     hit = _PARSED.get(key)
     if hit is None:
         sympy_expr = parse_expression(expression, setting, registry=registry)
-        hit = (sympy_expr, *compile_expression(sympy_expr))
+        fn, args, protected = compile_expression(sympy_expr)
+        hit = (sympy_expr, fn, args, protected, compile_kernel(fn, args))
         if len(_PARSED) >= _PARSED_MAX:
             _PARSED.pop(next(iter(_PARSED)))
         _PARSED[key] = hit
@@ -73,8 +77,6 @@ _NAME_LIKE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+*$")
 
 
 def _unknown_preset(spec: str, setting: str) -> RecrawlSettingError:
-    from scrapy_recrawl.settings import closest
-
     near = closest(spec.lower(), PRESETS)
     hint = f" did you mean {near!r}?" if near else ""
     return RecrawlSettingError(
@@ -233,14 +235,10 @@ class Scorer:
     def from_settings(cls, settings: Mapping[str, Any] | Any) -> Scorer:
         """Build from RECRAWL_SCORER, RECRAWL_PRIOR and RECRAWL_SEED, with the terminals of
         the plug-ins RECRAWL_PLUGINS_BASE and RECRAWL_PLUGINS list."""
-        from scrapy_recrawl.settings import get
-
         spec = get(
             settings, "RECRAWL_SCORER", str, expect="a preset name, an expression or a JSON path"
         )
-        prior = get(settings, "RECRAWL_PRIOR")  # -s RECRAWL_PRIOR=0.5,1 is a list here
-        if prior is not None:
-            prior = check_prior(prior)
+        prior = prior_from_settings(settings)
         seed = get(settings, "RECRAWL_SEED", int, expect="an integer")
         registry = registry_from_settings(settings)
         scorer = cls.from_spec(spec, prior=prior, seed=seed, registry=registry)
@@ -259,10 +257,8 @@ def window_needed(terminals: Iterable[str]) -> int:
 
 def _warn_related(scorer: Scorer, spec: str, settings: Mapping[str, Any] | Any) -> None:
     """Q means what it meant when evolved only with the same related-page settings."""
-    from scrapy_recrawl.settings import DEFAULTS, get
-
-    evolved = getattr(scorer, "metadata", {}).get("related")
-    if "Q" not in getattr(scorer, "terminals_needed", ()) or not isinstance(evolved, dict):
+    evolved = scorer.metadata.get("related")
+    if "Q" not in scorer.terminals_needed or not isinstance(evolved, dict):
         return
     for name, value in evolved.items():
         if name.startswith("RECRAWL_") and name in DEFAULTS:
@@ -285,10 +281,10 @@ def check_window(scorer: Scorer, spec: str, window: int) -> None:
     NaN all crawl long and the expression would not score what it scored when it
     was written or evolved (a ``recrawl-evolve`` file records its ``window``).
     """
-    needed = window_needed(getattr(scorer, "terminals_needed", ()))
+    needed = window_needed(scorer.terminals_needed)
     if needed <= window:
         return
-    evolved = getattr(scorer, "metadata", {}).get("window")
+    evolved = scorer.metadata.get("window")
     told = f" (the file was evolved with a window of {evolved})" if evolved else ""
     raise RecrawlSettingError(
         f"RECRAWL_SCORER={spec!r} uses C{needed}/D{needed}{told} but RECRAWL_WINDOW={window}: "
@@ -315,12 +311,11 @@ class ExpressionScorer(Scorer):
         self.metadata = {}
         reg = default_registry() if registry is None else registry
         self.registry = reg
-        self.sympy_expr, self._fn, self._args, self.protected_expr = _parsed(
+        #: ``kernel``: the block kernel (None: the expression is a constant or a bare
+        #: terminal, or uses something the kernel translator does not know)
+        self.sympy_expr, self._fn, self._args, self.protected_expr, self.kernel = _parsed(
             self.expression, setting, reg
         )
-        #: the block kernel (None: the expression is a constant or a bare terminal,
-        #: or uses something the kernel translator does not know)
-        self.kernel = compile_kernel(self._fn, self._args)
         self._symbol = str(self.protected_expr) if self.protected_expr.is_Symbol else None
         # a constant expression still needs one column: it tells how many URLs to score
         self.terminals_needed = frozenset(self._args) or frozenset({"n"})

@@ -90,9 +90,8 @@ class _Unsupported(Exception):
 class Kernel:
     """A block kernel for one expression; :meth:`__call__` scores whole arrays."""
 
-    def __init__(self, fn: Callable[..., None], n_args: int, n_buffers: int, source: str) -> None:
+    def __init__(self, fn: Callable[..., None], n_buffers: int, source: str) -> None:
         self._fn = fn
-        self.n_args = n_args
         self.n_buffers = n_buffers
         #: the generated block code (for debugging and tests)
         self.source = source
@@ -199,7 +198,7 @@ class _Translator:
         namespace = dict(_NAMESPACE)
         namespace["_c"] = tuple(self.consts)
         exec(compile(source, "<scrapy_recrawl.scoring.kernel>", "exec"), namespace)  # noqa: S102
-        return Kernel(namespace["_kernel"], len(self.args), self.n_buffers, source)
+        return Kernel(namespace["_kernel"], self.n_buffers, source)
 
     # ---------------------------------------------------------------- helpers
 

@@ -55,10 +55,6 @@ _OPERATORS = frozenset({"+", "-", "*", "/", "**", "^", "(", ")", ","})
 _DECIMAL = re.compile(r"^(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
-def _pow(a: Any, b: Any, **_: Any) -> sympy.Expr:
-    return sympy.Pow(a, b, evaluate=False)
-
-
 def _log(x: Any, *rest: Any, evaluate: bool = False) -> sympy.Expr:
     if rest:
         raise TypeError("log takes 1 argument (natural log)")
@@ -86,7 +82,7 @@ def _unary(fn: Callable[..., sympy.Expr], name: str) -> Callable[..., sympy.Expr
 def _pow_checked(*args: Any, evaluate: bool = False) -> sympy.Expr:
     if len(args) != 2:
         raise TypeError("pow takes 2 arguments")
-    return _pow(*args)
+    return sympy.Pow(*args, evaluate=False)
 
 
 _FUNCTION_LOCALS: dict[str, Any] = {
@@ -124,12 +120,11 @@ def _refuse(text: str, problem: str, setting: str) -> RecrawlSettingError:
 def _unknown_name(name: str, registry: TerminalNames) -> str:
     """One line: what ``name`` is not, the closest terminal (or function in another
     case: ``abs``), then every name allowed."""
-    what = "keyword" if keyword.iskeyword(name) else "unknown name"
-    same_function = [f for f in FUNCTIONS if f.lower() == name.lower()]
     if keyword.iskeyword(name):
-        close = None
+        what, close = "keyword", None
     else:
-        close = same_function[0] if same_function else registry.suggest(name)
+        same_function = [f for f in FUNCTIONS if f.lower() == name.lower()]
+        what, close = "unknown name", same_function[0] if same_function else registry.suggest(name)
     hint = f" (did you mean {close!r}?)" if close else ""
     return (
         f"{what} {name!r} is not allowed{hint}; terminals: {', '.join(registry)}; "
@@ -142,18 +137,22 @@ def _unknown_name(name: str, registry: TerminalNames) -> str:
 #: tokens and 20 levels of parentheses; literals are the GP's constants (0.001 .. 1000)
 #: or a user's weights. ``1e999999`` once hung start-up for minutes.
 MAX_TOKENS = 8000
+MAX_CHARS = 16 * MAX_TOKENS  # checked before tokenizing: the bound is on time
 MAX_NESTING = 64
-MAX_LITERAL = 1e12
-MIN_LITERAL = 1e-12
+MAX_LITERAL = Decimal("1e12")
+MIN_LITERAL = Decimal("1e-12")
 MAX_LITERAL_CHARS = 32
+
+# tokens that carry no expression (the end of the line)
+_LAYOUT = frozenset(
+    {tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.INDENT, tokenize.DEDENT}
+)
 
 
 def _check_literal(text: str, s: str, setting: str) -> None:
     # exact, not float(): 1e-999999 underflows to 0.0 as a float but is no zero
     value = abs(Decimal(s))  # a decimal literal (matched above): cannot fail
-    if len(s) > MAX_LITERAL_CHARS or not (
-        value == 0 or Decimal(MIN_LITERAL) <= value <= Decimal(MAX_LITERAL)
-    ):
+    if len(s) > MAX_LITERAL_CHARS or not (value == 0 or MIN_LITERAL <= value <= MAX_LITERAL):
         raise _refuse(
             text,
             f"number {s!r} is out of bounds (a literal is 0 or between {MIN_LITERAL:g} and "
@@ -168,11 +167,10 @@ def _check_tokens(text: str, setting: str, registry: TerminalNames) -> str:
         raise _refuse(text, "empty expression", setting)
     if "\n" in text.strip() or "\r" in text:
         raise _refuse(text, "expression must be on one line", setting)
-    if len(text) > 16 * MAX_TOKENS:  # before tokenizing it: the bound is on time
+    short = f"{text[:60]}..."  # what a refusal for size quotes
+    if len(text) > MAX_CHARS:
         raise _refuse(
-            f"{text[:60]}...",
-            f"expression too long ({len(text)} characters; at most {16 * MAX_TOKENS})",
-            setting,
+            short, f"expression too long ({len(text)} characters; at most {MAX_CHARS})", setting
         )
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
@@ -180,31 +178,13 @@ def _check_tokens(text: str, setting: str, registry: TerminalNames) -> str:
         raise _refuse(text, f"cannot tokenize ({exc})", setting) from None
     if len(tokens) > MAX_TOKENS:
         raise _refuse(
-            f"{text[:60]}...",
-            f"expression too long ({len(tokens)} tokens; at most {MAX_TOKENS})",
-            setting,
+            short, f"expression too long ({len(tokens)} tokens; at most {MAX_TOKENS})", setting
         )
     out: list[str] = []
     depth = 0
     for tok in tokens:
         kind, s = tok.type, tok.string
-        if kind == tokenize.OP and s in "([":
-            depth += 1
-            if depth > MAX_NESTING:
-                raise _refuse(
-                    f"{text[:60]}...",
-                    f"expression nested too deeply (more than {MAX_NESTING} parentheses)",
-                    setting,
-                )
-        elif kind == tokenize.OP and s in ")]":
-            depth -= 1
-        if kind in (
-            tokenize.NEWLINE,
-            tokenize.NL,
-            tokenize.ENDMARKER,
-            tokenize.INDENT,
-            tokenize.DEDENT,
-        ):
+        if kind in _LAYOUT:
             continue
         if kind == tokenize.NAME:
             if s in registry or s in FUNCTIONS:
@@ -218,6 +198,13 @@ def _check_tokens(text: str, setting: str, registry: TerminalNames) -> str:
             out.append(s)
             continue
         if kind == tokenize.OP and s in _OPERATORS:
+            depth += (s == "(") - (s == ")")
+            if depth > MAX_NESTING:
+                raise _refuse(
+                    short,
+                    f"expression nested too deeply (more than {MAX_NESTING} parentheses)",
+                    setting,
+                )
             out.append("**" if s == "^" else s)
             continue
         if kind == tokenize.OP and s == ".":
@@ -278,7 +265,7 @@ def parse_expression(text: str, setting: str = SETTING, *, registry: TerminalNam
     if not isinstance(text, str):
         raise RecrawlSettingError(f"{setting}={text!r}: expected a string")
     clean = _check_tokens(text, setting, registry)
-    symbols = {name: sympy.Symbol(name) for name in registry if name not in RESERVED}
+    symbols = {name: sympy.Symbol(name) for name in registry}  # none RESERVED: register()
     try:
         expr = parse_expr(
             clean,
@@ -308,8 +295,3 @@ def compile_expression(
         [sympy.Symbol(n) for n in names], protected, modules=[_NUMPY_FUNCS, "numpy"], cse=False
     )
     return fn, names, protected
-
-
-def expression_size(expr: sympy.Basic) -> int:
-    """Nodes of the expression tree (functions, operators, symbols and constants)."""
-    return sum(1 for _ in sympy.preorder_traversal(expr))

@@ -18,7 +18,6 @@ adds a terminal without touching this one.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import keyword
 from collections.abc import Iterable, Iterator, Mapping
@@ -26,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..settings import DEFAULTS, RecrawlSettingError, closest, convert
 from .parse import RESERVED
 from .terminals import CORE_TERMINALS, DEFAULT_PRIOR, Terminal, check_prior, optional_column
 
@@ -108,12 +108,9 @@ class TerminalRegistry:
 
     def suggest(self, name: str) -> str | None:
         """The known terminal closest to ``name`` (same letters in another case first,
-        then :func:`difflib.get_close_matches`), or None."""
+        then :func:`~scrapy_recrawl.settings.closest`), or None."""
         same = [n for n in self._terminals if n.lower() == name.lower()]
-        if same:
-            return same[0]
-        close = difflib.get_close_matches(name, list(self._terminals), n=1)
-        return close[0] if close else None
+        return same[0] if same else closest(name, self._terminals)
 
     def unknown(self, name: str) -> str:
         """The message for an unknown terminal: the closest known one, then all of them."""
@@ -169,8 +166,6 @@ def plugin_paths(settings: Any) -> list[Any]:
     ``settings`` None: the defaults."""
     from scrapy.utils.conf import build_component_list
 
-    from ..settings import DEFAULTS, RecrawlSettingError, convert
-
     merged: dict[Any, Any] = {}
     for name in ("RECRAWL_PLUGINS_BASE", "RECRAWL_PLUGINS"):
         value = DEFAULTS[name] if settings is None else settings.get(name, DEFAULTS[name])
@@ -192,8 +187,6 @@ def load_plugin(path: Any) -> Any:
     the path if it cannot be loaded."""
     from scrapy.utils.misc import load_object
 
-    from ..settings import RecrawlSettingError
-
     if not isinstance(path, str):
         return path
     try:
@@ -214,8 +207,6 @@ def path_of(entry: Any) -> str:
 def registry_for(paths: Iterable[Any]) -> TerminalRegistry:
     """The core terminals plus those of the plug-ins at ``paths`` (each stamped with the
     path it was listed under as its ``provider``)."""
-    from ..settings import RecrawlSettingError
-
     registry = TerminalRegistry(CORE_TERMINALS)
     for entry in paths:
         path = path_of(entry)

@@ -46,6 +46,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scrapy_recrawl.settings import RecrawlSettingError, get
+
 
 @dataclass(frozen=True)
 class Terminal:
@@ -98,8 +100,6 @@ def check_prior(prior: object, setting: str = "RECRAWL_PRIOR") -> tuple[float, f
     ``0 <= a < b``: ``a`` pseudo-changes in ``b`` pseudo-observations (a
     prior mean change probability ``a/b`` below 1 keeps ``CGp`` finite).
     """
-    from scrapy_recrawl.settings import RecrawlSettingError
-
     ok = isinstance(prior, (tuple, list)) and len(prior) == 2
     if ok:
         try:
@@ -121,6 +121,12 @@ def check_prior(prior: object, setting: str = "RECRAWL_PRIOR") -> tuple[float, f
             f"{DEFAULT_PRIOR}"
         )
     return a, b
+
+
+def prior_from_settings(settings: object) -> tuple[float, float] | None:
+    """RECRAWL_PRIOR, checked; None: the default prior."""
+    prior = get(settings, "RECRAWL_PRIOR")  # -s RECRAWL_PRIOR=0.5,1 is a list here
+    return None if prior is None else check_prior(prior)
 
 
 def _float(x: np.ndarray) -> np.ndarray:
@@ -201,10 +207,8 @@ def _gad(state: Mapping[str, np.ndarray], *_: object) -> np.ndarray:
     return _float(state["gad"])
 
 
-def _nadp(
-    state: Mapping[str, np.ndarray], _c: int, _now: object, a: float, b: float, _g: _Getter
-) -> np.ndarray:
-    return (_float(state["X"]) + a) / (_float(state["n"]) + b)
+def _nadp(_s: object, _c: int, _now: object, a: float, b: float, get: _Getter) -> np.ndarray:
+    return (get("X") + a) / (get("n") + b)
 
 
 def _cgp(_s: object, _c: int, _now: object, _a: float, _b: float, get: _Getter) -> np.ndarray:
