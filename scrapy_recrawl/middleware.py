@@ -72,7 +72,7 @@ from .history import (
     Visit,
     store_for_crawler,
 )
-from .history.state import fold_failure
+from .history.state import fold_failure, gone_status
 from .plugins import plugins_for_crawler, scorer_for_crawler
 from .scope import not_a_page, off_reason, warn_http_cache
 from .settings import RecrawlSettingError, get
@@ -283,7 +283,12 @@ class RecrawlMiddleware:
             if 200 <= response.status < 300:
                 return self._skip(request, self._good(request, response, fp, rec))
             self._bad(
-                request, response.url, response.status, fp, rec, gone=response.status in (404, 410)
+                request,
+                response.url,
+                response.status,
+                fp,
+                rec,
+                gone=bool(gone_status(response.status)),
             )
         except HistoryStoreError as exc:
             self._store_failed(exc, response.url)

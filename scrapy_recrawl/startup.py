@@ -27,6 +27,7 @@ import logging
 import weakref
 from typing import Any
 
+from .history import fail_crawl
 from .history.epoch import STORE_LOST_REASON, on_store_loss
 from .settings import DEFAULTS, RecrawlSettingError, get, unknown_settings
 
@@ -197,7 +198,6 @@ def watch_failed_close(crawler: Any) -> None:
         crawler.signals.connect(engine_stopped, signal=signals.engine_stopped, weak=False)
 
     def engine_stopped() -> None:
-        logger.debug("recrawl: the crawl failed; scrapy crawl exits with status 1")
-        crawler.spider = None  # Scrapy's runners: no spider at the end -> bootstrap_failed
+        fail_crawl(crawler)
 
     crawler.signals.connect(spider_closed, signal=signals.spider_closed, weak=False)

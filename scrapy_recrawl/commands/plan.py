@@ -286,8 +286,8 @@ class Command(RecrawlCommand):
         from scrapy_recrawl.core.budget import budget_pages
         from scrapy_recrawl.core.selection import candidate_mask
         from scrapy_recrawl.planning import PlanError
-        from scrapy_recrawl.planning.plugin import _prior
         from scrapy_recrawl.planning.webfountain import current_buckets, solve_from_buckets
+        from scrapy_recrawl.scoring.terminals import prior_from_settings
         from scrapy_recrawl.settings import RecrawlSettingError, get
 
         settings: Any = self.settings
@@ -306,7 +306,7 @@ class Command(RecrawlCommand):
                 "or pass --synthetic for the paper's set-up"
             )
         try:
-            prior = _prior(settings)
+            prior = prior_from_settings(settings)
             if opts.budget is None:
                 k = budget_pages(get(settings, "RECRAWL_BUDGET"), int(known.sum()))
             else:

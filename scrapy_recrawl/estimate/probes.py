@@ -38,6 +38,7 @@ import numpy as np
 from ..change import ChangeDetector, Signature, SignatureVersionError
 from ..history import HistoryStore
 from ..history.records import pack_record, unpack_record
+from ..history.state import good_status
 from .baskets import BasketModel, BasketSettings, due_index, empty_features, set_probe
 
 logger = logging.getLogger(__name__)
@@ -277,8 +278,7 @@ class Prober:
     def on_response(self, fingerprint: bytes, status: int) -> None:
         """A response was received (after the recording middleware stored its visit)."""
         sent = self._in_flight.pop(fingerprint, None)
-        good = 200 <= status < 300 or status == 304
-        if not good:
+        if not good_status(status):
             return
         rec = self.history.get(fingerprint)
         if rec is None or rec.signature is None:

@@ -38,6 +38,7 @@ __all__ = [
     "StoredBody",
     "UrlRecord",
     "Visit",
+    "fail_crawl",
     "open_store",
     "store_for_crawler",
 ]
@@ -216,10 +217,18 @@ def _closer(crawler: Any, store: HistoryStore) -> Any:
                 pending,
                 exc,
             )
-            # as startup.watch_failed_close does: no spider at the end -> exit status 1
-            crawler.spider = None
+            fail_crawl(crawler)
 
     return close
+
+
+def fail_crawl(crawler: Any) -> None:
+    """Make ``scrapy crawl`` exit with status 1 once this crawl is over: Scrapy's runners
+    count a crawler left with no spider as failed (``bootstrap_failed``). Called only
+    once the spider is closed (startup.watch_failed_close, the store's close above):
+    nothing reads ``crawler.spider`` after that."""
+    logger.debug("recrawl: the crawl failed; scrapy crawl exits with status 1")
+    crawler.spider = None
 
 
 def _close_refused(spider: Any) -> None:

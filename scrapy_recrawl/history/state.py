@@ -20,7 +20,7 @@ crawl and its replay can never disagree on an estimator.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -75,10 +75,17 @@ def observe(n: T, X: T, sad: T, aad_sum: T, gad: T, changed: T) -> tuple[T, T, T
 # marks the URL gone at RECRAWL_MAX_FAILURES. Redis's RECORD_LUA mirrors this rule.
 
 
-def good_status(status: int) -> bool:
+def good_status(status: Any) -> Any:
     """Whether a visit of this status got the page (2xx) or was told it is the same
-    (304): a visit of the URL, and maybe a change observation (RECORD_LUA: ``good``)."""
-    return 200 <= status < 300 or status == 304
+    (304): a visit of the URL, and maybe a change observation (RECORD_LUA: ``good``).
+    ``status`` is one status or a numpy array of them (the visit log's column)."""
+    return ((status >= 200) & (status < 300)) | (status == 304)
+
+
+def gone_status(status: Any) -> Any:
+    """Whether this status says the page is gone (404, 410): the middleware marks the
+    URL gone. One status or a numpy array of them."""
+    return (status == 404) | (status == 410)
 
 
 def failed(status: int) -> bool:

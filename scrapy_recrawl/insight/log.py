@@ -6,8 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: statuses that say a page is gone (the middleware marks the URL gone on them)
-GONE_STATUSES = (404, 410)
+from scrapy_recrawl.history.state import gone_status, good_status
 
 
 @dataclass
@@ -29,8 +28,7 @@ class VisitLog:
     @property
     def good(self) -> np.ndarray:
         """A good fetch: 2xx or 304 (what a copy and an observation come from)."""
-        status = self["status"]
-        return ((status >= 200) & (status < 300)) | (status == 304)
+        return np.asarray(good_status(self["status"]))
 
     @property
     def observed(self) -> np.ndarray:
@@ -44,7 +42,7 @@ class VisitLog:
 
     @property
     def gone(self) -> np.ndarray:
-        return np.isin(self["status"], GONE_STATUSES)
+        return np.asarray(gone_status(self["status"]))
 
     @property
     def errors(self) -> np.ndarray:

@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 
 from scrapy_recrawl.core.selection import host_of
+from scrapy_recrawl.history.state import gone_status
 from scrapy_recrawl.scoring.freshness import change_rate
 
-from .log import GONE_STATUSES, VisitLog
+from .log import VisitLog
 
 
 @dataclass
@@ -177,7 +178,7 @@ class UrlStory:
 def visit_result(status: int, changed: int, first: bool) -> str:
     if status == 0:
         return "failed (no response)"
-    if status in GONE_STATUSES:
+    if gone_status(status):
         return "gone"
     if status >= 400 or status < 200:
         return "error"

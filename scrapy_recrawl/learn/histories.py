@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scrapy_recrawl.core.selection import monitor_mask
+from scrapy_recrawl.history.state import good_status
 
 MONITOR_HELP = (
     "Set RECRAWL_MONITOR_SHARE (e.g. 0.02) in the project's settings: each cycle the "
@@ -223,7 +224,7 @@ def from_store(store: object, *, monitor_share: float, seed: int, min_cycles: in
             + MONITOR_HELP
         )
     log = store.visit_log()  # type: ignore[attr-defined]
-    good = ((log["status"] >= 200) & (log["status"] < 300)) | (log["status"] == 304)
+    good = good_status(log["status"])
     keep = good & np.isin(log["url_id"], ids)
     url_id, cycle, changed = log["url_id"][keep], log["cycle"][keep], log["changed"][keep]
     if url_id.size == 0:

@@ -16,7 +16,7 @@ from ..core.budget import Budget
 from ..core.selection import Selection
 from ..history.base import HistoryArrays
 from ..scoring.registry import Terminal
-from ..scoring.terminals import prior_from_settings as _prior  # commands/plan.py imports it
+from ..scoring.terminals import prior_from_settings
 from ..settings import RecrawlSettingError, get
 
 logger = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ def make_planner(settings: Any) -> Any:
             n_buckets=get(
                 settings, "RECRAWL_BUCKETS", int, lambda v: 1 <= v <= 256, "1 to 256 buckets"
             ),
-            prior=_prior(settings),
+            prior=prior_from_settings(settings),
         )
     except PlanError as exc:
         raise RecrawlSettingError(
