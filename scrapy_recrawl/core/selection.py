@@ -6,15 +6,15 @@ adapters to Scrapy's contract and this part is testable without a crawl.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import numpy as np
 
 from ..history.base import HistoryArrays
-from ..scoring import Scorer, top_k_indices
+from ..scoring import CORE_TERMINALS, ExpressionScorer, Scorer, default_registry, top_k_indices
 
 
 def monitor_mask(ids: np.ndarray, share: float, seed: int) -> np.ndarray:
@@ -45,9 +45,12 @@ def backed_off(columns: dict[str, np.ndarray], cycle: int) -> np.ndarray:
     failures = columns.get("failures")
     if failures is None:
         return np.zeros(len(columns["gone"]) if "gone" in columns else 0, dtype=bool)
-    last = columns["last_failure_cycle"]
-    wait = np.left_shift(np.int64(1), np.clip(failures - 1, 0, 62).astype(np.int64))
-    return (failures > 0) & (cycle <= last + wait)
+    out = np.zeros(len(failures), dtype=bool)
+    failing = np.flatnonzero(failures > 0)  # few: the rule runs on those rows only
+    last = columns["last_failure_cycle"][failing]
+    wait = np.left_shift(np.int64(1), np.clip(failures[failing] - 1, 0, 62).astype(np.int64))
+    out[failing] = cycle <= last + wait
+    return out
 
 
 def candidate_mask(
@@ -81,6 +84,97 @@ def host_of(url: str) -> str:
     return urlsplit(url).hostname or ""
 
 
+# scheme://netloc, as urlsplit() reads them, when nothing in it needs urlsplit's
+# clean-up (leading blanks, tabs or newlines anywhere in scheme or netloc)
+_NETLOC = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#\t\r\n]*)(?:[/?#]|\Z)")
+
+
+def hosts_of(urls: list[str]) -> list[str]:
+    """:func:`host_of` of each URL: ``urlsplit`` runs once per distinct netloc, not once
+    per URL (a million URLs of a few thousand hosts: a regex match each)."""
+    match = _NETLOC.match
+    by_netloc: dict[str, str] = {}
+    out = []
+    for url in urls:
+        m = match(url)
+        if m is None:
+            out.append(host_of(url))
+            continue
+        netloc = m.group(1)
+        host = by_netloc.get(netloc)
+        if host is None:
+            host = by_netloc[netloc] = host_of("//" + netloc)
+        out.append(host)
+    return out
+
+
+class _Rows(Mapping[str, np.ndarray]):
+    """The candidates' rows of each column, taken when a terminal first reads it: a
+    scorer reading 4 of the 14 columns copies 4 (all candidates: no copy at all)."""
+
+    def __init__(self, columns: Mapping[str, np.ndarray], rows: np.ndarray | slice | None) -> None:
+        self._columns = columns
+        self._rows = rows
+        self._taken: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        col = self._taken.get(name)
+        if col is None:
+            col = self._columns[name]
+            if self._rows is not None:
+                col = self._taken[name] = col[self._rows]
+        return col
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._columns)
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._columns
+
+
+#: Candidates scored at a time when the scorer is a formula of core terminals: each
+#: terminal and temporary is a 512 KiB block reused from block to block, not a fresh
+#: array of every URL (at 10M URLs: 80 MB each, a dozen of them, page-faulted in anew).
+SCORE_BLOCK = 1 << 16
+
+
+def _blockwise(scorer: Scorer) -> bool:
+    """Whether each URL's score depends on its own row only, so scoring block by block
+    gives every score bit for bit: an expression of the core terminals (elementwise
+    numpy). Not so for ``rand`` (one draw for the whole vector) nor, as far as this
+    module knows, a plug-in's terminal."""
+    if not isinstance(scorer, ExpressionScorer):
+        return False
+    registry = scorer.registry if scorer.registry is not None else default_registry()
+    return all(registry.get(name) in CORE_TERMINALS for name in scorer.terminals_needed)
+
+
+def _score(
+    scorer: Scorer,
+    columns: Mapping[str, np.ndarray],
+    candidates: np.ndarray,
+    rows: int,
+    cycle: int,
+    now: float,
+) -> np.ndarray:
+    """The scores of the ``candidates`` (row indices, ascending) of ``columns``."""
+    size = len(candidates)
+    if size == 0:
+        return np.zeros(0)
+    every = size == rows  # candidates[i] == i: read the columns as they are
+    if size <= SCORE_BLOCK or not _blockwise(scorer):
+        return scorer.score_state(_Rows(columns, None if every else candidates), cycle, now)
+    out = np.empty(size)
+    for start in range(0, size, SCORE_BLOCK):
+        end = min(size, start + SCORE_BLOCK)
+        block = slice(start, end) if every else candidates[start:end]
+        out[start:end] = scorer.score_state(_Rows(columns, block), cycle, now)
+    return out
+
+
 def select_recrawls(
     arrays: HistoryArrays,
     scorer: Scorer,
@@ -104,10 +198,7 @@ def select_recrawls(
     live, waiting = candidate_mask(arrays, exclude)
     monitored = live & monitor_mask(arrays.ids, monitor_share, seed)
     candidates = np.flatnonzero(live & ~monitored)
-    state = {name: col[candidates] for name, col in cols.items()}
-    scores = (
-        scorer.score(scorer.terminals(state, arrays.cycle, now)) if len(candidates) else np.zeros(0)
-    )
+    scores = _score(scorer, cols, candidates, len(arrays.ids), arrays.cycle, now)
     want = len(candidates) if k is None else min(k, len(candidates))
     if max_per_domain is None or urls_of is None:
         order = top_k_indices(scores, want)
@@ -128,18 +219,51 @@ def _capped_order(
     ids: np.ndarray,
     urls_of: Callable[[np.ndarray], list[str]],
 ) -> np.ndarray:
-    """Best-first indices, skipping a host once it has ``cap`` picks."""
-    full = top_k_indices(scores, len(scores))
-    per_host: Counter[str] = Counter()
-    picked: list[int] = []
-    chunk = max(1024, 2 * k)
-    for start in range(0, len(full), chunk):
-        part = full[start : start + chunk]
-        for i, url in zip(part, urls_of(ids[part]), strict=True):
-            host = host_of(url)
-            if per_host[host] < cap:
-                per_host[host] += 1
-                picked.append(int(i))
-                if len(picked) == k:
-                    return np.asarray(picked, dtype=np.int64)
-    return np.asarray(picked, dtype=np.int64)
+    """Best-first indices, skipping a host once it has ``cap`` picks.
+
+    Only as far down the ranking as the picks need: the best ``2k`` are ranked
+    (``top_k_indices``, no sort of every score), their URLs asked for in slices of
+    about the picks still missing, and each slice capped with array operations
+    (host codes, a running count per host). A ranking used up before ``k`` picks
+    (hosts at their cap) is extended fourfold, skipping what was already walked.
+    """
+    size = len(scores)
+    picked: list[np.ndarray] = []
+    n_picked = 0
+    code_of: dict[str, int] = {}
+    counts = np.zeros(0, dtype=np.int64)  # picks per host code so far
+    walked = np.zeros(size, dtype=bool)
+    m = min(size, max(1024, 2 * k))
+    order = top_k_indices(scores, m)
+    pos = 0
+    while n_picked < k:
+        if pos >= len(order):
+            if m >= size:
+                break
+            m = min(size, 4 * m)
+            order = top_k_indices(scores, m)
+            order = order[~walked[order]]
+            pos = 0
+            continue
+        step = max(1024, (k - n_picked) + (k - n_picked) // 8)
+        part = order[pos : pos + step]
+        pos += len(part)
+        walked[part] = True
+        hosts = hosts_of(urls_of(ids[part]))
+        codes = np.fromiter(
+            (code_of.setdefault(h, len(code_of)) for h in hosts), np.int64, count=len(hosts)
+        )
+        if len(code_of) > len(counts):
+            counts = np.concatenate([counts, np.zeros(len(code_of) - len(counts), np.int64)])
+        # rank of each URL among this slice's URLs of its host, in best-first order
+        by_host = np.argsort(codes, kind="stable")
+        sorted_codes = codes[by_host]
+        first = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
+        group_start = np.repeat(first, np.diff(np.r_[first, len(codes)]))
+        rank = np.empty(len(codes), dtype=np.int64)
+        rank[by_host] = np.arange(len(codes)) - group_start
+        keep = np.flatnonzero(counts[codes] + rank < cap)[: k - n_picked]
+        np.add.at(counts, codes[keep], 1)
+        picked.append(part[keep])
+        n_picked += len(keep)
+    return np.concatenate(picked) if picked else np.empty(0, dtype=np.int64)
