@@ -15,7 +15,8 @@ next), the scheduler's work at the start of a cycle, step by step:
 * arrays: ``store.arrays()``, the columns as numpy (the snapshot);
 * score + top-k: ``select_recrawls`` with the default scorer (``aad+``), 5%
   budget, no cap: the backend-independent part (the target: 1M well under 1 s,
-  10M under 10 s, flat per URL);
+  10M under 10 s, flat per URL); run three times: the first call's time, and the
+  best of the three (the first also pays the kernel for fresh pages);
 * plan (cap): ``core.cycle.plan_cycle`` as the scheduler calls it, with
   ``RECRAWL_MAX_PER_DOMAIN = --cap`` (``urls_of = store.urls``);
 * requests: ``store.requests()`` of the picked ids (decoded dicts);
@@ -196,6 +197,15 @@ def child_cycle(path: str, cap: int, profile: bool) -> dict:
     now = time.time()
     k = int(np.ceil(0.05 * len(arrays)))
     step("score_topk", lambda: select_recrawls(arrays, scorer, k, now=now))
+    # again, twice: the first call also pays the kernel for fresh pages (80 MB of scores
+    # at 10M URLs); the best of three is what the code itself costs
+    first = out["score_topk_s"], out["score_topk_cpu"]
+    best = first
+    for _ in range(2):
+        step("score_topk", lambda: select_recrawls(arrays, scorer, k, now=now))
+        best = min(best[0], out["score_topk_s"]), min(best[1], out["score_topk_cpu"])
+    (out["score_topk_s"], out["score_topk_cpu"]) = first
+    (out["score_topk_best_s"], out["score_topk_best_cpu"]) = best
     config = CycleConfig(budget=Share(0.05), warmup_cycles=0, max_per_domain=cap)
     plan = step(
         "plan",
@@ -281,7 +291,8 @@ def main() -> None:
     print()
     head = (
         "| URLs | open | arrays | score + top-k | plan (cap) | requests | cycle "
-        "| cycle µs/URL | score + top-k µs/URL (CPU) | bare SELECT | arrays / SELECT |"
+        "| cycle µs/URL | score + top-k µs/URL (CPU) | best of 3 (CPU) "
+        "| bare SELECT | arrays / SELECT |"
     )
     print(head)
     print("|" + "---:|" * (head.count("|") - 1))
@@ -296,6 +307,7 @@ def main() -> None:
             f"| {both(r, 'plan')} | {both(r, 'requests')} | {both(r, 'cycle')} "
             f"| {r['cycle_s'] / n * 1e6:.2f} "
             f"| {r['score_topk_s'] / n * 1e6:.3f} ({r['score_topk_cpu'] / n * 1e6:.3f}) "
+            f"| {r['score_topk_best_s'] / n * 1e6:.3f} ({r['score_topk_best_cpu'] / n * 1e6:.3f}) "
             f"| {r['select_s']:.2f} | {r['arrays_s'] / r['select_s']:.2f}x |"
         )
     print()

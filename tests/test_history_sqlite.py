@@ -167,6 +167,28 @@ def test_arrays_are_columns_in_id_order_with_nan_for_unrecorded(path):
     assert arr.columns["last_visit_time"][0] == 0.0
 
 
+def test_arrays_read_block_by_block_are_the_rows(path, monkeypatch):
+    from scrapy_recrawl.history import sqlite as sqlite_module
+
+    with SqliteHistoryStore(path) as store:
+        store.advance_cycle()
+        for i in range(23):
+            store.record(visit(fp=i.to_bytes(20, "big"), t=1000.0 + i))
+        store.advance_cycle()
+        for i in range(0, 23, 3):
+            store.record(visit(fp=i.to_bytes(20, "big"), changed=i % 2 == 0, distance=i, t=2e3))
+        whole = store.arrays()
+        monkeypatch.setattr(sqlite_module, "_ARRAY_BLOCK", 5)  # four blocks and a short one
+        blocks = store.arrays()
+    assert blocks.ids.tolist() == whole.ids.tolist() == list(range(1, 24))
+    assert blocks.columns.keys() == whole.columns.keys()
+    for name, col in blocks.columns.items():
+        assert col.dtype == whole.columns[name].dtype and col.flags.c_contiguous
+        assert np.array_equal(col, whole.columns[name], equal_nan=True), name
+    assert blocks.columns["n"].tolist() == [int(i % 3 == 0) for i in range(23)]
+    assert blocks.columns["D"][3] == 3 and np.isnan(blocks.columns["D"][1])
+
+
 def test_requests_come_back_in_the_order_asked(path):
     with SqliteHistoryStore(path) as store:
         for i in range(2000):  # over sqlite's bound-parameter limit

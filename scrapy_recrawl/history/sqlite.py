@@ -26,7 +26,7 @@ import time
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from itertools import chain
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -81,7 +81,7 @@ _ARRAY_COLUMNS: list[tuple[str, str, Any]] = [
 
 _NULLABLE = ("last_visit_time", "D", "A", "R", "M")
 
-#: Rows per block read by :meth:`SqliteHistoryStore.arrays` (16 columns: 8 MiB a block).
+#: Rows per block read by :meth:`SqliteHistoryStore.arrays` (8 MiB a block).
 _ARRAY_BLOCK = 1 << 16
 
 
@@ -368,34 +368,28 @@ class SqliteHistoryStore:
     def arrays(self) -> HistoryArrays:
         """The ``urls`` table's scoring columns as numpy, read in one scan.
 
-        Rows come in blocks of :data:`_ARRAY_BLOCK`; each block's values go straight
-        into one float64 buffer (``np.fromiter`` over the rows' values, no per-row
-        structured assignment), then into the preallocated columns. Every value is
-        an integer far below 2**53 or a float, so the float64 pass is exact. Peak
-        memory: the columns plus one block.
+        The rows go block by block (:data:`_ARRAY_BLOCK`) through ``np.fromiter``
+        into a small structured buffer, and from there into the preallocated columns:
+        the peak memory is the columns plus one block, not twice the columns (a
+        structured array of every row, then a contiguous copy of each column).
         """
         self.flush()
         sql = "SELECT id, " + ", ".join(expr for _, expr, _ in _ARRAY_COLUMNS) + " FROM urls"
-        names = ["id"] + [name for name, _, _ in _ARRAY_COLUMNS]
-        width = len(names)
+        dtype = np.dtype([("id", np.int64)] + [(name, t) for name, _, t in _ARRAY_COLUMNS])
+        names = dtype.names or ()
         size = self._count
-        out = [np.empty(size, dtype=np.int64)] + [
-            np.empty(size, dtype=t) for _, _, t in _ARRAY_COLUMNS
-        ]
+        out = [np.empty(size, dtype=dtype[name]) for name in names]
 
         def scan(db: sqlite3.Connection) -> int:
             cursor = db.execute(sql)
             done = 0
             while done < size:
-                rows = cursor.fetchmany(min(_ARRAY_BLOCK, size - done))
-                if not rows:
+                block = np.fromiter(islice(cursor, min(_ARRAY_BLOCK, size - done)), dtype)
+                if not len(block):
                     break
-                m = len(rows)
-                block = np.fromiter(chain.from_iterable(rows), np.float64, count=m * width)
-                block = block.reshape(m, width)
-                for j, col in enumerate(out):
-                    col[done : done + m] = block[:, j]
-                done += m
+                for name, col in zip(names, out, strict=True):
+                    col[done : done + len(block)] = block[name]
+                done += len(block)
             cursor.close()  # a store written since it was counted: the first rows only
             return done
 
