@@ -39,7 +39,8 @@ def visit(status=200, changed=None, t=1000.0, fp=FP, **kw):
 
 @pytest.fixture
 def store(redis_db):
-    s = RedisHistoryStore(redis_db.url)
+    # one shard: ids in order, as SQLite gives them (test_redis_shards.py: 16 shards)
+    s = RedisHistoryStore(redis_db.url, shards=1)
     s.open()
     yield s
     s.close()
@@ -253,7 +254,7 @@ def test_store_setting_dispatch(redis_db):
 def test_closed_store_and_redis_errors_are_history_store_errors(redis_db):
     s = RedisHistoryStore(redis_db.url)
     s.open()
-    redis_db.client().set("recrawl:cycle", "not a number")
+    redis_db.client().set("{recrawl}:cycle", "not a number")
     with pytest.raises(HistoryStoreError, match="RECRAWL_STORE"):
         s.advance_cycle()
     s.close()

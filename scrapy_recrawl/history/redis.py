@@ -1,60 +1,30 @@
 """The distributed history store: per-URL state and the visit log in Redis.
 
-Many crawler processes (on many machines) share one store. Every visit is
-folded in by **one Lua script** (:data:`RECORD_LUA`): the per-URL numbers, the
-validators, the signature, the request, the body *and* the visit-log entry
-change in the same atomic step, so N processes never lose an update and the
-per-URL counters are never ahead of the log (a Redis restart replays whole
-scripts from the AOF, never half of one).
+Many crawler processes (on many machines) share one store, on one Redis or on a Redis
+Cluster (``client=`` a redis-py ``RedisCluster``: the one code path serves both).
+docs/distributed.md, "The history store's encoding", says what each byte is; in short
+(schema version 5, :mod:`.redis_schema`):
 
-The estimator update of :func:`scrapy_recrawl.history.state.observe` is written
-once more, in that script, with the same floating-point operations in the same
-order (``tests/test_redis_store.py`` checks the two agree bit for bit on random
-sequences). Doing it server-side, rather than optimistic WATCH/MULTI/EXEC
-around a Python ``observe``, costs one round trip per visit instead of three,
-and cannot livelock when several processes update the same URL.
+* The per-URL data are split into S shards (``{p}:meta`` field ``shards``, 16 by
+  default: ``RECRAWL_REDIS_SHARDS``); a URL's shard comes from its fingerprint, and
+  every key of a shard carries the shard's hash tag ``{<prefix>#<s>}``: its rows (one
+  string of fixed 95-byte rows, :data:`~.redis_schema.ROW_DTYPE`), its URL index (16,384
+  small hashes: 10 bytes of the fingerprint's hash -> id), its blobs (one append-only
+  string: each URL and its request, the request's repeated part kept once in the
+  store's dictionary), validators, signatures, bodies, id counter, visit log and the
+  log's per-cycle start, and a copy of the store's epoch.
+* The store's own keys carry ``{<prefix>}``: meta, the cycle counter, the frontier,
+  side storage, the request-shape dictionary.
 
-Encoding (keys under ``RECRAWL_REDIS_KEY``, default ``%(spider)s:history``: one
-history per spider):
-
-``{p}:rows:{shard}``
-    The per-URL numbers as fixed-width little-endian rows of
-    :data:`ROW_DTYPE` (120 bytes; 112 before schema version 4), row ``id - 1`` of a string of
-    ``2**20`` rows per shard. Updated in place by ``SETRANGE``; read back for
-    scoring by a few ``GETRANGE`` s of megabytes each straight into numpy, so
-    rescoring a million URLs is a handful of round trips, not a million
-    ``HGETALL`` s. A hash per URL would cost ~5x the memory and a command per
-    URL to read. The byte ``cwin`` keeps the URL's last change observations
-    for the ``C1..C5`` terminals: the count (0..5) in its top 3 bits, the
-    indicators in its low 5, newest in bit 0 (0 in rows written before it
-    was kept: no window yet).
-``{p}:ids``  hash fingerprint -> id; ``{p}:next_id`` the id counter.
-``{p}:urls`` ``{p}:etag`` ``{p}:lastmod`` ``{p}:sig`` ``{p}:req`` ``{p}:body``
-    hashes id -> URL, validators, change signature, request dict (as data:
-    :mod:`~scrapy_recrawl.history.request_codec`, schema version 4),
-    stored body (``HMGET`` many ids at once).
-``{p}:log``
-    the visit log, a stream of packed :data:`LOG_DTYPE` entries, capped at
-    ``RECRAWL_REDIS_LOG_MAXLEN`` entries (approximate ``MAXLEN ~``; 0: no cap).
-``{p}:logstart``
-    hash cycle -> id of the first log entry recorded for that cycle
-    (``HSETNX`` by the same script), so the last cycles of the log are read
-    without reading all of it (the ``Q`` terminal).
-``{p}:side:{table}``
-    side storage: what plug-ins keep beside the history (content-aware
-    prediction's bags and distances, loop-time probes and the basket model),
-    one hash key -> bytes per table (:mod:`scrapy_recrawl.history.records`
-    says what the bytes are; never a pickle). ``side_push`` is one script
-    (:data:`SIDE_PUSH_LUA`), atomic per key.
-``{p}:cycle``  the cycle counter (``INCR``).
-``{p}:frontier`` (zset) ``{p}:frontier:fp`` ``{p}:frontier:req``
-    discovered requests waiting for a cycle with budget (request dicts as data).
-``{p}:meta``  schema version, rows per shard, and (schema version 3) ``spider``: the
-    spider whose history this is; ``epoch`` and ``epoch_created``: the store's
-    identity (history/epoch.py), written when it is created (``HSETNX``: a store of
-    an earlier release gets one when first opened; no schema-version step, as
-    nothing else changes). Every write script is guarded by it
-    (:func:`~scrapy_recrawl.history.redis_schema.guarded`).
+Visits are **buffered** (:meth:`RedisHistoryStore.record` returns the record the
+visit will make, folded client-side by the same rule) and written by
+:meth:`~RedisHistoryStore.flush`: one Lua script per shard touched, pipelined, one
+round trip. The script folds each visit server-side (:data:`~.redis_schema.RECORD_LUA`,
+the rule of :func:`~scrapy_recrawl.history.state.observe` with the same floating-point
+operations in the same order), so N processes never lose an update and a URL's row is
+never ahead of its shard's log. A flush happens every ``flush_every`` visits, every
+``flush_seconds``, on the middleware's idle timer (``RECRAWL_FLUSH_SECONDS``), before
+any read (read your own writes) and on close; a failed flush keeps the buffer.
 """
 
 from __future__ import annotations
@@ -62,6 +32,7 @@ from __future__ import annotations
 import json
 import logging
 import struct
+import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -82,30 +53,40 @@ from .records import check_table, unpack_list
 from .redis_connection import _redis_errors, client_location, redacted, redis_from_settings
 from .redis_schema import (
     ADVANCE_CYCLE_LUA,
+    BIG_BLOB,
+    DEFAULT_SHARDS,
+    DICT_LUA,
     GET_LUA,
+    GONE,
+    HAS_BODY,
+    ID_BLOCK,
     LOG_DTYPE,
     LOG_FORMAT,
     LOST_ERROR,
     MIGRATE_1_TO_2_LUA,
     MIGRATE_2_TO_3_LUA,
     POP_FRONTIER_LUA,
+    PRESENT,
     PUSH_FRONTIER_LUA,
     READ_CHUNK,
+    RECORD_ARGS,
     RECORD_LUA,
     ROW_DTYPE,
+    ROW_DTYPE_V4,
     ROW_FORMAT,
-    ROWS_PER_SHARD,
+    ROWS_PER_SHARD_V4,
+    SAD,
     SIDE_DELETE_LUA,
     SIDE_PUSH_LUA,
     SIDE_PUT_LUA,
+    Layout,
     _opt,
-    delete_own_keys,
     guarded,
     v4_requests_as_data,
     widen_rows_v3,
 )
 from .request_codec import decode_stored, encode_stored
-from .state import good_status
+from .state import fold_visit, good_status
 
 logger = logging.getLogger("scrapy_recrawl.history")
 
@@ -121,6 +102,75 @@ def _validator(value: bytes | None) -> str | None:
 # Redis locations whose persistence and eviction settings were looked at (once a process).
 _CONFIG_SEEN: set[str] = set()
 
+# -- the blob of a URL: the URL and its request, the request's shape kept once ---------
+#
+# byte 0 the kind: 0 the URL alone (no request stored), 1 a shape of the store's
+# dictionary (u16 id follows), 2 the shape inline (u32 length, then it); the URL's UTF-8
+# bytes take the rest. A shape is the request dict with "url" emptied (unless the request
+# is of another URL), as data (request_codec): the callback, method, headers, meta...
+# that repeat across URLs.
+BLOB_URL, BLOB_SHAPE, BLOB_INLINE = 0, 1, 2
+#: shapes longer than this are kept inline (the dictionary is for what repeats)
+MAX_SHAPE = 1024
+
+
+def shape_of(request: dict[str, Any], url: str) -> bytes | None:
+    """The request's shape as data (None: not data): its dict with ``url`` emptied when
+    it is the URL's (a request that was redirected from elsewhere keeps its own)."""
+    if request.get("url") == url:
+        return encode_stored({**request, "url": ""})
+    return encode_stored(request)
+
+
+def blob(url: str, shape_id: int, shape: bytes | None) -> bytes:
+    """A URL's blob: its URL alone (``shape`` None), or with a shape by id or inline."""
+    raw = url.encode("utf-8", "surrogateescape")
+    if shape is None:
+        return bytes([BLOB_URL]) + raw
+    if shape_id > 0:
+        return struct.pack("<BH", BLOB_SHAPE, shape_id) + raw
+    return struct.pack("<BI", BLOB_INLINE, len(shape)) + shape + raw
+
+
+def split_blob(data: bytes) -> tuple[str, int, bytes | None]:
+    """``(url, shape id, inline shape)`` of a blob (shape id 0 and None: no request)."""
+    kind = data[0]
+    if kind == BLOB_SHAPE:
+        (sid,) = struct.unpack_from("<H", data, 1)
+        return data[3:].decode("utf-8", "surrogateescape"), sid, None
+    if kind == BLOB_INLINE:
+        (n,) = struct.unpack_from("<I", data, 1)
+        return data[5 + n :].decode("utf-8", "surrogateescape"), 0, bytes(data[5 : 5 + n])
+    if kind == BLOB_URL:
+        return data[1:].decode("utf-8", "surrogateescape"), 0, None
+    raise ValueError(f"blob kind {kind}")
+
+
+def _copy(value: Any) -> Any:
+    """A copy of a decoded shape's containers (its dicts and lists are the caller's)."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def row_of(rec: UrlRecord, cwin: int = 0) -> np.ndarray:
+    """A record's numbers as one row of :data:`ROW_DTYPE` (no blob yet)."""
+    row = np.zeros(1, dtype=ROW_DTYPE)
+    for name in ("n", "X", "visits", "last_visit_cycle", "last_change_cycle", "first_cycle"):
+        row[name] = getattr(rec, name)
+    row["last_failure_cycle"] = rec.last_failure_cycle
+    row["status"] = rec.status
+    row["failures"] = min(rec.failures, 255)
+    row["flags"] = PRESENT | GONE * rec.gone | HAS_BODY * rec.has_body | SAD * (rec.sad > 0)
+    row["cwin"] = cwin
+    for name in ("aad_sum", "gad", "last_visit_time", "last_change_time", "first_seen"):
+        row[name] = getattr(rec, name)
+    for name in ("D", "A", "R", "M"):
+        row[name] = getattr(rec, name)
+    return row
+
 
 class RedisHistoryStore:
     """The history store in Redis, shared by many crawler processes (module docstring)."""
@@ -135,6 +185,9 @@ class RedisHistoryStore:
         log_maxlen: int = 10_000_000,
         client: Any = None,
         on_loss: str = "stop",
+        shards: int = DEFAULT_SHARDS,
+        flush_every: int = 1000,
+        flush_seconds: float = 5.0,
     ) -> None:
         self._url = url
         self._settings = settings
@@ -149,7 +202,11 @@ class RedisHistoryStore:
         else:
             # where scrapy-redis's settings point; resolved without connecting
             self.location = redis_from_settings(settings)[1]
-        self._rps = ROWS_PER_SHARD
+        #: shards of a store this process creates (an existing one keeps its own)
+        self.new_shards = max(1, int(shards))
+        self.flush_every = max(1, int(flush_every))
+        self.flush_seconds = float(flush_seconds)
+        self.layout = Layout(key, self.new_shards)
         self._scripts: dict[str, Any] = {}
         #: stored values read back that were not data (skipped): the stat
         #: ``recrawl/unreadable_values``
@@ -163,6 +220,21 @@ class RedisHistoryStore:
         self.epoch_created: float | None = None
         self._claimed: str | None = None  # the spider this process claimed the store for
         self._last_cycle = 0  # the highest cycle counter seen ("continue" keeps it)
+        self._reset_buffers()
+
+    def _reset_buffers(self) -> None:
+        # visits waiting for flush(): (shard, bucket, fingerprint, script arguments)
+        self._pending: list[tuple[int, int, bytes, list[Any]]] = []
+        self._pending_fps: set[bytes] = set()
+        # fingerprint -> (record, signature known): what record() predicts from
+        self._cache: dict[bytes, tuple[UrlRecord, bool]] = {}
+        self._reserved: dict[int, list[int]] = {}  # shard -> [next local, end]
+        self._shape_ids: dict[bytes, int] = {}
+        self._shapes: dict[int, Any] = {}  # id -> decoded shape (None: not data)
+        self._order = 0
+        self._last_flush = time.monotonic()
+        self._writes = 0  # flushes so far: a rows() snapshot is as new as this
+        self._snapshot: tuple[int, np.ndarray] | None = None
 
     @classmethod
     def from_settings(
@@ -178,9 +250,14 @@ class RedisHistoryStore:
             raise HistoryStoreError(f"history store {self.location} is not open")
         return self._client
 
+    @property
+    def shards(self) -> int:
+        return self.layout.shards
+
     def open(self) -> None:
         if self._client is not None and self._scripts:
             return
+        meta = self._k("meta")
         try:
             if self._client is None:
                 self._client, location = redis_from_settings(self._settings, self._url)
@@ -188,10 +265,17 @@ class RedisHistoryStore:
                     self.location = location
             client = self._client
             client.ping()
-            meta = self._k("meta")
-            client.hsetnx(meta, "schema_version", SCHEMA_VERSION)
-            client.hsetnx(meta, "rows_per_shard", ROWS_PER_SHARD)
-            version, rps = client.hmget(meta, ["schema_version", "rows_per_shard"])
+            version, shards = client.hmget(meta, ["schema_version", "shards"])
+            if version is None:
+                old = client.hget(f"{self.key}:meta", "schema_version")
+                if old is None:  # a new store
+                    pipe = client.pipeline()
+                    pipe.hsetnx(meta, "shards", self.new_shards)
+                    pipe.hsetnx(meta, "schema_version", SCHEMA_VERSION)
+                    pipe.hmget(meta, ["schema_version", "shards"])
+                    version, shards = pipe.execute()[-1]
+                else:
+                    version, shards = old, None
         except _redis_errors() as exc:
             self._client = None
             raise HistoryStoreError(
@@ -199,30 +283,36 @@ class RedisHistoryStore:
                 f"REDIS_URL): {exc}"
             ) from exc
         try:
-            version, rps = int(version), int(rps)
+            version = int(version)
         except (TypeError, ValueError):
             self._client = None
             raise HistoryStoreError(
-                f"history store {self.location}: the key {self._k('meta')} does not hold a "
+                f"history store {self.location}: the key {meta} does not hold a "
                 "schema version this scrapy-recrawl wrote (read as data, not run): point "
                 "RECRAWL_STORE or RECRAWL_REDIS_KEY elsewhere"
             ) from None
-        if int(version) < SCHEMA_VERSION:
-            self._migrate(int(version))
-        if int(version) > SCHEMA_VERSION:
+        if version > SCHEMA_VERSION:
             self._client = None
             raise HistoryStoreError(
                 f"history store {self.location} (key {self.key!r}) has schema version "
-                f"{int(version)}, newer than this scrapy-recrawl understands ({SCHEMA_VERSION}): "
+                f"{version}, newer than this scrapy-recrawl understands ({SCHEMA_VERSION}): "
                 "upgrade scrapy-recrawl or point RECRAWL_STORE elsewhere"
             )
-        self._rps = int(rps)
+        if version < SCHEMA_VERSION:
+            self._migrate(version)
+            shards = self._call("read", lambda c: c.hget(meta, "shards"))
+        else:
+            from .redis_bulk import drop_v4_leftovers
+
+            self._call("write to", lambda c: drop_v4_leftovers(c, self.key))
+        self.layout = Layout(self.key, int(shards or 1))
         self._identify()
         self._check_config()
         # every script that writes is guarded by the epoch (redis_schema.guarded)
         self._scripts = {
-            "record": _Guarded(self, client.register_script(guarded(RECORD_LUA))),
+            "record": client.register_script(guarded(RECORD_LUA)),
             "get": client.register_script(GET_LUA),
+            "dict": _Guarded(self, client.register_script(guarded(DICT_LUA))),
             "push_frontier": _Guarded(self, client.register_script(guarded(PUSH_FRONTIER_LUA))),
             "pop_frontier": _Guarded(self, client.register_script(guarded(POP_FRONTIER_LUA))),
             "side_push": _Guarded(self, client.register_script(guarded(SIDE_PUSH_LUA))),
@@ -230,41 +320,66 @@ class RedisHistoryStore:
             "side_delete": _Guarded(self, client.register_script(guarded(SIDE_DELETE_LUA))),
             "advance_cycle": _Guarded(self, client.register_script(guarded(ADVANCE_CYCLE_LUA))),
         }
+        self._last_cycle = max(self._last_cycle, self._read_cycle())
 
     # -- identity (history/epoch.py) -------------------------------------------
 
     def _identify(self, *, fresh: bool = False) -> None:
         """Give the store an epoch unless it has one (HSETNX: the first process wins, the
-        others adopt it) and remember it. ``fresh``: after a loss ("continue"), also the
-        fields a new store starts with, the owner and the cycle counter as they were."""
+        others adopt it) and remember it; and each shard its copy (written once, when the
+        store is made: a shard that lost it -- a node that lost its data -- is noticed).
+        ``fresh``: after a loss ("continue"), also the fields a new store starts with,
+        the owner and the cycle counter as they were, and every shard's copy."""
         token, created = new_epoch()
         meta = self._k("meta")
 
         def identify(c: Any) -> list[Any]:
-            pipe = c.pipeline()  # MULTI/EXEC: token and time come from the same process
+            pipe = c.pipeline()  # MULTI/EXEC (one slot): token and time from one process
             if fresh:
                 pipe.hsetnx(meta, "schema_version", SCHEMA_VERSION)
-                pipe.hsetnx(meta, "rows_per_shard", self._rps)
+                pipe.hsetnx(meta, "shards", self.shards)
                 if self._claimed is not None:
                     pipe.hsetnx(meta, "spider", self._claimed)
                 pipe.setnx(self._k("cycle"), self._last_cycle)
             pipe.hsetnx(meta, "epoch", token)
             pipe.hsetnx(meta, "epoch_created", repr(created))
-            pipe.hmget(meta, ["epoch", "epoch_created"])
-            return list(pipe.execute()[-1])
+            pipe.hmget(meta, ["epoch", "epoch_created", "shards_marked"])
+            epoch, when, marked = pipe.execute()[-1]
+            if fresh or marked is None:
+                self._mark_shards(c, epoch, overwrite=fresh)
+                c.hset(meta, "shards_marked", 1)
+            return [epoch, when]
 
         epoch, when = self._call("write to", identify)
         self.epoch = epoch.decode()
         self.epoch_created = float(when) if when is not None else None
 
+    def _mark_shards(self, c: Any, epoch: Any, *, overwrite: bool) -> None:
+        pipe = c.pipeline(transaction=False)
+        for s in range(self.shards):
+            if overwrite:
+                pipe.hset(self.layout.shard(s, "meta"), "epoch", epoch)
+            else:
+                pipe.hsetnx(self.layout.shard(s, "meta"), "epoch", epoch)
+        pipe.execute()
+
     def check_epoch(self) -> None:
-        """Raise :class:`StoreLost` if the store is no longer the one this process opened
-        (vanished or replaced); with ``on_loss="continue"``, warn and go on with a fresh
-        history instead."""
-        found = self._call("read", lambda c: c.hget(self._k("meta"), "epoch"))
-        found = found.decode() if found is not None else None
-        if found != self.epoch:
-            self._lost(found)
+        """Raise :class:`StoreLost` if the store (or one of its shards) is no longer the
+        one this process opened (vanished or replaced); with ``on_loss="continue"``, warn
+        and go on with a fresh history instead."""
+
+        def read(c: Any) -> list[Any]:
+            pipe = c.pipeline(transaction=False)
+            pipe.hget(self._k("meta"), "epoch")
+            for s in range(self.shards):
+                pipe.hget(self.layout.shard(s, "meta"), "epoch")
+            return list(pipe.execute())
+
+        for found in self._call("read", read):
+            found = found.decode() if found is not None else None
+            if found != self.epoch:
+                self._lost(found)
+                return
 
     def _lost(self, found: str | None) -> None:
         exc = StoreLost(self.location, self.key, self.epoch, self.epoch_created, found)
@@ -295,7 +410,10 @@ class RedisHistoryStore:
         try:
             config = {}
             for name in ("maxmemory-policy", "appendonly", "save"):
-                config.update(self.client.config_get(name))
+                got = self.client.config_get(name)
+                if got and isinstance(next(iter(got.values())), dict):
+                    got = next(iter(got.values()))  # a cluster: per node; the first says
+                config.update(got)
         except _redis_errors():
             return
         config = {
@@ -320,19 +438,28 @@ class RedisHistoryStore:
                 self.key,
             )
 
+    # -- migrations: the keys of versions 1 to 4 are ``<prefix>:<name>`` ---------------
+
+    def _old(self, name: str) -> str:
+        return f"{self.key}:{name}"
+
     def _migrate(self, version: int) -> None:
-        """Bring a store of an older schema up to this release's, one script per step
+        """Bring a store of an older schema up to this release's, one step at a time
         (each checks the version it starts from: a step runs once, all of it or none)."""
         for step in range(version, SCHEMA_VERSION):
             if step == 1:
-                keys = [self._k(n) for n in ("meta", "bags", "dists")]
-                keys += [self._side("content_bags"), self._side("content_dists")]
+                keys = [self._old(n) for n in ("meta", "bags", "dists")]
+                keys += [self._old("side:content_bags"), self._old("side:content_dists")]
                 self._call("migrate", lambda c, k=keys: c.eval(MIGRATE_1_TO_2_LUA, len(k), *k))
             elif step == 2:
-                meta = self._k("meta")
+                meta = self._old("meta")
                 self._call("migrate", lambda c, m=meta: c.eval(MIGRATE_2_TO_3_LUA, 1, m))
             elif step == 3:
                 self._call("migrate", self._migrate_3_to_4)
+            elif step == 4:
+                from .redis_bulk import migrate_4_to_5
+
+                self._call("migrate", lambda c: migrate_4_to_5(c, self.key, self.location))
 
     def _migrate_3_to_4(self, client: Any) -> None:
         """Version 4, every part of it in one MULTI/EXEC, under WATCH: a process of the
@@ -351,12 +478,12 @@ class RedisHistoryStore:
                 dropped["requests"],
                 dropped["frontier"],
             )
-        meta = self._k("meta")
-        model = self._side(BASKET_MODEL_TABLE)  # a pickle in version 3: dropped, never read
+        meta = self._old("meta")
+        model = self._old(f"side:{BASKET_MODEL_TABLE}")  # a pickle in version 3: dropped
         for _ in range(100):
             with client.pipeline() as pipe:
                 try:
-                    pipe.watch(meta, self._k("next_id"))
+                    pipe.watch(meta, self._old("next_id"))
                     if int(pipe.hget(meta, "schema_version") or 0) != 3:
                         return
                     writes = self._v4_failure_counts(pipe)
@@ -381,9 +508,9 @@ class RedisHistoryStore:
         """Version 4's part for failed downloads: every row widened by ``failures`` (0)
         and ``last_failure_cycle`` (-1), 112 -> 120 bytes. Reads (the shards, watched)
         now, on the WATCHing ``pipe``; returns the writes to queue inside MULTI."""
-        total = int(pipe.get(self._k("next_id")) or 0)
-        rps = int(pipe.hget(self._k("meta"), "rows_per_shard") or ROWS_PER_SHARD)
-        shards = [self._k(f"rows:{s}") for s in range((total + rps - 1) // rps)]
+        total = int(pipe.get(self._old("next_id")) or 0)
+        rps = int(pipe.hget(self._old("meta"), "rows_per_shard") or ROWS_PER_SHARD_V4)
+        shards = [self._old(f"rows:{s}") for s in range((total + rps - 1) // rps)]
         if shards:
             pipe.watch(*shards)
         widened = [(key, widen_rows_v3(pipe.get(key) or b"")) for key in shards]
@@ -392,9 +519,11 @@ class RedisHistoryStore:
     def close(self) -> None:
         if self._client is None:
             return
+        self.flush()  # a failure raises, and keeps the buffer and the connection
         client, self._client = self._client, None
         self._scripts = {}
         self.epoch = self.epoch_created = None
+        self._reset_buffers()
         if self._url is not None or self._settings is not None:
             client.close()  # ours: release its connections
 
@@ -406,7 +535,8 @@ class RedisHistoryStore:
         self.close()
 
     def _k(self, name: str) -> str:
-        return f"{self.key}:{name}"
+        """The name of one of the store's own keys (``{<prefix>}:<name>``)."""
+        return self.layout.store(name)
 
     def _call(self, what: str, fn: Any, for_: str = "") -> Any:
         client = self.client
@@ -422,15 +552,15 @@ class RedisHistoryStore:
             raise HistoryStoreError(f"history store {self.location} is not open")
         return self._scripts[name]
 
-    def flush(self) -> None:
-        """Nothing to do: every visit is written when it is recorded."""
-
     # -- cycles ------------------------------------------------------------
+
+    def _read_cycle(self) -> int:
+        return self._int(self._call("read", lambda c: c.get(self._k("cycle"))), "cycle")
 
     @property
     def cycle(self) -> int:
         """The shared cycle counter, read from Redis (another process may have moved it)."""
-        cycle = self._int(self._call("read", lambda c: c.get(self._k("cycle"))), "cycle")
+        cycle = self._read_cycle()
         self._last_cycle = max(self._last_cycle, cycle)
         return cycle
 
@@ -445,92 +575,301 @@ class RedisHistoryStore:
             ) from None
 
     def advance_cycle(self) -> int:
+        self.flush()  # the visits recorded so far belong to the cycle they were made in
         script = self._script("advance_cycle")
-        cycle = int(self._call("write to", lambda c: script(args=[self.key], client=c)))
+        cycle = int(
+            self._call("write to", lambda c: script(keys=[self._k("cycle")], args=[], client=c))
+        )
         self._last_cycle = max(self._last_cycle, cycle)
         return cycle
 
-    # -- reads -------------------------------------------------------------
+    # -- writes: record() buffers, flush() writes ------------------------------------
+
+    def _reserve(self, shard: int) -> int:
+        """A new URL id of ``shard``, from a block this process reserved (INCRBY)."""
+        block = self._reserved.get(shard)
+        if block is None or block[0] >= block[1]:
+            key = self.layout.shard(shard, "next")
+            end = int(self._call("write to", lambda c: c.incrby(key, ID_BLOCK)))
+            block = self._reserved[shard] = [end - ID_BLOCK, end]
+        local = block[0]
+        block[0] += 1
+        return self.layout.id_of(shard, local)
+
+    def _shape_id(self, shape: bytes) -> int:
+        """The dictionary id of a request shape (0: kept inline)."""
+        if len(shape) > MAX_SHAPE:
+            return 0
+        sid = self._shape_ids.get(shape)
+        if sid is None:
+            script = self._script("dict")
+            keys = [self._k("dict"), self._k("dictidx")]
+            sid = int(
+                self._call("write to", lambda c: script(keys=keys, args=[shape], client=c))[0]
+            )
+            self._shape_ids[shape] = sid
+        return sid
+
+    def _blob(self, visit: Visit) -> bytes:
+        """The argument for the URL's blob: ``=blob`` (set), ``~url`` (the URL, with the
+        request stored before, if any: a visit without a request keeps the stored one)."""
+        shape = None
+        if visit.request is not None:
+            shape = shape_of(visit.request, visit.url)  # None: not data, keep the stored request
+        if shape is None:
+            return b"~" + visit.url.encode("utf-8", "surrogateescape")
+        return b"=" + blob(visit.url, self._shape_id(shape), shape)
+
+    def record(self, visit: Visit) -> UrlRecord:
+        """Buffer the visit; return the record it makes, as this process predicts it (the
+        same fold, from the record it last read or wrote: the server's fold at flush is
+        authoritative). A URL this process has not seen is predicted new, with an id of
+        its shard's reserved block; if another process indexed it first, the flush keeps
+        that one's id (history/redis.py docs: "A URL new to two processes")."""
+        self._script("record")  # not open: say so now
+        fp = visit.fingerprint
+        shard, bucket, field = self.layout.locate(fp)
+        cycle = self._last_cycle if visit.cycle is None else int(visit.cycle)
+        cached = self._cache.pop(fp, None)
+        if cached is not None:
+            old, sig_known = cached
+            rec = UrlRecord(**{f: getattr(old, f) for f in old.__dataclass_fields__})
+        else:
+            rec = UrlRecord(
+                id=self._reserve(shard),
+                url=visit.url,
+                fingerprint=fp,
+                first_seen=visit.time,
+                first_cycle=self._last_cycle,
+            )
+            sig_known = True
+        fold_visit(rec, visit, cycle)
+        if visit.signature is not None:
+            rec.signature, sig_known = visit.signature, True
+        body = None
+        if self.store_bodies and visit.body is not None and good_status(visit.status):
+            headers = json.dumps(visit.headers or {}).encode()
+            body = (
+                struct.pack("<HI", visit.status, len(headers))
+                + headers
+                + zlib.compress(visit.body, 1)
+            )
+            rec.has_body = True
+        args = [
+            bucket,
+            field,
+            rec.id,
+            repr(float(visit.time)),
+            int(visit.status),
+            -1 if visit.changed is None else int(bool(visit.changed)),
+            int(visit.distance),
+            int(visit.added),
+            int(visit.removed),
+            int(visit.modified),
+            int(visit.attributes),
+            int(visit.size),
+            _opt(visit.etag),
+            _opt(visit.last_modified),
+            int(bool(visit.gone)),
+            "" if visit.cycle is None else int(visit.cycle),
+            _opt(visit.signature),
+            self._blob(visit),
+            _opt(body),
+        ]
+        self._pending.append((shard, bucket, fp, args))
+        self._pending_fps.add(fp)
+        self._remember(fp, rec, sig_known)
+        if (
+            len(self._pending) >= self.flush_every
+            or time.monotonic() - self._last_flush >= self.flush_seconds
+        ):
+            self.flush()
+        return UrlRecord(**{f: getattr(rec, f) for f in rec.__dataclass_fields__})
+
+    #: records kept for predictions (the oldest go first; never one with buffered visits)
+    CACHE_SIZE = 20_000
+
+    def _remember(self, fp: bytes, rec: UrlRecord, sig_known: bool) -> None:
+        self._cache.pop(fp, None)
+        self._cache[fp] = (rec, sig_known)
+        while len(self._cache) > max(self.CACHE_SIZE, 2 * self.flush_every):
+            oldest = next(iter(self._cache))
+            if oldest in self._pending_fps:
+                break
+            del self._cache[oldest]
+
+    @property
+    def buffered_visits(self) -> int:
+        return len(self._pending)
+
+    def flush(self) -> None:
+        """Write the buffered visits: one guarded script per shard touched, pipelined
+        (one round trip), each visit folded server-side. A failure keeps the visits of
+        the shards not written, for a retry."""
+        self._last_flush = time.monotonic()
+        if not self._pending or self._client is None:
+            return
+        cur = self._read_cycle()
+        self._last_cycle = max(self._last_cycle, cur)
+        by_shard: dict[int, list[int]] = {}
+        for i, (shard, _, _, _) in enumerate(self._pending):
+            by_shard.setdefault(shard, []).append(i)
+        now = max(time.time_ns() // 1000 << 12, self._order + 4096)
+        self._order = now
+        plan = []
+        for shard, idx in by_shard.items():
+            buckets: dict[int, int] = {}
+            keys = self.layout.shard_keys(shard)
+            args: list[Any] = [
+                ROW_FORMAT,
+                LOG_FORMAT,
+                -(-self.log_maxlen // self.shards) if self.log_maxlen > 0 else 0,
+                self.shards,
+                cur,
+            ]
+            for i in idx:
+                _, bucket, _, vargs = self._pending[i]
+                if bucket not in buckets:
+                    keys.append(self.layout.bucket(shard, bucket))
+                    buckets[bucket] = len(keys)
+                args.append(buckets[bucket])
+                args.extend(vargs[1:])
+                args.append(struct.pack("<q", now + i))
+            keys.append(self.layout.shard(shard, "meta"))
+            plan.append((shard, idx, keys, args))
+        script = self._scripts["record"]
+        import redis
+
+        for attempt in range(2):
+            results = self._call("write to", lambda c: self._run(c, script, plan))
+            lost = None
+            done: set[int] = set()
+            for (shard, idx, _, _), result in zip(plan, results, strict=True):
+                if isinstance(result, Exception):
+                    if isinstance(result, redis.ResponseError) and str(result).startswith(
+                        LOST_ERROR
+                    ):
+                        lost = str(result)[len(LOST_ERROR) :].strip() or None
+                    continue
+                done.add(shard)
+                for k, i in enumerate(idx):
+                    self._learn(self._pending[i][2], int(result[2 * k]), result[2 * k + 1])
+            failed = [p for p in plan if p[0] not in done]
+            self._writes += 1
+            if not failed:
+                self._pending, self._pending_fps = [], set()
+                return
+            keep = [self._pending[i] for p in failed for i in p[1]]
+            self._pending = keep
+            self._pending_fps = {p[2] for p in keep}
+            if lost is None or attempt:
+                first = next(r for r in results if isinstance(r, Exception))
+                raise HistoryStoreError(
+                    f"cannot write to the history store at {self.location} (RECRAWL_STORE): "
+                    f"{first}"
+                )
+            self._lost(lost)  # "stop" raises; "continue": once more, into the fresh history
+            plan = failed
+            for _, _, keys, args in plan:
+                pass
+        raise AssertionError("unreachable")
+
+    def _run(self, c: Any, script: Any, plan: list[Any]) -> list[Any]:
+        pipe = c.pipeline(transaction=False)
+        for _, _, keys, args in plan:
+            script(keys=keys, args=[*args, self.epoch or ""], client=pipe)
+        return list(pipe.execute(raise_on_error=False))
+
+    def _learn(self, fp: bytes, uid: int, row: bytes) -> None:
+        """The server's fold of a URL's visit: the record predictions start from."""
+        cached = self._cache.get(fp)
+        if cached is None:
+            return
+        rec, sig_known = cached
+        r = np.frombuffer(row, dtype=ROW_DTYPE)[0]
+        _numbers(rec, r)
+        rec.id = uid
+
+    # -- reads (each flushes first: a process reads its own writes) --------------------
 
     def __len__(self) -> int:
-        return int(self._call("read", lambda c: c.hlen(self._k("ids"))))
+        self.flush()
+
+        def count(c: Any) -> int:
+            pipe = c.pipeline(transaction=False)
+            for s in range(self.shards):
+                pipe.hget(self.layout.shard(s, "meta"), "urls")
+            return sum(int(x or 0) for x in pipe.execute())
+
+        return int(self._call("read", count))
 
     def knows(self, fingerprint: bytes) -> bool:
-        return bool(self._call("read", lambda c: c.hexists(self._k("ids"), fingerprint)))
+        if fingerprint in self._pending_fps:
+            return True
+        shard, bucket, field = self.layout.locate(fingerprint)
+        key = self.layout.bucket(shard, bucket)
+        return bool(self._call("read", lambda c: c.hexists(key, field)))
 
     def _get_raw(self, fingerprint: bytes, signature: bool, body: bool) -> Any:
+        if fingerprint in self._pending_fps:
+            self.flush()
         script = self._script("get")
-        return self._call(
-            "read",
-            lambda c: script(
-                args=[self.key, fingerprint, int(signature), int(body), self._rps], client=c
-            ),
-        )
+        shard, bucket, field = self.layout.locate(fingerprint)
+        names = ("rows", "blobs", "bigreq", "etag", "lastmod", "sig", "body")
+        keys = [self.layout.bucket(shard, bucket)] + [self.layout.shard(shard, n) for n in names]
+        args = [field, self.shards, int(signature), int(body)]
+        return self._call("read", lambda c: script(keys=keys, args=args, client=c))
 
     def get(self, fingerprint: bytes, *, signature: bool = True) -> UrlRecord | None:
         raw = self._get_raw(fingerprint, signature, False)
         if not raw:
+            self._cache.pop(fingerprint, None)
             return None
-        uid, row, url, etag, lastmod, sig, _ = raw
-        return self._record_from(int(uid), fingerprint, row, url, etag, lastmod, sig)
+        uid, row, data, etag, lastmod, sig, _ = raw
+        url = self._url_of(data, int(uid))
+        rec = _record_from(int(uid), fingerprint, row, url, etag, lastmod, sig)
+        self._remember(
+            fingerprint, UrlRecord(**{f: getattr(rec, f) for f in rec.__dataclass_fields__}),
+            signature,
+        )  # fmt: skip
+        return rec
 
-    @staticmethod
-    def _record_from(
-        uid: int,
-        fingerprint: bytes,
-        row: bytes,
-        url: bytes | str,
-        etag: bytes | None,
-        lastmod: bytes | None,
-        sig: bytes | None,
-    ) -> UrlRecord:
-        r = np.frombuffer(row, dtype=ROW_DTYPE)[0]
-        return UrlRecord(
-            id=uid,
-            url=url.decode("utf-8", "surrogateescape") if isinstance(url, bytes) else url,
-            fingerprint=fingerprint,
-            first_seen=float(r["first_seen"]),
-            first_cycle=int(r["first_cycle"]),
-            visits=int(r["visits"]),
-            n=int(r["n"]),
-            X=int(r["X"]),
-            sad=float(r["sad"]),
-            aad_sum=float(r["aad_sum"]),
-            gad=float(r["gad"]),
-            last_visit_cycle=int(r["last_visit_cycle"]),
-            last_visit_time=float(r["last_visit_time"]),
-            last_change_cycle=int(r["last_change_cycle"]),
-            last_change_time=float(r["last_change_time"]),
-            D=float(r["D"]),
-            A=float(r["A"]),
-            R=float(r["R"]),
-            M=float(r["M"]),
-            status=int(r["status"]),
-            gone=bool(r["gone"]),
-            etag=_validator(etag),
-            last_modified=_validator(lastmod),
-            has_body=bool(r["has_body"]),
-            failures=int(r["failures"]),
-            last_failure_cycle=int(r["last_failure_cycle"]),
-            signature=sig,
+    def _url_of(self, data: bytes | None, uid: int) -> str:
+        if not data:
+            return ""
+        try:
+            return split_blob(data)[0]
+        except (ValueError, struct.error, IndexError):
+            self._unreadable(uid, "blob")
+            return ""
+
+    def _unreadable(self, uid: int, what: str) -> None:
+        self.unreadable_values += 1
+        logger.warning(
+            "recrawl: the %s of URL id %d in the history store at %s (key %r) is not one "
+            "this scrapy-recrawl wrote, skipped",
+            what,
+            uid,
+            self.location,
+            self.key,
         )
 
     def body(self, fingerprint: bytes) -> StoredBody | None:
         raw = self._get_raw(fingerprint, False, True)
         if not raw or raw[6] is None:
             return None
-        blob = raw[6]
+        data = raw[6]
         try:
-            status, hlen = struct.unpack_from("<HI", blob)
-            headers = json.loads(blob[6 : 6 + hlen])
-            body = zlib.decompress(blob[6 + hlen :])
+            status, hlen = struct.unpack_from("<HI", data)
+            headers = json.loads(data[6 : 6 + hlen])
+            body = zlib.decompress(data[6 + hlen :])
             if not isinstance(headers, dict):
                 raise ValueError("headers are not a map")
         except (struct.error, ValueError, zlib.error) as exc:
             self.unreadable_values += 1
             logger.warning(
-                "recrawl: %s field %d in the history store at %s is not a stored body, skipped: %s",
-                self._k("body"),
+                "recrawl: the stored body of URL id %d in the history store at %s is not a "
+                "stored body, skipped: %s",
                 int(raw[0]),
                 self.location,
                 exc,
@@ -538,85 +877,180 @@ class RedisHistoryStore:
             return None
         return StoredBody(status=status, headers=headers, body=body)
 
-    def _hmget(self, name: str, ids: list[int]) -> list[Any]:
-        out: list[Any] = []
-        for start in range(0, len(ids), 10_000):
-            chunk = ids[start : start + 10_000]
-            if chunk:
-                out.extend(self._call("read", lambda c, chunk=chunk: c.hmget(self._k(name), chunk)))
+    def _blobs(self, ids: list[int]) -> list[bytes | None]:
+        """The blobs of these URL ids (None: no such URL), in order. The blob locations
+        come from the last :meth:`rows` snapshot when nothing was written since (blobs are
+        append-only: a location stays valid), else from the rows; each shard's blobs are
+        read whole when that is cheaper than one GETRANGE per URL."""
+        self.flush()
+        out: list[bytes | None] = [None] * len(ids)
+        by_shard: dict[int, list[int]] = {}
+        for k, uid in enumerate(ids):
+            if uid >= 1:
+                by_shard.setdefault((uid - 1) % self.shards, []).append(k)
+        snap = self._snapshot[1] if self._snapshot and self._snapshot[0] == self._writes else None
+
+        def read(c: Any) -> None:
+            for shard, ks in by_shard.items():
+                local = np.array([(ids[k] - 1) // self.shards for k in ks], dtype=np.int64)
+                if snap is not None and len(snap) and local.max() < snap.shape[0]:
+                    loc = snap[local, shard]
+                    lens, offs = loc["req_len"].astype(np.int64), loc["req_off"].astype(np.int64)
+                else:
+                    pipe = c.pipeline(transaction=False)
+                    rows = self.layout.shard(shard, "rows")
+                    for j in local.tolist():
+                        pipe.getrange(rows, j * ROW_DTYPE.itemsize + 33, j * ROW_DTYPE.itemsize + 38)
+                    raw = [r if len(r) == 6 else b"\0" * 6 for r in pipe.execute()]
+                    arr = np.frombuffer(b"".join(raw), dtype=[("l", "<u2"), ("o", "<u4")])
+                    lens, offs = arr["l"].astype(np.int64), arr["o"].astype(np.int64)
+                self._read_blobs(c, shard, ks, ids, lens, offs, out)
+
+        self._call("read", read)
         return out
+
+    def _read_blobs(
+        self,
+        c: Any,
+        shard: int,
+        ks: list[int],
+        ids: list[int],
+        lens: np.ndarray,
+        offs: np.ndarray,
+        out: list[bytes | None],
+    ) -> None:
+        key = self.layout.shard(shard, "blobs")
+        small = [j for j in range(len(ks)) if 0 < lens[j] < BIG_BLOB]
+        big = [j for j in range(len(ks)) if lens[j] == BIG_BLOB]
+        if big:
+            vals = c.hmget(self.layout.shard(shard, "bigreq"), [ids[ks[j]] for j in big])
+            for j, v in zip(big, vals, strict=True):
+                out[ks[j]] = v
+        if not small:
+            return
+        size = int(c.strlen(key))
+        if size < 1000 * len(small):  # one GETRANGE per URL costs ~ reading 1 KB
+            pipe = c.pipeline(transaction=False)
+            for start in range(0, size, READ_CHUNK):
+                pipe.getrange(key, start, min(size, start + READ_CHUNK) - 1)
+            whole = b"".join(pipe.execute())
+            for j in small:
+                out[ks[j]] = whole[offs[j] : offs[j] + lens[j]]
+        else:
+            pipe = c.pipeline(transaction=False)
+            for j in small:
+                pipe.getrange(key, int(offs[j]), int(offs[j] + lens[j] - 1))
+            for j, v in zip(small, pipe.execute(), strict=True):
+                out[ks[j]] = v
+
+    def _shape(self, sid: int) -> Any:
+        if sid not in self._shapes:
+            data = self._call("read", lambda c: c.hget(self._k("dict"), sid))
+            self._shapes[sid] = (
+                None
+                if data is None
+                else self._decode(data, f"request shape {sid} of {self._k('dict')}")
+            )
+        return self._shapes[sid]
 
     def requests(self, ids: Iterable[int] | np.ndarray) -> list[dict[str, Any] | None]:
         wanted = [int(i) for i in ids]
-        blobs = self._hmget("req", wanted)
-        return [
-            self._decode(b, f"{self._k('req')} field {i}") if b is not None else None
-            for i, b in zip(wanted, blobs, strict=True)
-        ]
+        out: list[dict[str, Any] | None] = []
+        for uid, data in zip(wanted, self._blobs(wanted), strict=True):
+            if data is None:
+                out.append(None)
+                continue
+            try:
+                url, sid, inline = split_blob(data)
+            except (ValueError, struct.error, IndexError):
+                self._unreadable(uid, "blob")
+                out.append(None)
+                continue
+            if sid:
+                shape = self._shape(sid)
+                d = None if shape is None else _copy(shape)
+            elif inline is not None:
+                d = self._decode(inline, f"the request of URL id {uid}")
+            else:
+                d = None
+            if d is not None and d.get("url") == "":
+                d["url"] = url
+            out.append(d)
+        return out
 
-    def _decode(self, blob: bytes, what: str) -> dict[str, Any] | None:
-        d = decode_stored(blob, f"{what} in the history store at {self.location}")
+    def _decode(self, data: bytes, what: str) -> dict[str, Any] | None:
+        d = decode_stored(data, f"{what} in the history store at {self.location}")
         if d is None:
             self.unreadable_values += 1
         return d
 
     def urls(self, ids: Iterable[int] | np.ndarray) -> list[str]:
         wanted = [int(i) for i in ids]
-        found = self._hmget("urls", wanted)
+        found = self._blobs(wanted)
         missing = [i for i, u in zip(wanted, found, strict=True) if u is None]
         if missing:
             raise HistoryStoreError(f"history store {self.location}: no URL ids {missing[:5]}")
-        return [u.decode("utf-8", "surrogateescape") for u in found]
+        return [self._url_of(data, uid) for uid, data in zip(wanted, found, strict=True)]
 
     def rows(self) -> tuple[np.ndarray, int]:
-        """Every URL's row (structured :data:`ROW_DTYPE`, row i = id i + 1) and the cycle.
+        """Every URL's row (structured :data:`ROW_DTYPE`, row i = id i + 1; ``flags`` bit
+        :data:`~.redis_schema.PRESENT` 0: no URL) and the cycle.
 
-        Two round trips: the id counter and the cycle, then every shard in
-        ``READ_CHUNK`` slices in one pipeline.
+        Each shard's row string is read in ``READ_CHUNK`` slices (one pipeline per
+        shard) and copied once into a ``[rows, shards]`` array whose row-major order is
+        the id order: no key per URL, no Python loop per URL, no concatenation of
+        growing buffers.
         """
+        self.flush()
 
         def read(c: Any) -> tuple[np.ndarray, int]:
             pipe = c.pipeline(transaction=False)
-            pipe.get(self._k("next_id"))
             pipe.get(self._k("cycle"))
-            next_id, cycle = pipe.execute()
-            total = self._int(next_id, "next_id")
+            for s in range(self.shards):
+                pipe.strlen(self.layout.shard(s, "rows"))
+            cycle, *sizes = pipe.execute()
             size = ROW_DTYPE.itemsize
-            pipe = c.pipeline(transaction=False)
-            plan = []
-            for shard in range(0, (total + self._rps - 1) // self._rps):
-                rows_here = min(self._rps, total - shard * self._rps)
-                end = rows_here * size
+            counts = [int(n) // size for n in sizes]
+            table = np.zeros((max(counts, default=0), self.shards), dtype=ROW_DTYPE)
+            for s, count in enumerate(counts):
+                if not count:
+                    continue
+                key, end = self.layout.shard(s, "rows"), count * size
+                pipe = c.pipeline(transaction=False)
                 for start in range(0, end, READ_CHUNK):
-                    pipe.getrange(self._k(f"rows:{shard}"), start, min(start + READ_CHUNK, end) - 1)
-                    plan.append(shard)
-            parts = pipe.execute() if plan else []
-            buf = bytearray(total * size)
-            pos = 0
-            for part in parts:
-                buf[pos : pos + len(part)] = part
-                pos += len(part)
-            return np.frombuffer(bytes(buf), dtype=ROW_DTYPE), self._int(cycle, "cycle")
+                    pipe.getrange(key, start, min(start + READ_CHUNK, end) - 1)
+                parts = pipe.execute()
+                column = table[:count, s]
+                pos = 0
+                for part in parts:
+                    n = len(part) // size
+                    column[pos : pos + n] = np.frombuffer(part, dtype=ROW_DTYPE, count=n)
+                    pos += n
+                del parts
+            self._snapshot = (self._writes, table)
+            return table.reshape(-1), self._int(cycle, "cycle")
 
         return self._call("read", read)
 
     def arrays(self) -> HistoryArrays:
         table, cycle = self.rows()
-        keep = np.flatnonzero(table["present"] == 1)
+        flags = table["flags"]
+        keep = np.flatnonzero(flags & PRESENT)
         table = table[keep]
+        flags = flags[keep]
         columns = {
             "n": table["n"].astype(np.int64),
             "X": table["X"].astype(np.int64),
-            "sad": np.ascontiguousarray(table["sad"]),
+            "sad": ((flags & SAD) > 0).astype(np.float64),
             "aad_sum": np.ascontiguousarray(table["aad_sum"]),
             "gad": np.ascontiguousarray(table["gad"]),
             "last_visit_cycle": table["last_visit_cycle"].astype(np.int64),
             "last_visit_time": np.ascontiguousarray(table["last_visit_time"]),
-            "D": np.ascontiguousarray(table["D"]),
-            "A": np.ascontiguousarray(table["A"]),
-            "R": np.ascontiguousarray(table["R"]),
-            "M": np.ascontiguousarray(table["M"]),
-            "gone": table["gone"].astype(bool),
+            "D": table["D"].astype(np.float64),
+            "A": table["A"].astype(np.float64),
+            "R": table["R"].astype(np.float64),
+            "M": table["M"].astype(np.float64),
+            "gone": (flags & GONE) > 0,
             "failures": table["failures"].astype(np.int64),
             "last_failure_cycle": table["last_failure_cycle"].astype(np.int64),
         }
@@ -625,41 +1059,41 @@ class RedisHistoryStore:
     def visit_log(
         self, url_ids: Iterable[int] | None = None, *, since_cycle: int | None = None
     ) -> dict[str, np.ndarray]:
-        """The visit log (oldest first) as numpy columns; ``changed`` is -1 for no observation.
+        """The visit log (oldest first: each shard's log, merged by the entries'
+        ``order``) as numpy columns; ``changed`` is -1 for no observation.
 
-        ``since_cycle``: only the cycles from that one on (read from the first log
-        entry of those cycles, ``{p}:logstart``, not from the start of the log).
+        ``since_cycle``: only the cycles from that one on (each shard's log read from its
+        first entry of those cycles, ``{p#s}:logstart``, not from its start).
         """
+        self.flush()
 
-        def first_entry(c: Any) -> str | None:
-            cur = int(c.get(self._k("cycle")) or 0)
+        def first_entry(c: Any, shard: int, cur: int) -> str | None:
             cycles = list(range(max(0, since_cycle or 0), cur + 1))
-            starts = [s for s in c.hmget(self._k("logstart"), cycles) if s] if cycles else []
+            key = self.layout.shard(shard, "logstart")
+            starts = [s for s in c.hmget(key, cycles) if s] if cycles else []
             if not starts:
                 return None
             return min(starts, key=lambda s: tuple(int(x) for x in s.split(b"-"))).decode()
 
         def read(c: Any) -> bytes:
             parts: list[bytes] = []
-            start = "-"
-            if since_cycle is not None:
-                first = first_entry(c)
-                if first is None:
-                    return b""
-                start = first
-            while True:
-                batch = c.xrange(self._k("log"), min=start, max="+", count=50_000)
-                if not batch:
-                    break
-                parts.extend(fields[b"v"] for _, fields in batch)
-                last = batch[-1][0].decode()
-                ms, seq = last.split("-")
-                start = f"{ms}-{int(seq) + 1}"
-                if len(batch) < 50_000:
-                    break
+            cur = self._int(c.get(self._k("cycle")), "cycle")
+            for shard in range(self.shards):
+                start: str | None = "-"
+                if since_cycle is not None:
+                    start = first_entry(c, shard, cur)
+                key = self.layout.shard(shard, "log")
+                while start is not None:
+                    batch = c.xrange(key, min=start, max="+", count=50_000)
+                    if not batch:
+                        break
+                    parts.extend(fields[b"v"] for _, fields in batch)
+                    ms, seq = batch[-1][0].decode().split("-")
+                    start = f"{ms}-{int(seq) + 1}" if len(batch) == 50_000 else None
             return b"".join(parts)
 
         table = np.frombuffer(self._call("read", read), dtype=LOG_DTYPE)
+        table = table[np.argsort(table["order"], kind="stable")]
         if since_cycle is not None:
             table = table[table["cycle"] >= since_cycle]
         if url_ids is not None:
@@ -667,6 +1101,7 @@ class RedisHistoryStore:
         return {
             name: table[name].astype(np.float64 if name == "time" else np.int64)
             for name in LOG_DTYPE.names or ()
+            if name != "order"
         }
 
     # -- whose history (the ``spider`` field of {p}:meta, schema version 3) -----
@@ -689,27 +1124,32 @@ class RedisHistoryStore:
     def unclaimed_at(self, prefix: str) -> bool:
         """Whether the same Redis holds a store nobody owns under ``prefix`` (the
         shared one an earlier release kept under ``recrawl``); nothing is written."""
-        version, owner = self._call(
-            "read", lambda c: c.hmget(f"{prefix}:meta", ["schema_version", "spider"])
-        )
-        return version is not None and owner is None
+        for meta in (Layout(prefix, 1).store("meta"), f"{prefix}:meta"):
+            version, owner = self._call(
+                "read", lambda c, m=meta: c.hmget(m, ["schema_version", "spider"])
+            )
+            if version is not None:
+                return owner is None
+        return False
 
     # -- the frontier --------------------------------------------------------
+
+    def _frontier_keys(self) -> list[str]:
+        return [self._k(n) for n in ("frontier", "frontier:fp", "frontier:req", "frontier:seq")]
 
     def push_frontier(self, items: list[tuple[bytes, dict[str, Any], int]]) -> int:
         args: list[Any] = []
         for fp, request, priority in items:
-            blob = encode_stored(request)
-            if blob is not None:  # not plain data: cannot be kept
-                args.extend((fp, int(priority), blob))
+            data = encode_stored(request)
+            if data is not None:  # not plain data: cannot be kept
+                args.extend((fp, int(priority), data))
         script = self._script("push_frontier")
         added = 0
+        keys = self._frontier_keys()
         for start in range(0, len(args), 3 * 1000):
             chunk = args[start : start + 3 * 1000]
             added += int(
-                self._call(
-                    "write to", lambda c, chunk=chunk: script(args=[self.key, *chunk], client=c)
-                )
+                self._call("write to", lambda c, a=chunk: script(keys=keys, args=a, client=c))
             )
         return added
 
@@ -717,60 +1157,14 @@ class RedisHistoryStore:
         if limit <= 0:
             return []
         script = self._script("pop_frontier")
-        blobs = self._call("write to", lambda c: script(args=[self.key, int(limit)], client=c))
+        keys = self._frontier_keys()[:3]
+        blobs = self._call("write to", lambda c: script(keys=keys, args=[int(limit)], client=c))
         what = f"an entry of {self._k('frontier:req')}"
         out = [self._decode(b, what) for b in blobs if b is not None]
         return [d for d in out if d is not None]
 
     def frontier_size(self) -> int:
         return int(self._call("read", lambda c: c.zcard(self._k("frontier"))))
-
-    # -- writes ------------------------------------------------------------
-
-    def record(self, visit: Visit) -> UrlRecord:
-        script = self._script("record")
-        request = None
-        if visit.request is not None:
-            request = encode_stored(visit.request)  # None: keep the previously stored one
-        body = None
-        good = good_status(visit.status)
-        if self.store_bodies and visit.body is not None and good:
-            headers = json.dumps(visit.headers or {}).encode()
-            body = (
-                struct.pack("<HI", visit.status, len(headers))
-                + headers
-                + zlib.compress(visit.body, 1)
-            )
-        args = [
-            self.key,
-            visit.fingerprint,
-            visit.url,
-            repr(float(visit.time)),
-            int(visit.status),
-            -1 if visit.changed is None else int(bool(visit.changed)),
-            int(visit.distance),
-            int(visit.added),
-            int(visit.removed),
-            int(visit.modified),
-            int(visit.attributes),
-            int(visit.size),
-            _opt(visit.etag),
-            _opt(visit.last_modified),
-            int(bool(visit.gone)),
-            "" if visit.cycle is None else int(visit.cycle),
-            _opt(visit.signature),
-            _opt(request),
-            _opt(body),
-            self.log_maxlen,
-            self._rps,
-            ROW_FORMAT,
-            LOG_FORMAT,
-        ]
-        uid, row, etag, lastmod, stored_sig = self._call(
-            "write to", lambda c: script(args=args, client=c)
-        )
-        sig = visit.signature if visit.signature is not None else stored_sig
-        return self._record_from(int(uid), visit.fingerprint, row, visit.url, etag, lastmod, sig)
 
     # -- side storage (what plug-ins keep) ---------------------------------------
 
@@ -834,31 +1228,75 @@ class RedisHistoryStore:
     # -- maintenance -----------------------------------------------------------
 
     def clear(self) -> None:
-        """Delete this store's keys (``scrapy recrawl-reset``), leaving an empty store at
-        cycle 0. Only the names this store writes under its prefix: a longer prefix that
-        starts with it (another spider's ``recrawl:<name>``) is left alone."""
+        """Delete this store's keys (``scrapy recrawl-reset``) and what is buffered,
+        leaving an empty store at cycle 0 (same shard count). Only the keys of its
+        hash tags: another spider's ``recrawl:<name>`` is left alone."""
+        from .redis_bulk import delete_store_keys
 
         token, created = new_epoch()
 
         def delete(c: Any) -> None:
-            delete_own_keys(c, self.key)
+            delete_store_keys(c, self.layout)
             # a new epoch: a crawl still writing into the old history notices (epoch.py)
             meta = {
                 "schema_version": SCHEMA_VERSION,
-                "rows_per_shard": self._rps,
+                "shards": self.shards,
                 "epoch": token,
                 "epoch_created": repr(created),
             }
-            c.hset(self._k("meta"), mapping=meta)
+            self._mark_shards(c, token, overwrite=True)
+            c.hset(self._k("meta"), mapping={**meta, "shards_marked": 1})
 
+        claimed = self._claimed
+        self._reset_buffers()
         self._call("write to", delete)
+        self._claimed = claimed
         self.epoch, self.epoch_created, self._last_cycle = token, created, 0
 
 
+def _numbers(rec: UrlRecord, r: Any) -> None:
+    """Set a record's numbers from one row of :data:`ROW_DTYPE`."""
+    flags = int(r["flags"])
+    rec.first_seen = float(r["first_seen"])
+    rec.first_cycle = int(r["first_cycle"])
+    rec.visits = int(r["visits"])
+    rec.n = int(r["n"])
+    rec.X = int(r["X"])
+    rec.sad = float(bool(flags & SAD))
+    rec.aad_sum = float(r["aad_sum"])
+    rec.gad = float(r["gad"])
+    rec.last_visit_cycle = int(r["last_visit_cycle"])
+    rec.last_visit_time = float(r["last_visit_time"])
+    rec.last_change_cycle = int(r["last_change_cycle"])
+    rec.last_change_time = float(r["last_change_time"])
+    rec.D, rec.A, rec.R, rec.M = (float(r[x]) for x in ("D", "A", "R", "M"))
+    rec.status = int(r["status"])
+    rec.gone = bool(flags & GONE)
+    rec.has_body = bool(flags & HAS_BODY)
+    rec.failures = int(r["failures"])
+    rec.last_failure_cycle = int(r["last_failure_cycle"])
+
+
+def _record_from(
+    uid: int,
+    fingerprint: bytes,
+    row: bytes,
+    url: str,
+    etag: bytes | None,
+    lastmod: bytes | None,
+    sig: bytes | None,
+) -> UrlRecord:
+    rec = UrlRecord(id=uid, url=url, fingerprint=fingerprint, first_seen=0.0, first_cycle=0)
+    _numbers(rec, np.frombuffer(row, dtype=ROW_DTYPE)[0])
+    rec.etag, rec.last_modified, rec.signature = _validator(etag), _validator(lastmod), sig
+    return rec
+
+
 class _Guarded:
-    """A registered write script called with the store's epoch and meta key appended
-    (redis_schema.guarded); a refusal is the store's loss (``RedisHistoryStore._lost``),
-    and under "continue" the write is made once more, into the fresh history."""
+    """A registered write script of the store's own slot, called with the store's meta
+    key and epoch appended (redis_schema.guarded); a refusal is the store's loss
+    (``RedisHistoryStore._lost``), and under "continue" the write is made once more,
+    into the fresh history."""
 
     def __init__(self, store: RedisHistoryStore, script: Any) -> None:
         self.store = store
@@ -870,9 +1308,12 @@ class _Guarded:
         import redis
 
         for _ in range(2):
-            extra = [self.store.epoch or "", self.store._k("meta")]
             try:
-                return self.script(keys=list(keys), args=[*args, *extra], client=client)
+                return self.script(
+                    keys=[*keys, self.store._k("meta")],
+                    args=[*args, self.store.epoch or ""],
+                    client=client,
+                )
             except redis.ResponseError as exc:
                 message = str(exc)
                 if not message.startswith(LOST_ERROR):
