@@ -386,6 +386,13 @@ class RedisHistoryStore:
         if self.on_loss == "continue":
             old = self.epoch
             self._identify(fresh=True)
+            self._cache.clear()  # a fresh history: what this process knew is gone
+            # ids this process reserved (and maybe handed out) stay its own
+            blocks = list(self._reserved.items())
+            self._call(
+                "write to",
+                lambda c: [c.setnx(self.layout.shard(s, "next"), b[1]) for s, b in blocks],
+            )
             logger.warning(
                 "recrawl: the history store at %s (key %r, epoch %s) %s; "
                 "RECRAWL_ON_STORE_LOSS = 'continue': going on with a fresh history (epoch %s)",
@@ -622,18 +629,25 @@ class RedisHistoryStore:
 
     def record(self, visit: Visit) -> UrlRecord:
         """Buffer the visit; return the record it makes, as this process predicts it (the
-        same fold, from the record it last read or wrote: the server's fold at flush is
-        authoritative). A URL this process has not seen is predicted new, with an id of
-        its shard's reserved block; if another process indexed it first, the flush keeps
-        that one's id (history/redis.py docs: "A URL new to two processes")."""
+        same fold, from the record it last read or wrote -- read once if it has neither:
+        the server's fold at flush is authoritative). A URL the store does not know is
+        predicted new, with an id of its shard's block reserved by this process; if
+        another process indexes it first, the flush keeps that one's id, and this
+        process's record of it said another (docs/distributed.md)."""
         self._script("record")  # not open: say so now
         fp = visit.fingerprint
         shard, bucket, field = self.layout.locate(fp)
         cycle = self._last_cycle if visit.cycle is None else int(visit.cycle)
         cached = self._cache.pop(fp, None)
+        if cached is None:
+            # not seen by this process (the middleware's get() before record() fills the
+            # cache): one read, the stored signature only if this visit brings none
+            known = self.get(fp, signature=visit.signature is None)
+            cached = self._cache.pop(fp, None) if known is not None else None
         if cached is not None:
             old, sig_known = cached
             rec = UrlRecord(**{f: getattr(old, f) for f in old.__dataclass_fields__})
+            sig_known = sig_known or visit.signature is not None
         else:
             rec = UrlRecord(
                 id=self._reserve(shard),
@@ -740,38 +754,39 @@ class RedisHistoryStore:
         script = self._scripts["record"]
         import redis
 
+        pending = self._pending
         for attempt in range(2):
-            results = self._call("write to", lambda c: self._run(c, script, plan))
-            lost = None
+            results = self._call("write to", lambda c, p=plan: self._run(c, script, p))
+            lost: list[str | None] = []
             done: set[int] = set()
             for (shard, idx, _, _), result in zip(plan, results, strict=True):
                 if isinstance(result, Exception):
                     if isinstance(result, redis.ResponseError) and str(result).startswith(
                         LOST_ERROR
                     ):
-                        lost = str(result)[len(LOST_ERROR) :].strip() or None
+                        lost.append(str(result)[len(LOST_ERROR) :].strip() or None)
                     continue
                 done.add(shard)
                 for k, i in enumerate(idx):
-                    self._learn(self._pending[i][2], int(result[2 * k]), result[2 * k + 1])
-            failed = [p for p in plan if p[0] not in done]
+                    self._learn(pending[i][2], int(result[2 * k]), result[2 * k + 1])
             self._writes += 1
-            if not failed:
-                self._pending, self._pending_fps = [], set()
+            plan = [p for p in plan if p[0] not in done]
+            self._pending = [pending[i] for p in plan for i in p[1]]
+            self._pending_fps = {v[2] for v in self._pending}
+            if not plan:
                 return
-            keep = [self._pending[i] for p in failed for i in p[1]]
-            self._pending = keep
-            self._pending_fps = {p[2] for p in keep}
-            if lost is None or attempt:
+            if not lost or attempt:
                 first = next(r for r in results if isinstance(r, Exception))
                 raise HistoryStoreError(
                     f"cannot write to the history store at {self.location} (RECRAWL_STORE): "
                     f"{first}"
                 )
-            self._lost(lost)  # "stop" raises; "continue": once more, into the fresh history
-            plan = failed
-            for _, _, keys, args in plan:
-                pass
+            try:
+                self._lost(lost[0])  # "stop" raises; "continue": once more, into the fresh one
+            except StoreLost:
+                # nothing more is written into a lost store: these visits go with it
+                self._pending, self._pending_fps = [], set()
+                raise
         raise AssertionError("unreachable")
 
     def _run(self, c: Any, script: Any, plan: list[Any]) -> list[Any]:

@@ -263,12 +263,12 @@ def migrate_4_to_5(client: Any, prefix: str, location: str) -> None:
         pipe.execute()
         ms, seq = batch[-1][0].decode().split("-")
         start = f"{ms}-{int(seq) + 1}"
-    new_meta = {"shards": 1, "shards_marked": 1}
+    new_meta: dict[str, Any] = {"shards": 1}
     for name in ("spider", "epoch_created"):
         if meta.get(name) is not None:
             new_meta[name] = meta[name]
     if epoch is not None:
-        new_meta["epoch"] = epoch
+        new_meta["epoch"], new_meta["shards_marked"] = epoch, 1
         client.hset(layout.shard(0, "meta"), "epoch", epoch)
     client.hset(layout.store("meta"), mapping=new_meta)
     client.hset(layout.store("meta"), "schema_version", 5)  # the mark: done

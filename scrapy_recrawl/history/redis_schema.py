@@ -621,7 +621,7 @@ def widen_rows_v3(blob: bytes) -> bytes:
     """Version 4's part for failed downloads: 112-byte rows -> 120-byte rows with
     ``failures`` 0 and ``last_failure_cycle`` -1 (nothing before counted them)."""
     old = np.frombuffer(blob[: len(blob) - len(blob) % ROW_DTYPE_V3.itemsize], dtype=ROW_DTYPE_V3)
-    new = np.zeros(len(old), dtype=ROW_DTYPE)
+    new = np.zeros(len(old), dtype=ROW_DTYPE_V4)
     for name in ROW_DTYPE_V3.names or ():
         new[name] = old[name]
     new["last_failure_cycle"] = -1
