@@ -351,3 +351,84 @@ def test_the_redis_migration_starts_again_when_an_old_release_writes_meanwhile(r
         assert len(calls) == 2
         assert store.rows()[0]["visits"].tolist()[0] == 99
     client.close()
+
+
+def _same_value(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b):
+        return True
+    return a == b
+
+
+def test_a_version_4_redis_store_keeps_every_value(redis_db, tmp_path):  # noqa: F811
+    """Version 5's layout (history/redis_bulk.py: migrate_4_to_5) holds every value the
+    version-4 store held: compared with the same history in SQLite (made by the same
+    release, tests/fixtures/make_v4_stores.py), which version 5 leaves as it was."""
+    client = redis_db.client()
+    load_typed(client, FIXTURES / "store_v4.redis.json")
+    assert client.hget("books:history:meta", "schema_version") == b"4"
+    epoch = client.hget("books:history:meta", "epoch").decode()
+    tables = ("content_bags", "content_dists", "basket_probes", "basket_model")
+    side = {
+        t: sorted((int(k), v) for k, v in client.hgetall(f"books:history:side:{t}").items())
+        for t in tables
+    }
+    path = tmp_path / "history.sqlite3"
+    shutil.copy(FIXTURES / "store_v4.sqlite3", path)
+    with (
+        SqliteHistoryStore(path) as want,
+        RedisHistoryStore(redis_db.url, key="books:history") as got,
+    ):
+        assert got.epoch == epoch and got.shards == 1  # the same store, ids kept
+        assert got.owner() == want.owner() == "books"
+        assert got.cycle == want.cycle == 4 and len(got) == len(want) == 5
+        for u in range(5):
+            a, b = got.get(bytes([u]) * 20), want.get(bytes([u]) * 20)
+            for field in b.__dataclass_fields__:
+                assert _same_value(getattr(a, field), getattr(b, field)), (u, field)
+            assert got.body(bytes([u]) * 20) == want.body(bytes([u]) * 20)
+        ids = np.arange(1, 6)
+        assert got.requests(ids) == want.requests(ids) and got.urls(ids) == want.urls(ids)
+        x, y = got.arrays(), want.arrays()
+        assert x.ids.tolist() == y.ids.tolist() and x.cycle == y.cycle
+        for name, col in y.columns.items():
+            np.testing.assert_array_equal(x.columns[name], col, err_msg=name)
+        for name, col in want.visit_log().items():
+            np.testing.assert_array_equal(got.visit_log()[name], col, err_msg=name)
+        np.testing.assert_array_equal(got.visit_log(since_cycle=3)["cycle"], [3] * 5 + [4] * 5)
+        np.testing.assert_array_equal(got.change_window(ids, 3), want.change_window(ids, 3))
+        for table in tables:  # as the Redis store kept them (SQLite's model was fit apart)
+            assert list(got.side_items(table)) == side[table] != [], table
+        assert got.frontier_size() == want.frontier_size() == 2
+        assert got.pop_frontier(5) == want.pop_frontier(5)
+        rec = got.record(Visit(bytes([3]) * 20, "http://h/3", 2000.0, 200))
+        assert (rec.id, rec.failures, rec.visits) == (4, 0, 5)  # ids go on where they were
+    assert client.keys("books:history:*") == []  # the version-4 keys are gone
+    assert client.hget("{books:history}:meta", "schema_version") == b"5"
+
+
+def test_an_interrupted_migration_to_5_runs_again_and_fences_off_the_old_release(
+    redis_db,  # noqa: F811
+    monkeypatch,
+):
+    from scrapy_recrawl.history import redis_bulk
+
+    client = redis_db.client()
+    load_typed(client, FIXTURES / "store_v4.redis.json")
+    real = redis_bulk.write_bulk
+
+    def broken(*args, **kwargs):
+        real(*args, **kwargs)
+        raise ConnectionError("the network went away mid-migration")
+
+    monkeypatch.setattr(redis_bulk, "write_bulk", broken)
+    with pytest.raises(ConnectionError):
+        RedisHistoryStore(redis_db.url, key="books:history").open()
+    # an old-release process's guarded writes are refused from the start (no epoch)
+    assert client.hget("books:history:meta", "epoch") is None
+    assert client.hget("{books:history}:meta", "schema_version") is None  # not marked done
+    monkeypatch.setattr(redis_bulk, "write_bulk", real)
+    client.hdel("books:history:meta", "migrating")  # or wait MIGRATION_STALE seconds
+    with RedisHistoryStore(redis_db.url, key="books:history") as store:
+        assert len(store) == 5 and store.cycle == 4
+        assert store.urls(np.arange(1, 6)) == [f"http://h/{u}" for u in range(5)]
+        assert len(store.visit_log()["url_id"]) == 20
