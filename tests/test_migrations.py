@@ -421,7 +421,7 @@ def test_an_interrupted_migration_to_5_runs_again_and_fences_off_the_old_release
         raise ConnectionError("the network went away mid-migration")
 
     monkeypatch.setattr(redis_bulk, "write_bulk", broken)
-    with pytest.raises(ConnectionError):
+    with pytest.raises(HistoryStoreError, match="cannot migrate.*went away"):
         RedisHistoryStore(redis_db.url, key="books:history").open()
     # an old-release process's guarded writes are refused from the start (no epoch)
     assert client.hget("books:history:meta", "epoch") is None

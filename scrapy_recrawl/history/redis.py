@@ -102,13 +102,14 @@ def _validator(value: bytes | None) -> str | None:
 # Redis locations whose persistence and eviction settings were looked at (once a process).
 _CONFIG_SEEN: set[str] = set()
 
-# -- the blob of a URL: the URL and its request, the request's shape kept once ---------
+# -- the blob of a URL: the URL and its request, what repeats kept once ------------------
 #
-# byte 0 the kind: 0 the URL alone (no request stored), 1 a shape of the store's
-# dictionary (u16 id follows), 2 the shape inline (u32 length, then it); the URL's UTF-8
-# bytes take the rest. A shape is the request dict with "url" emptied (unless the request
-# is of another URL), as data (request_codec): the callback, method, headers, meta...
-# that repeat across URLs.
+# byte 0 the kind: 0 no request stored, 1 a request shape of the store's dictionary (u16
+# id follows), 2 the shape inline (u32 length, then it); then the URL part: byte 0, then
+# the URL's UTF-8 bytes; or byte 1, a u16 id of its scheme and host (``https://host``)
+# in the store's host dictionary, then the rest of the URL. A shape is the request dict
+# with "url" emptied (unless the request is of another URL), as data (request_codec):
+# the callback, method, headers, meta... that repeat across URLs.
 BLOB_URL, BLOB_SHAPE, BLOB_INLINE = 0, 1, 2
 #: shapes longer than this are kept inline (the dictionary is for what repeats)
 MAX_SHAPE = 1024
@@ -122,28 +123,57 @@ def shape_of(request: dict[str, Any], url: str) -> bytes | None:
     return encode_stored(request)
 
 
-def blob(url: str, shape_id: int, shape: bytes | None) -> bytes:
-    """A URL's blob: its URL alone (``shape`` None), or with a shape by id or inline."""
-    raw = url.encode("utf-8", "surrogateescape")
+def host_of(url: str) -> tuple[str, str]:
+    """``(scheme and host, the rest)`` of a URL (the whole URL and "" if it has no path)."""
+    start = url.find("://")
+    if start < 0:
+        return "", url
+    end = url.find("/", start + 3)
+    return (url, "") if end < 0 else (url[:end], url[end:])
+
+
+def url_part(url: str, host_id: int) -> bytes:
+    """The URL part of a blob: with the id of its host (``host_id`` > 0) or whole."""
+    if host_id > 0:
+        rest = host_of(url)[1]
+        return struct.pack("<BH", 1, host_id) + rest.encode("utf-8", "surrogateescape")
+    return b"\0" + url.encode("utf-8", "surrogateescape")
+
+
+def blob(part: bytes, shape_id: int, shape: bytes | None) -> bytes:
+    """A URL's blob: its URL part alone (``shape`` None), or with a shape by id or inline."""
     if shape is None:
-        return bytes([BLOB_URL]) + raw
+        return bytes([BLOB_URL]) + part
     if shape_id > 0:
-        return struct.pack("<BH", BLOB_SHAPE, shape_id) + raw
-    return struct.pack("<BI", BLOB_INLINE, len(shape)) + shape + raw
+        return struct.pack("<BH", BLOB_SHAPE, shape_id) + part
+    return struct.pack("<BI", BLOB_INLINE, len(shape)) + shape + part
 
 
-def split_blob(data: bytes) -> tuple[str, int, bytes | None]:
-    """``(url, shape id, inline shape)`` of a blob (shape id 0 and None: no request)."""
+def split_blob(data: bytes) -> tuple[bytes, int, bytes | None]:
+    """``(URL part, shape id, inline shape)`` of a blob (0 and None: no request)."""
     kind = data[0]
     if kind == BLOB_SHAPE:
         (sid,) = struct.unpack_from("<H", data, 1)
-        return data[3:].decode("utf-8", "surrogateescape"), sid, None
+        return data[3:], sid, None
     if kind == BLOB_INLINE:
         (n,) = struct.unpack_from("<I", data, 1)
-        return data[5 + n :].decode("utf-8", "surrogateescape"), 0, bytes(data[5 : 5 + n])
+        return data[5 + n :], 0, bytes(data[5 : 5 + n])
     if kind == BLOB_URL:
-        return data[1:].decode("utf-8", "surrogateescape"), 0, None
+        return data[1:], 0, None
     raise ValueError(f"blob kind {kind}")
+
+
+def url_from(part: bytes, hosts: Callable[[int], str | None]) -> str:
+    """The URL of a blob's URL part (``hosts``: a host id's scheme and host)."""
+    if part[0] == 1:
+        (hid,) = struct.unpack_from("<H", part, 1)
+        host = hosts(hid)
+        if host is None:
+            raise ValueError(f"no host {hid}")
+        return host + part[3:].decode("utf-8", "surrogateescape")
+    if part[0] == 0:
+        return part[1:].decode("utf-8", "surrogateescape")
+    raise ValueError(f"URL part kind {part[0]}")
 
 
 def _copy(value: Any) -> Any:
@@ -231,6 +261,8 @@ class RedisHistoryStore:
         self._reserved: dict[int, list[int]] = {}  # shard -> [next local, end]
         self._shape_ids: dict[bytes, int] = {}
         self._shapes: dict[int, Any] = {}  # id -> decoded shape (None: not data)
+        self._host_ids: dict[str, int] = {}
+        self._hosts: dict[int, str | None] = {}
         self._order = 0
         self._last_flush = time.monotonic()
         self._writes = 0  # flushes so far: a rows() snapshot is as new as this
@@ -617,15 +649,37 @@ class RedisHistoryStore:
             self._shape_ids[shape] = sid
         return sid
 
+    def _host_id(self, url: str) -> int:
+        """The host dictionary's id of the URL's scheme and host (0: kept whole)."""
+        host = host_of(url)[0]
+        if not host or len(host) > MAX_SHAPE:
+            return 0
+        hid = self._host_ids.get(host)
+        if hid is None:
+            script = self._script("dict")
+            keys = [self._k("hosts"), self._k("hostidx")]
+            hid = int(
+                self._call("write to", lambda c: script(keys=keys, args=[host], client=c))[0]
+            )
+            self._host_ids[host] = hid
+        return hid
+
+    def _host(self, hid: int) -> str | None:
+        if hid not in self._hosts:
+            data = self._call("read", lambda c: c.hget(self._k("hosts"), hid))
+            self._hosts[hid] = None if data is None else data.decode("utf-8", "surrogateescape")
+        return self._hosts[hid]
+
     def _blob(self, visit: Visit) -> bytes:
-        """The argument for the URL's blob: ``=blob`` (set), ``~url`` (the URL, with the
-        request stored before, if any: a visit without a request keeps the stored one)."""
+        """The argument for the URL's blob: ``=blob`` (set), ``~part`` (the URL part, with
+        the request stored before, if any: a visit without a request keeps the stored one)."""
         shape = None
         if visit.request is not None:
             shape = shape_of(visit.request, visit.url)  # None: not data, keep the stored request
+        part = url_part(visit.url, self._host_id(visit.url))
         if shape is None:
-            return b"~" + visit.url.encode("utf-8", "surrogateescape")
-        return b"=" + blob(visit.url, self._shape_id(shape), shape)
+            return b"~" + part
+        return b"=" + blob(part, self._shape_id(shape), shape)
 
     def record(self, visit: Visit) -> UrlRecord:
         """Buffer the visit; return the record it makes, as this process predicts it (the
@@ -853,7 +907,7 @@ class RedisHistoryStore:
         if not data:
             return ""
         try:
-            return split_blob(data)[0]
+            return url_from(split_blob(data)[0], self._host)
         except (ValueError, struct.error, IndexError):
             self._unreadable(uid, "blob")
             return ""
@@ -976,7 +1030,8 @@ class RedisHistoryStore:
                 out.append(None)
                 continue
             try:
-                url, sid, inline = split_blob(data)
+                part, sid, inline = split_blob(data)
+                url = url_from(part, self._host)
             except (ValueError, struct.error, IndexError):
                 self._unreadable(uid, "blob")
                 out.append(None)

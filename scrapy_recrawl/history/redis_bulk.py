@@ -64,11 +64,13 @@ def write_bulk(
     fingerprints: Sequence[bytes],
     blobs: Sequence[bytes],
     shapes: Sequence[bytes] = (),
+    hosts: Sequence[str] = (),
     next_local: Sequence[int] | None = None,
 ) -> None:
     """Write URLs into an empty store of ``layout``: their rows (:data:`ROW_DTYPE`, the
     blob locations filled in here), index entries and blobs (history/redis.py: ``blob``;
-    a shape id ``i`` refers to ``shapes[i - 1]``, written as the store's dictionary).
+    a shape id ``i`` refers to ``shapes[i - 1]``, a host id ``i`` to ``hosts[i - 1]``,
+    written as the store's dictionaries).
     ``ids`` must place each URL in the shard of its fingerprint (or the store has one
     shard). ``next_local``: each shard's id counter (default: past its last row)."""
     S = layout.shards
@@ -80,6 +82,9 @@ def write_bulk(
     for i, shape in enumerate(shapes[:MAX_SHAPES], start=1):
         pipe.hset(layout.store("dict"), i, shape)
         pipe.hset(layout.store("dictidx"), shape, i)
+    for i, host in enumerate(hosts[:MAX_SHAPES], start=1):
+        pipe.hset(layout.store("hosts"), i, host)
+        pipe.hset(layout.store("hostidx"), host, i)
     pipe.execute()
     buckets: dict[tuple[int, int], dict[bytes, int]] = {}
     for k, fp in enumerate(fingerprints):
@@ -150,7 +155,7 @@ def migrate_4_to_5(client: Any, prefix: str, location: str) -> None:
     after :data:`MIGRATION_STALE` seconds).
     """
     from .redis import blob as make_blob
-    from .redis import shape_of
+    from .redis import host_of, shape_of, url_part
     from .request_codec import decode_stored
 
     old_meta = f"{prefix}:meta"
@@ -200,6 +205,7 @@ def migrate_4_to_5(client: Any, prefix: str, location: str) -> None:
     ids = np.array(sorted(i for i in index if 1 <= i <= len(old_rows)), dtype=np.int64)
     rows = rows_from_v4(old_rows[ids - 1]) if len(ids) else np.zeros(0, dtype=ROW_DTYPE)
     shapes: dict[bytes, int] = {}
+    hosts: dict[str, int] = {}
     blobs = []
     unreadable = 0
     for uid in ids.tolist():
@@ -212,7 +218,9 @@ def migrate_4_to_5(client: Any, prefix: str, location: str) -> None:
         sid = 0
         if shape is not None and len(shape) <= 1024 and len(shapes) < MAX_SHAPES:
             sid = shapes.setdefault(shape, len(shapes) + 1)
-        blobs.append(make_blob(url, sid, shape))
+        host = host_of(url)[0]
+        hid = hosts.setdefault(host, len(hosts) + 1) if host and len(hosts) < MAX_SHAPES else 0
+        blobs.append(make_blob(url_part(url, hid), sid, shape))
     write_bulk(
         client,
         layout,
@@ -221,6 +229,7 @@ def migrate_4_to_5(client: Any, prefix: str, location: str) -> None:
         fingerprints=[index[i] for i in ids.tolist()],
         blobs=blobs,
         shapes=list(shapes),
+        hosts=list(hosts),
         next_local=[next_id],
     )
     # id-keyed hashes and the store's own keys: the same values under the new names

@@ -122,7 +122,7 @@ DEFAULT_SHARDS = 16
 #: hold ~128 fields each (Redis's hash-max-ziplist-entries) at ~33M URLs.
 BUCKETS = 1 << 14
 #: Bytes of the fingerprint's hash kept as the index field.
-FIELD_BYTES = 10
+FIELD_BYTES = 8
 
 #: Bytes per GETRANGE when loading rows or blobs.
 READ_CHUNK = 16 << 20
@@ -302,7 +302,7 @@ for b = 6, #ARGV, __NARGS__ do
       old = redis.call('GETRANGE', KEYS[2], roff, roff + rlen - 1)
     end
     if string.sub(req, 1, 1) == '~' then
-      -- the URL alone: the stored request stays (its head: kind, shape), the URL is this
+      -- the URL part alone: the stored request stays (its head: kind, shape)
       if old then
         local kind, head = string.byte(old, 1), 1
         if kind == 1 then head = 3 end
@@ -380,8 +380,9 @@ return {tonumber(id), row, blob, redis.call('HGET', KEYS[5], id),
 assert ROW_DTYPE.fields is not None and ROW_DTYPE.fields["req_len"][1] == 33
 
 
-#: The request-shape dictionary: KEYS dict (id -> shape), dictidx (shape -> id); ARGV
-#: shapes. Returns each shape's id, adding the new ones (0: the dictionary is full).
+#: A dictionary of what repeats (request shapes; schemes and hosts): KEYS the entries
+#: (id -> value), their index (value -> id); ARGV values. Returns each value's id,
+#: adding the new ones (0: the dictionary is full).
 DICT_LUA = r"""
 local out = {}
 for i = 1, #ARGV do
