@@ -29,6 +29,7 @@ any read (read your own writes) and on close; a failed flush keeps the buffer.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import struct
@@ -69,18 +70,18 @@ from .redis_schema import (
     PRESENT,
     PUSH_FRONTIER_LUA,
     READ_CHUNK,
-    RECORD_ARGS,
     RECORD_LUA,
     ROW_DTYPE,
-    ROW_DTYPE_V4,
     ROW_FORMAT,
     ROWS_PER_SHARD_V4,
     SAD,
     SIDE_DELETE_LUA,
     SIDE_PUSH_LUA,
     SIDE_PUT_LUA,
+    VISIT_FORMAT,
+    VISIT_HEAD,
+    VISIT_TAIL,
     Layout,
-    _opt,
     guarded,
     v4_requests_as_data,
     widen_rows_v3,
@@ -176,6 +177,10 @@ def url_from(part: bytes, hosts: Callable[[int], str | None]) -> str:
     raise ValueError(f"URL part kind {part[0]}")
 
 
+def _bytes(value: str | None) -> bytes | None:
+    return None if value is None else value.encode("utf-8", "surrogateescape")
+
+
 def _copy(value: Any) -> Any:
     """A copy of a decoded shape's containers (its dicts and lists are the caller's)."""
     if isinstance(value, dict):
@@ -254,7 +259,7 @@ class RedisHistoryStore:
 
     def _reset_buffers(self) -> None:
         # visits waiting for flush(): (shard, bucket, fingerprint, script arguments)
-        self._pending: list[tuple[int, int, bytes, list[Any]]] = []
+        self._pending: list[tuple[int, int, bytes, tuple[bytes, bytes]]] = []
         self._pending_fps: set[bytes] = set()
         # fingerprint -> (record, signature known): what record() predicts from
         self._cache: dict[bytes, tuple[UrlRecord, bool]] = {}
@@ -658,9 +663,7 @@ class RedisHistoryStore:
         if hid is None:
             script = self._script("dict")
             keys = [self._k("hosts"), self._k("hostidx")]
-            hid = int(
-                self._call("write to", lambda c: script(keys=keys, args=[host], client=c))[0]
-            )
+            hid = int(self._call("write to", lambda c: script(keys=keys, args=[host], client=c))[0])
             self._host_ids[host] = hid
         return hid
 
@@ -670,16 +673,17 @@ class RedisHistoryStore:
             self._hosts[hid] = None if data is None else data.decode("utf-8", "surrogateescape")
         return self._hosts[hid]
 
-    def _blob(self, visit: Visit) -> bytes:
-        """The argument for the URL's blob: ``=blob`` (set), ``~part`` (the URL part, with
-        the request stored before, if any: a visit without a request keeps the stored one)."""
+    def _blob(self, visit: Visit) -> tuple[int, bytes]:
+        """The URL's blob, as RECORD_LUA takes it: ``(1, blob)`` (set), ``(2, URL part)``
+        (the URL, with the request stored before, if any: a visit without a request keeps
+        the stored one)."""
         shape = None
         if visit.request is not None:
             shape = shape_of(visit.request, visit.url)  # None: not data, keep the stored request
         part = url_part(visit.url, self._host_id(visit.url))
         if shape is None:
-            return b"~" + part
-        return b"=" + blob(part, self._shape_id(shape), shape)
+            return 2, part
+        return 1, blob(part, self._shape_id(shape), shape)
 
     def record(self, visit: Visit) -> UrlRecord:
         """Buffer the visit; return the record it makes, as this process predicts it (the
@@ -700,7 +704,7 @@ class RedisHistoryStore:
             cached = self._cache.pop(fp, None) if known is not None else None
         if cached is not None:
             old, sig_known = cached
-            rec = UrlRecord(**{f: getattr(old, f) for f in old.__dataclass_fields__})
+            rec = copy.copy(old)
             sig_known = sig_known or visit.signature is not None
         else:
             rec = UrlRecord(
@@ -723,27 +727,35 @@ class RedisHistoryStore:
                 + zlib.compress(visit.body, 1)
             )
             rec.has_body = True
-        args = [
-            bucket,
-            field,
-            rec.id,
-            repr(float(visit.time)),
-            int(visit.status),
-            -1 if visit.changed is None else int(bool(visit.changed)),
-            int(visit.distance),
-            int(visit.added),
-            int(visit.removed),
-            int(visit.modified),
-            int(visit.attributes),
-            int(visit.size),
-            _opt(visit.etag),
-            _opt(visit.last_modified),
-            int(bool(visit.gone)),
-            "" if visit.cycle is None else int(visit.cycle),
-            _opt(visit.signature),
-            self._blob(visit),
-            _opt(body),
-        ]
+        etag, lastmod = _bytes(visit.etag), _bytes(visit.last_modified)
+        sig, (mode, part), body_b = visit.signature, self._blob(visit), body
+        strings = [field, etag, lastmod, sig, part, body_b]
+        args = (
+            VISIT_FORMAT.pack(
+                rec.id,
+                float(visit.time),
+                int(visit.status),
+                -1 if visit.changed is None else int(bool(visit.changed)),
+                int(visit.distance),
+                int(visit.added),
+                int(visit.removed),
+                int(visit.modified),
+                int(visit.attributes),
+                int(visit.size),
+                int(bool(visit.gone)),
+                -1 if visit.cycle is None else int(visit.cycle),
+            ),
+            VISIT_TAIL.pack(
+                len(field),
+                -1 if etag is None else len(etag),
+                -1 if lastmod is None else len(lastmod),
+                -1 if sig is None else len(sig),
+                mode,
+                len(part),
+                -1 if body_b is None else len(body_b),
+            )
+            + b"".join(x for x in strings if x is not None),
+        )
         self._pending.append((shard, bucket, fp, args))
         self._pending_fps.add(fp)
         self._remember(fp, rec, sig_known)
@@ -752,7 +764,7 @@ class RedisHistoryStore:
             or time.monotonic() - self._last_flush >= self.flush_seconds
         ):
             self.flush()
-        return UrlRecord(**{f: getattr(rec, f) for f in rec.__dataclass_fields__})
+        return copy.copy(rec)
 
     #: records kept for predictions (the oldest go first; never one with buffered visits)
     CACHE_SIZE = 20_000
@@ -796,13 +808,13 @@ class RedisHistoryStore:
                 cur,
             ]
             for i in idx:
-                _, bucket, _, vargs = self._pending[i]
+                _, bucket, _, (numbers, tail) = self._pending[i]
                 if bucket not in buckets:
                     keys.append(self.layout.bucket(shard, bucket))
                     buckets[bucket] = len(keys)
-                args.append(buckets[bucket])
-                args.extend(vargs[1:])
-                args.append(struct.pack("<q", now + i))
+                args.append(
+                    VISIT_HEAD.pack(buckets[bucket]) + numbers + struct.pack("<q", now + i) + tail
+                )
             keys.append(self.layout.shard(shard, "meta"))
             plan.append((shard, idx, keys, args))
         script = self._scripts["record"]
@@ -832,8 +844,7 @@ class RedisHistoryStore:
             if not lost or attempt:
                 first = next(r for r in results if isinstance(r, Exception))
                 raise HistoryStoreError(
-                    f"cannot write to the history store at {self.location} (RECRAWL_STORE): "
-                    f"{first}"
+                    f"cannot write to the history store at {self.location} (RECRAWL_STORE): {first}"
                 )
             try:
                 self._lost(lost[0])  # "stop" raises; "continue": once more, into the fresh one
@@ -897,10 +908,7 @@ class RedisHistoryStore:
         uid, row, data, etag, lastmod, sig, _ = raw
         url = self._url_of(data, int(uid))
         rec = _record_from(int(uid), fingerprint, row, url, etag, lastmod, sig)
-        self._remember(
-            fingerprint, UrlRecord(**{f: getattr(rec, f) for f in rec.__dataclass_fields__}),
-            signature,
-        )  # fmt: skip
+        self._remember(fingerprint, copy.copy(rec), signature)
         return rec
 
     def _url_of(self, data: bytes | None, uid: int) -> str:
@@ -969,7 +977,9 @@ class RedisHistoryStore:
                     pipe = c.pipeline(transaction=False)
                     rows = self.layout.shard(shard, "rows")
                     for j in local.tolist():
-                        pipe.getrange(rows, j * ROW_DTYPE.itemsize + 33, j * ROW_DTYPE.itemsize + 38)
+                        pipe.getrange(
+                            rows, j * ROW_DTYPE.itemsize + 33, j * ROW_DTYPE.itemsize + 38
+                        )
                     raw = [r if len(r) == 6 else b"\0" * 6 for r in pipe.execute()]
                     arr = np.frombuffer(b"".join(raw), dtype=[("l", "<u2"), ("o", "<u4")])
                     lens, offs = arr["l"].astype(np.int64), arr["o"].astype(np.int64)

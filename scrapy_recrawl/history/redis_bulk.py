@@ -15,6 +15,9 @@ import numpy as np
 from .base import HistoryStoreError
 from .epoch import new_epoch
 from .redis_schema import (
+    BIG_BLOB,
+    GONE,
+    HAS_BODY,
     LOG_DTYPE,
     LOG_DTYPE_V4,
     MAX_SHAPES,
@@ -23,8 +26,6 @@ from .redis_schema import (
     ROW_DTYPE_V4,
     ROWS_PER_SHARD_V4,
     SAD,
-    GONE,
-    HAS_BODY,
     Layout,
     delete_own_keys,
 )
@@ -77,7 +78,6 @@ def write_bulk(
     ids = np.asarray(ids, dtype=np.int64)
     shard_of = (ids - 1) % S
     local_of = (ids - 1) // S
-    rows = rows.copy()
     pipe = client.pipeline(transaction=False)
     for i, shape in enumerate(shapes[:MAX_SHAPES], start=1):
         pipe.hset(layout.store("dict"), i, shape)
@@ -92,21 +92,20 @@ def write_bulk(
         if S > 1 and shard != shard_of[k]:
             raise ValueError(f"URL id {int(ids[k])} is not in its fingerprint's shard {shard}")
         buckets.setdefault((shard, bucket), {})[field] = int(ids[k])
+    lens = np.fromiter((len(b) for b in blobs), dtype=np.int64, count=len(blobs))
+    if len(lens) and lens.max() >= BIG_BLOB:
+        raise ValueError("a blob of 65,535 bytes or more: write it with record()")
     for s in range(S):
         mine = np.flatnonzero(shard_of == s)
         order = mine[np.argsort(local_of[mine], kind="stable")]
         count = int(local_of[order[-1]]) + 1 if len(order) else 0
         table = np.zeros(count, dtype=ROW_DTYPE)
-        parts: list[bytes] = []
-        pos = 0
-        for k in order.tolist():
-            data = blobs[k]
-            rows[k]["req_off"], rows[k]["req_len"] = pos, len(data)
-            parts.append(data)
-            pos += len(data)
-        table[local_of[order]] = rows[order]
+        here = rows[order]
+        here["req_len"] = lens[order]
+        here["req_off"] = np.cumsum(lens[order]) - lens[order]
+        table[local_of[order]] = here
         _set_big(client, layout.shard(s, "rows"), table.tobytes())
-        _set_big(client, layout.shard(s, "blobs"), b"".join(parts))
+        _set_big(client, layout.shard(s, "blobs"), b"".join([blobs[k] for k in order.tolist()]))
         counter = count if next_local is None else int(next_local[s])
         client.set(layout.shard(s, "next"), counter)
         client.hset(layout.shard(s, "meta"), "urls", int((table["flags"] & PRESENT > 0).sum()))
@@ -189,9 +188,7 @@ def migrate_4_to_5(client: Any, prefix: str, location: str) -> None:
     else:
         epoch = kept
     delete_store_keys(client, layout)  # what an interrupted run wrote
-    meta = {
-        k.decode(): v for k, v in client.hgetall(old_meta).items() if isinstance(k, bytes)
-    }
+    meta = {k.decode(): v for k, v in client.hgetall(old_meta).items() if isinstance(k, bytes)}
     next_id = int(client.get(f"{prefix}:next_id") or 0)
     rps = int(meta.get("rows_per_shard") or ROWS_PER_SHARD_V4)
     raw = b"".join(

@@ -183,16 +183,27 @@ def _opt(value: str | bytes | None) -> bytes:
     return b"=" + (value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value)
 
 
-#: ARGV per visit of RECORD_LUA (after its 5 header arguments).
-RECORD_ARGS = 20
+#: One visit, as RECORD_LUA reads it (one argument: Lua struct format, then Python's):
+#: the index bucket (a KEYS position), the id reserved for it if new, time, status,
+#: changed (-1: no observation), distance, added, removed, modified, attributes, size,
+#: gone, cycle (-1: the current one), the log order (8 bytes), then the lengths of the
+#: strings that follow (-1: None): index field, ETag, Last-Modified, signature, the
+#: blob's mode (0 none, 1 set, 2 the URL part only) and length, the body.
+VISIT_FORMAT_LUA = "<I2i4di4i4i4i4i4i4i4i8i4i4c8i4i4i4i4i4i4i4"
+VISIT_HEAD = struct.Struct("<H")
+VISIT_FORMAT = struct.Struct("<idiiiiiiiqii")
+VISIT_TAIL = struct.Struct("<iiiiiii")
 
-RECORD_LUA = r"""
+RECORD_LUA = (
+    r"""
 -- Fold a batch of visits of one shard into their URLs' rows and append them to the
 -- shard's visit log; each visit as SqliteHistoryStore.record() and state.observe()
 -- do it. KEYS: rows, blobs, bigreq, etag, lastmod, sig, body, log, logstart, then the
 -- index buckets the visits name. ARGV: row format, log format, log cap, shards, the
--- current cycle, then RECORD_ARGS per visit. Returns id, row per visit.
+-- current cycle, then one argument per visit (VISIT_FORMAT, then its strings). Returns
+-- id, row per visit.
 local FMT, LOGFMT = ARGV[1], ARGV[2]
+local VFMT = '__VFMT__'
 local logcap = tonumber(ARGV[3])
 local S = tonumber(ARGV[4])
 local cur = tonumber(ARGV[5])
@@ -200,27 +211,28 @@ local ROWSIZE = __ROWSIZE__
 local nan = 0 / 0
 local out = {}
 local fresh = 0
-for b = 6, #ARGV, __NARGS__ do
-  local bkey = KEYS[tonumber(ARGV[b])]
-  local field = ARGV[b + 1]
-  local t = tonumber(ARGV[b + 3])
-  local status = tonumber(ARGV[b + 4])
-  local changed = tonumber(ARGV[b + 5])          -- -1: not an observation
-  local distance = tonumber(ARGV[b + 6])
-  local added = tonumber(ARGV[b + 7])
-  local removed = tonumber(ARGV[b + 8])
-  local modified = tonumber(ARGV[b + 9])
-  local attributes = tonumber(ARGV[b + 10])
-  local size = tonumber(ARGV[b + 11])
-  local etag = ARGV[b + 12]                      -- '' None, '=value'
-  local lastmod = ARGV[b + 13]
-  local vgone = ARGV[b + 14] == '1'
+for b = 6, #ARGV do
+  local v = ARGV[b]
+  local bi, pid, t, status, changed, distance, added, removed, modified, attributes, size,
+    gone_i, vcycle, order, lf, le, ll, ls, rm, lr, lb, pos = struct.unpack(VFMT, v)
+  local bkey = KEYS[bi]
+  local field = string.sub(v, pos, pos + lf - 1)
+  pos = pos + lf
+  local function take(len, mark)                 -- '' None, mark .. value
+    if len < 0 then return '' end
+    local s = string.sub(v, pos, pos + len - 1)
+    pos = pos + len
+    return mark .. s
+  end
+  local etag = take(le, '=')
+  local lastmod = take(ll, '=')
+  local sig = take(ls, '=')
+  local req = ''                                 -- '=blob' set, '~part' the URL only
+  if rm == 1 then req = take(lr, '=') elseif rm == 2 then req = take(lr, '~') end
+  local body = take(lb, '=')
+  local vgone = gone_i == 1
   local cycle = cur
-  if ARGV[b + 15] ~= '' then cycle = tonumber(ARGV[b + 15]) end
-  local sig = ARGV[b + 16]
-  local req = ARGV[b + 17]                       -- '=blob' set, '~url' the URL only
-  local body = ARGV[b + 18]
-
+  if vcycle >= 0 then cycle = vcycle end
   local n, X, visits, lvc, lcc, fc, lfc, st, fails, flags, cw, rlen, roff
   local aad, gad, lvt, lct, fs, D, A, R, M
   local id = redis.call('HGET', bkey, field)
@@ -232,7 +244,7 @@ for b = 6, #ARGV, __NARGS__ do
       aad, gad, lvt, lct, fs, D, A, R, M =
       struct.unpack(FMT, redis.call('GETRANGE', KEYS[1], off, off + ROWSIZE - 1))
   else
-    id = tonumber(ARGV[b + 2])                   -- an id this writer reserved
+    id = pid                                     -- an id this writer reserved
     redis.call('HSET', bkey, field, id)
     fresh = fresh + 1
     off = math.floor((id - 1) / S) * ROWSIZE
@@ -336,7 +348,7 @@ for b = 6, #ARGV, __NARGS__ do
   local obs = -1
   if observed then obs = changed end
   local entry = struct.pack(LOGFMT, id, t, cycle, status, obs, distance, added, removed,
-    modified, attributes, size) .. ARGV[b + 19]
+    modified, attributes, size) .. order
   local entry_id
   if logcap > 0 then
     entry_id = redis.call('XADD', KEYS[8], 'MAXLEN', '~', logcap, '*', 'v', entry)
@@ -349,8 +361,9 @@ for b = 6, #ARGV, __NARGS__ do
 end
 if fresh > 0 then redis.call('HINCRBY', EPOCH_META, 'urls', fresh) end
 return out
-""".replace("__ROWSIZE__", str(ROW_SIZE)).replace("__NARGS__", str(RECORD_ARGS)).replace(
-    "__BIG__", str(BIG_BLOB)
+""".replace("__ROWSIZE__", str(ROW_SIZE))
+    .replace("__VFMT__", VISIT_FORMAT_LUA)
+    .replace("__BIG__", str(BIG_BLOB))
 )
 
 
