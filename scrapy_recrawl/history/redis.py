@@ -177,6 +177,15 @@ def url_from(part: bytes, hosts: Callable[[int], str | None]) -> str:
     raise ValueError(f"URL part kind {part[0]}")
 
 
+def _location(client: Any) -> str:
+    """Where a client points, for messages (a Redis Cluster client: its first node)."""
+    if hasattr(client, "connection_pool"):
+        return client_location(client)
+    nodes = client.get_nodes() if hasattr(client, "get_nodes") else []
+    first = nodes[0] if nodes else None
+    return f"redis-cluster://{getattr(first, 'host', '?')}:{getattr(first, 'port', '?')}"
+
+
 def _bytes(value: str | None) -> bytes | None:
     return None if value is None else value.encode("utf-8", "surrogateescape")
 
@@ -231,7 +240,7 @@ class RedisHistoryStore:
         self.log_maxlen = int(log_maxlen)
         self._client = client
         if client is not None:
-            self.location = client_location(client)
+            self.location = _location(client)
         elif url is not None:
             self.location = redacted(url)
         else:
@@ -855,10 +864,23 @@ class RedisHistoryStore:
         raise AssertionError("unreachable")
 
     def _run(self, c: Any, script: Any, plan: list[Any]) -> list[Any]:
-        pipe = c.pipeline(transaction=False)
-        for _, _, keys, args in plan:
-            script(keys=keys, args=[*args, self.epoch or ""], client=pipe)
-        return list(pipe.execute(raise_on_error=False))
+        """Each shard's script, pipelined: on one Redis, one pipeline; on a cluster (whose
+        pipelines refuse scripts), one pipeline per node, on that node's connection."""
+        groups: dict[Any, list[int]] = {}
+        if hasattr(c, "get_node_from_key"):
+            for k, (_, _, keys, _) in enumerate(plan):
+                groups.setdefault(c.get_node_from_key(keys[0]).redis_connection, []).append(k)
+        else:
+            groups[c] = list(range(len(plan)))
+        out: list[Any] = [None] * len(plan)
+        for conn, ks in groups.items():
+            pipe = conn.pipeline(transaction=False)
+            for k in ks:
+                _, _, keys, args = plan[k]
+                script(keys=keys, args=[*args, self.epoch or ""], client=pipe)
+            for k, result in zip(ks, pipe.execute(raise_on_error=False), strict=True):
+                out[k] = result
+        return out
 
     def _learn(self, fp: bytes, uid: int, row: bytes) -> None:
         """The server's fold of a URL's visit: the record predictions start from."""
