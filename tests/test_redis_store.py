@@ -22,6 +22,7 @@ from scrapy_recrawl.history.state import observe
 from scrapy_recrawl.settings import RecrawlSettingError
 
 from . import redis_server as servers
+from .redis_cluster import redis_cluster, redis_cluster_db  # noqa: F401 -- fixtures
 from .redis_server import free_port
 
 # the fixtures, under the names the tests ask for
@@ -167,8 +168,13 @@ def test_frontier_keeps_first_copy_orders_by_priority_then_age(store, tmp_path):
     assert store.pop_frontier(1) == [{"url": "again"}]
 
 
-def _hammer(url: str, worker: int, rounds: int) -> None:
-    store = RedisHistoryStore(url)
+def _hammer(url: str | int, worker: int, rounds: int) -> None:
+    if isinstance(url, int):  # a Redis Cluster's first node
+        from redis.cluster import RedisCluster
+
+        store = RedisHistoryStore(client=RedisCluster(host="127.0.0.1", port=url), key="h")
+    else:
+        store = RedisHistoryStore(url)
     store.open()
     rng = random.Random(worker)
     for i in range(rounds):
@@ -177,10 +183,21 @@ def _hammer(url: str, worker: int, rounds: int) -> None:
     store.close()
 
 
-def test_concurrent_processes_lose_no_update(store, redis_db):
+@pytest.mark.parametrize("where", ["redis", "cluster"])
+def test_concurrent_processes_lose_no_update(request, where):
+    """Four processes fold visits of the same five URLs, buffered and flushed in batches:
+    every visit is in the log once and in its URL's counters (atomic per URL)."""
+    if where == "cluster":
+        cluster = request.getfixturevalue("redis_cluster_db")
+        target = cluster.nodes[0].port
+        store = RedisHistoryStore(client=cluster.client(), key="h")
+    else:
+        target = request.getfixturevalue("redis_db").url
+        store = RedisHistoryStore(target)
+    store.open()
     store.advance_cycle()
     procs = [
-        multiprocessing.get_context("spawn").Process(target=_hammer, args=(redis_db.url, w, 300))
+        multiprocessing.get_context("spawn").Process(target=_hammer, args=(target, w, 300))
         for w in range(4)
     ]
     for p in procs:
@@ -198,6 +215,7 @@ def test_concurrent_processes_lose_no_update(store, redis_db):
         assert x == (log["changed"][mine] == 1).sum()
         total_visits += mine.sum()
     assert total_visits == 1200 and len(store) == 5
+    store.close()
 
 
 def test_log_cap_trims_oldest(redis_db):
