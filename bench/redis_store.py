@@ -46,15 +46,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.redis_s
 from scrapy_recrawl.core.selection import select_recrawls  # noqa: E402
 from scrapy_recrawl.frontier import serializer  # noqa: E402
 from scrapy_recrawl.history.base import Visit  # noqa: E402
-from scrapy_recrawl.history.redis import (  # noqa: E402
-    RedisHistoryStore,
+from scrapy_recrawl.history.redis import RedisHistoryStore  # noqa: E402
+from scrapy_recrawl.history.redis_bulk import write_bulk  # noqa: E402
+from scrapy_recrawl.history.redis_schema import (  # noqa: E402
+    PRESENT,
+    ROW_DTYPE,
     blob,
     host_of,
     shape_of,
     url_part,
 )
-from scrapy_recrawl.history.redis_bulk import write_bulk  # noqa: E402
-from scrapy_recrawl.history.redis_schema import PRESENT, ROW_DTYPE  # noqa: E402
 from scrapy_recrawl.scoring import Scorer  # noqa: E402
 from tests.redis_server import RedisServer  # noqa: E402
 

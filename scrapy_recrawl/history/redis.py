@@ -64,6 +64,7 @@ from .redis_schema import (
     LOG_DTYPE,
     LOG_FORMAT,
     LOST_ERROR,
+    MAX_SHAPE,
     MIGRATE_1_TO_2_LUA,
     MIGRATE_2_TO_3_LUA,
     POP_FRONTIER_LUA,
@@ -82,7 +83,13 @@ from .redis_schema import (
     VISIT_HEAD,
     VISIT_TAIL,
     Layout,
+    blob,
     guarded,
+    host_of,
+    shape_of,
+    split_blob,
+    url_from,
+    url_part,
     v4_requests_as_data,
     widen_rows_v3,
 )
@@ -102,79 +109,6 @@ def _validator(value: bytes | None) -> str | None:
 
 # Redis locations whose persistence and eviction settings were looked at (once a process).
 _CONFIG_SEEN: set[str] = set()
-
-# -- the blob of a URL: the URL and its request, what repeats kept once ------------------
-#
-# byte 0 the kind: 0 no request stored, 1 a request shape of the store's dictionary (u16
-# id follows), 2 the shape inline (u32 length, then it); then the URL part: byte 0, then
-# the URL's UTF-8 bytes; or byte 1, a u16 id of its scheme and host (``https://host``)
-# in the store's host dictionary, then the rest of the URL. A shape is the request dict
-# with "url" emptied (unless the request is of another URL), as data (request_codec):
-# the callback, method, headers, meta... that repeat across URLs.
-BLOB_URL, BLOB_SHAPE, BLOB_INLINE = 0, 1, 2
-#: shapes longer than this are kept inline (the dictionary is for what repeats)
-MAX_SHAPE = 1024
-
-
-def shape_of(request: dict[str, Any], url: str) -> bytes | None:
-    """The request's shape as data (None: not data): its dict with ``url`` emptied when
-    it is the URL's (a request that was redirected from elsewhere keeps its own)."""
-    if request.get("url") == url:
-        return encode_stored({**request, "url": ""})
-    return encode_stored(request)
-
-
-def host_of(url: str) -> tuple[str, str]:
-    """``(scheme and host, the rest)`` of a URL (the whole URL and "" if it has no path)."""
-    start = url.find("://")
-    if start < 0:
-        return "", url
-    end = url.find("/", start + 3)
-    return (url, "") if end < 0 else (url[:end], url[end:])
-
-
-def url_part(url: str, host_id: int) -> bytes:
-    """The URL part of a blob: with the id of its host (``host_id`` > 0) or whole."""
-    if host_id > 0:
-        rest = host_of(url)[1]
-        return struct.pack("<BH", 1, host_id) + rest.encode("utf-8", "surrogateescape")
-    return b"\0" + url.encode("utf-8", "surrogateescape")
-
-
-def blob(part: bytes, shape_id: int, shape: bytes | None) -> bytes:
-    """A URL's blob: its URL part alone (``shape`` None), or with a shape by id or inline."""
-    if shape is None:
-        return bytes([BLOB_URL]) + part
-    if shape_id > 0:
-        return struct.pack("<BH", BLOB_SHAPE, shape_id) + part
-    return struct.pack("<BI", BLOB_INLINE, len(shape)) + shape + part
-
-
-def split_blob(data: bytes) -> tuple[bytes, int, bytes | None]:
-    """``(URL part, shape id, inline shape)`` of a blob (0 and None: no request)."""
-    kind = data[0]
-    if kind == BLOB_SHAPE:
-        (sid,) = struct.unpack_from("<H", data, 1)
-        return data[3:], sid, None
-    if kind == BLOB_INLINE:
-        (n,) = struct.unpack_from("<I", data, 1)
-        return data[5 + n :], 0, bytes(data[5 : 5 + n])
-    if kind == BLOB_URL:
-        return data[1:], 0, None
-    raise ValueError(f"blob kind {kind}")
-
-
-def url_from(part: bytes, hosts: Callable[[int], str | None]) -> str:
-    """The URL of a blob's URL part (``hosts``: a host id's scheme and host)."""
-    if part[0] == 1:
-        (hid,) = struct.unpack_from("<H", part, 1)
-        host = hosts(hid)
-        if host is None:
-            raise ValueError(f"no host {hid}")
-        return host + part[3:].decode("utf-8", "surrogateescape")
-    if part[0] == 0:
-        return part[1:].decode("utf-8", "surrogateescape")
-    raise ValueError(f"URL part kind {part[0]}")
 
 
 def _location(client: Any) -> str:

@@ -27,7 +27,11 @@ from .redis_schema import (
     ROWS_PER_SHARD_V4,
     SAD,
     Layout,
+    blob,
     delete_own_keys,
+    host_of,
+    shape_of,
+    url_part,
 )
 
 logger = logging.getLogger("scrapy_recrawl.history")
@@ -153,8 +157,6 @@ def migrate_4_to_5(client: Any, prefix: str, location: str) -> None:
     only after the mark. Another process running it waits for it (or takes it over
     after :data:`MIGRATION_STALE` seconds).
     """
-    from .redis import blob as make_blob
-    from .redis import host_of, shape_of, url_part
     from .request_codec import decode_stored
 
     old_meta = f"{prefix}:meta"
@@ -217,7 +219,7 @@ def migrate_4_to_5(client: Any, prefix: str, location: str) -> None:
             sid = shapes.setdefault(shape, len(shapes) + 1)
         host = host_of(url)[0]
         hid = hosts.setdefault(host, len(hosts) + 1) if host and len(hosts) < MAX_SHAPES else 0
-        blobs.append(make_blob(url_part(url, hid), sid, shape))
+        blobs.append(blob(url_part(url, hid), sid, shape))
     write_bulk(
         client,
         layout,
