@@ -310,6 +310,8 @@ def test_a_version_3_redis_store_widens_its_rows_and_keeps_every_value(redis_db)
         flags = {"gone": 1, "has_body": 2, "present": 4, "sad": 8}
         for name in ROW_DTYPE_V3.names:
             got = (rows["flags"] & flags[name] > 0) if name in flags else rows[name]
+            if name in ("D", "A", "R", "M"):  # u16 counts, 65535: none yet
+                got = np.where(got == 65535, np.nan, got)
             want = old[name] > 0 if name in flags else old[name]
             np.testing.assert_array_equal(got, want, err_msg=name)
         assert rows["failures"].tolist() == [0, 0, 0]
@@ -319,7 +321,7 @@ def test_a_version_3_redis_store_widens_its_rows_and_keeps_every_value(redis_db)
         rec = store.record(Visit(bytes([2]) * 20, "http://h/2", 2000.0, 0))
         assert (rec.id, rec.failures, rec.last_failure_cycle, rec.n, rec.X) == (3, 1, 3, 2, 1)
     assert client.hget("{books:history}:meta", "schema_version") == b"5"
-    assert client.strlen("{books:history#0}:rows") == 3 * 95
+    assert client.strlen("{books:history#0}:rows") == 3 * 87
     assert not client.exists("books:history:rows:0")  # the version-4 keys are gone
     with RedisHistoryStore(redis_db.url, key="books:history") as store:  # once only
         assert store.rows()[0]["failures"].tolist() == [0, 0, 1]

@@ -8,7 +8,7 @@ docs/distributed.md, "The history store's encoding", says what each byte is; in 
 * The per-URL data are split into S shards (``{p}:meta`` field ``shards``, 16 by
   default: ``RECRAWL_REDIS_SHARDS``); a URL's shard comes from its fingerprint, and
   every key of a shard carries the shard's hash tag ``{<prefix>#<s>}``: its rows (one
-  string of fixed 95-byte rows, :data:`~.redis_schema.ROW_DTYPE`), its URL index (16,384
+  string of fixed 87-byte rows, :data:`~.redis_schema.ROW_DTYPE`), its URL index (16,384
   small hashes: 10 bytes of the fingerprint's hash -> id), its blobs (one append-only
   string: each URL and its request, the request's repeated part kept once in the
   store's dictionary), validators, signatures, bodies, id counter, visit log and the
@@ -67,6 +67,7 @@ from .redis_schema import (
     MAX_SHAPE,
     MIGRATE_1_TO_2_LUA,
     MIGRATE_2_TO_3_LUA,
+    NO_COUNT,
     POP_FRONTIER_LUA,
     PRESENT,
     PUSH_FRONTIER_LUA,
@@ -131,23 +132,6 @@ def _copy(value: Any) -> Any:
     if isinstance(value, list):
         return [_copy(v) for v in value]
     return value
-
-
-def row_of(rec: UrlRecord, cwin: int = 0) -> np.ndarray:
-    """A record's numbers as one row of :data:`ROW_DTYPE` (no blob yet)."""
-    row = np.zeros(1, dtype=ROW_DTYPE)
-    for name in ("n", "X", "visits", "last_visit_cycle", "last_change_cycle", "first_cycle"):
-        row[name] = getattr(rec, name)
-    row["last_failure_cycle"] = rec.last_failure_cycle
-    row["status"] = rec.status
-    row["failures"] = min(rec.failures, 255)
-    row["flags"] = PRESENT | GONE * rec.gone | HAS_BODY * rec.has_body | SAD * (rec.sad > 0)
-    row["cwin"] = cwin
-    for name in ("aad_sum", "gad", "last_visit_time", "last_change_time", "first_seen"):
-        row[name] = getattr(rec, name)
-    for name in ("D", "A", "R", "M"):
-        row[name] = getattr(rec, name)
-    return row
 
 
 class RedisHistoryStore:
@@ -1082,10 +1066,10 @@ class RedisHistoryStore:
             "gad": np.ascontiguousarray(table["gad"]),
             "last_visit_cycle": table["last_visit_cycle"].astype(np.int64),
             "last_visit_time": np.ascontiguousarray(table["last_visit_time"]),
-            "D": table["D"].astype(np.float64),
-            "A": table["A"].astype(np.float64),
-            "R": table["R"].astype(np.float64),
-            "M": table["M"].astype(np.float64),
+            "D": _counts(table["D"]),
+            "A": _counts(table["A"]),
+            "R": _counts(table["R"]),
+            "M": _counts(table["M"]),
             "gone": (flags & GONE) > 0,
             "failures": table["failures"].astype(np.int64),
             "last_failure_cycle": table["last_failure_cycle"].astype(np.int64),
@@ -1290,6 +1274,11 @@ class RedisHistoryStore:
         self.epoch, self.epoch_created, self._last_cycle = token, created, 0
 
 
+def _counts(column: np.ndarray) -> np.ndarray:
+    """A u16 count column as floats, NaN where there is none yet (NO_COUNT)."""
+    return np.where(column == NO_COUNT, np.nan, column.astype(np.float64))
+
+
 def _numbers(rec: UrlRecord, r: Any) -> None:
     """Set a record's numbers from one row of :data:`ROW_DTYPE`."""
     flags = int(r["flags"])
@@ -1305,7 +1294,9 @@ def _numbers(rec: UrlRecord, r: Any) -> None:
     rec.last_visit_time = float(r["last_visit_time"])
     rec.last_change_cycle = int(r["last_change_cycle"])
     rec.last_change_time = float(r["last_change_time"])
-    rec.D, rec.A, rec.R, rec.M = (float(r[x]) for x in ("D", "A", "R", "M"))
+    rec.D, rec.A, rec.R, rec.M = (
+        float(r[x]) if r[x] != NO_COUNT else float("nan") for x in ("D", "A", "R", "M")
+    )
     rec.status = int(r["status"])
     rec.gone = bool(flags & GONE)
     rec.has_body = bool(flags & HAS_BODY)

@@ -21,6 +21,7 @@ from .redis_schema import (
     LOG_DTYPE,
     LOG_DTYPE_V4,
     MAX_SHAPES,
+    NO_COUNT,
     PRESENT,
     ROW_DTYPE,
     ROW_DTYPE_V4,
@@ -129,12 +130,23 @@ def _set_big(client: Any, key: str, data: bytes, chunk: int = 8 << 20) -> None:
 
 
 def rows_from_v4(old: np.ndarray) -> np.ndarray:
-    """Version-4 rows (120 bytes) as version-5 rows (95 bytes; no blob located yet)."""
+    """Version-4 rows (120 bytes) as version-5 rows (87 bytes; no blob located yet)."""
     new = np.zeros(len(old), dtype=ROW_DTYPE)
     for name in ROW_DTYPE.names or ():
-        if name in (old.dtype.names or ()) and name not in ("status", "failures"):
+        if name in (old.dtype.names or ()) and name not in (
+            "status",
+            "failures",
+            "D",
+            "A",
+            "R",
+            "M",
+        ):
             new[name] = old[name]
     new["status"] = np.clip(old["status"], 0, 0xFFFF)
+    for name in ("D", "A", "R", "M"):
+        new[name] = np.where(
+            np.isnan(old[name]), NO_COUNT, np.clip(np.nan_to_num(old[name]), 0, NO_COUNT - 1)
+        )
     new["failures"] = np.clip(old["failures"], 0, 255)
     new["flags"] = (
         PRESENT * (old["present"] > 0)

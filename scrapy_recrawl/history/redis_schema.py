@@ -18,7 +18,7 @@ import numpy as np
 
 from .request_codec import encode_stored
 
-#: One URL's numbers in schema version 5 (95 bytes, packed, little-endian), as the Lua
+#: One URL's numbers in schema version 5 (87 bytes, packed, little-endian), as the Lua
 #: scripts pack them (struct format :data:`ROW_FORMAT`). ``flags``: bit 0 gone, bit 1
 #: has_body, bit 2 present (0: an id reserved and never used), bit 3 ``sad`` (the last
 #: change indicator). ``req_len``/``req_off``: the URL's blob in ``{p#s}:blobs``
@@ -43,15 +43,17 @@ ROW_DTYPE = np.dtype(
         ("last_visit_time", "<f8"),
         ("last_change_time", "<f8"),
         ("first_seen", "<f8"),
-        ("D", "<f4"),  # whole numbers (exact below 2**24) or NaN
-        ("A", "<f4"),
-        ("R", "<f4"),
-        ("M", "<f4"),
+        ("D", "<u2"),  # counts, saturating at 65,534; NO_COUNT (65,535): NaN, none yet
+        ("A", "<u2"),
+        ("R", "<u2"),
+        ("M", "<u2"),
     ]
 )
-ROW_FORMAT = "<i4i4i4i4i4i4i4I2BBBI2I4dddddffff"
+ROW_FORMAT = "<i4i4i4i4i4i4i4I2BBBI2I4dddddI2I2I2I2"
 ROW_SIZE = ROW_DTYPE.itemsize
-assert ROW_SIZE == struct.calcsize("<iiiiiiiHBBBHIdddddffff") == 95
+assert ROW_SIZE == struct.calcsize("<iiiiiiiHBBBHIdddddHHHH") == 87
+#: ``D``/``A``/``R``/``M`` of a URL with no change observation yet (NaN)
+NO_COUNT = 0xFFFF
 
 GONE, HAS_BODY, PRESENT, SAD = 1, 2, 4, 8
 #: ``req_len`` of a blob of 65,535 bytes or more, kept in the shard's ``bigreq`` hash
@@ -327,7 +329,8 @@ for b = 6, #ARGV do
     off = math.floor((id - 1) / S) * ROWSIZE
     n, X, visits, lvc, lcc, fc, lfc, st, fails, flags, cw, rlen, roff =
       0, 0, 0, -1, -1, cur, -1, 0, 0, 4, 0, 0, 0
-    aad, gad, lvt, lct, fs, D, A, R, M = 0, 0, nan, nan, t, nan, nan, nan, nan
+    aad, gad, lvt, lct, fs, D, A, R, M = 0, 0, nan, nan, t, __NOCOUNT__, __NOCOUNT__,
+      __NOCOUNT__, __NOCOUNT__
   end
   local gone = flags % 2
   local hb = math.floor(flags / 2) % 2
@@ -347,7 +350,11 @@ for b = 6, #ARGV do
     sad = ind
     aad = aad + n1 * ind
     n = n1
-    D, A, R, M = distance, added, removed, modified
+    -- counts saturate below NO_COUNT (a u16 each)
+    D = math.max(0, math.min(distance, __NOCOUNT__ - 1))
+    A = math.max(0, math.min(added, __NOCOUNT__ - 1))
+    R = math.max(0, math.min(removed, __NOCOUNT__ - 1))
+    M = math.max(0, math.min(modified, __NOCOUNT__ - 1))
     -- the change window: count (<= 5) in the top 3 bits, indicators newest in bit 0
     local count = math.min(math.floor(cw / 32) + 1, 5)
     local bits = (cw % 16) * 2
@@ -440,6 +447,7 @@ if fresh > 0 then redis.call('HINCRBY', EPOCH_META, 'urls', fresh) end
 return out
 """.replace("__ROWSIZE__", str(ROW_SIZE))
     .replace("__VFMT__", VISIT_FORMAT_LUA)
+    .replace("__NOCOUNT__", str(NO_COUNT))
     .replace("__BIG__", str(BIG_BLOB))
 )
 
