@@ -595,10 +595,11 @@ class RedisHistoryStore:
         return hid
 
     def _host(self, hid: int) -> str | None:
-        if hid not in self._hosts:
-            data = self._call("read", lambda c: c.hget(self._k("hosts"), hid))
-            self._hosts[hid] = None if data is None else data.decode("utf-8", "surrogateescape")
-        return self._hosts[hid]
+        if hid not in self._hosts:  # a host not seen yet: the whole dictionary, once
+            every = self._call("read", lambda c: c.hgetall(self._k("hosts")))
+            for k, v in every.items():
+                self._hosts[int(k)] = v.decode("utf-8", "surrogateescape")
+        return self._hosts.get(hid)  # None: not in the dictionary (not ours), read again
 
     def _blob(self, visit: Visit) -> tuple[int, bytes]:
         """The URL's blob, as RECORD_LUA takes it: ``(1, blob)`` (set), ``(2, URL part)``
