@@ -276,3 +276,47 @@ def test_closed_store_and_redis_errors_are_history_store_errors(redis_db):
     with pytest.raises(HistoryStoreError, match="RECRAWL_STORE"):
         s.advance_cycle()
     s.close()
+
+
+def test_a_url_new_to_two_processes_keeps_the_first_flushed_id(redis_db):
+    """Visits are buffered: two processes that both see a URL the store does not know
+    each predict it new, with an id of their own reserved block; the first flush indexes
+    it, the second folds its visit onto that URL (and learns its id)."""
+    a, b = RedisHistoryStore(redis_db.url), RedisHistoryStore(redis_db.url)
+    a.open()
+    b.open()
+    fp = b"\x09" * 20
+    ra = a.record(visit(fp=fp, t=1.0))
+    rb = b.record(visit(fp=fp, t=2.0))
+    assert ra.id != rb.id and ra.visits == rb.visits == 1  # both predicted it new
+    a.flush()
+    b.flush()
+    for store in (a, b):
+        rec = store.get(fp)
+        assert rec.id == ra.id and rec.visits == 2  # one URL, both visits
+    assert len(a) == 1 and a.visit_log()["url_id"].tolist() == [ra.id, ra.id]
+    assert b.record(visit(fp=fp, t=3.0)).id == ra.id  # the id it learnt
+    a.close()
+    b.close()
+
+
+def test_a_failed_flush_keeps_the_buffer():
+    """A flush that cannot reach Redis raises and keeps every buffered visit; the next
+    one writes them (the store's contract: a failure keeps the buffer for a retry)."""
+    from .redis_server import RedisServer
+
+    with RedisServer(appendonly=True) as server:
+        store = RedisHistoryStore(server.url, flush_every=100)
+        store.open()
+        store.record(visit(t=1.0))
+        store.record(visit(fp=b"\x02" * 20, t=1.0))
+        server.stop()
+        try:
+            with pytest.raises(HistoryStoreError, match="cannot"):
+                store.flush()
+            assert store.buffered_visits == 2
+        finally:
+            server.start()
+        store.flush()
+        assert store.buffered_visits == 0 and len(store) == 2
+        store.close()

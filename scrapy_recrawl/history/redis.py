@@ -1048,7 +1048,10 @@ class RedisHistoryStore:
                     column[pos : pos + n] = np.frombuffer(part, dtype=ROW_DTYPE, count=n)
                     pos += n
                 del parts
-            self._snapshot = (self._writes, table)
+            # the blobs' locations, for requests() and urls() of this snapshot's ids
+            locations = np.empty(table.shape, dtype=[("req_len", "<u2"), ("req_off", "<u4")])
+            locations["req_len"], locations["req_off"] = table["req_len"], table["req_off"]
+            self._snapshot = (self._writes, locations)
             return table.reshape(-1), self._int(cycle, "cycle")
 
         return self._call("read", read)
