@@ -189,7 +189,8 @@ class RedisHistoryStore:
         self._pending: list[tuple[int, int, bytes, tuple[bytes, bytes]]] = []
         self._pending_fps: set[bytes] = set()
         # fingerprint -> (record, signature known): what record() predicts from
-        self._cache: dict[bytes, tuple[UrlRecord, bool]] = {}
+        # ... and the server's (id, row) after the last flush of its visits, not yet read
+        self._cache: dict[bytes, tuple[UrlRecord, bool, tuple[int, bytes] | None]] = {}
         self._reserved: dict[int, list[int]] = {}  # shard -> [next local, end]
         self._shape_ids: dict[bytes, int] = {}
         self._shapes: dict[int, Any] = {}  # id -> decoded shape (None: not data)
@@ -631,8 +632,11 @@ class RedisHistoryStore:
             known = self.get(fp, signature=visit.signature is None)
             cached = self._cache.pop(fp, None) if known is not None else None
         if cached is not None:
-            old, sig_known = cached
+            old, sig_known, learnt = cached
             rec = copy.copy(old)
+            if learnt is not None:  # the server's fold of its last flushed visit
+                rec.id = learnt[0]
+                _numbers(rec, np.frombuffer(learnt[1], dtype=ROW_DTYPE)[0])
             sig_known = sig_known or visit.signature is not None
         else:
             rec = UrlRecord(
@@ -699,7 +703,7 @@ class RedisHistoryStore:
 
     def _remember(self, fp: bytes, rec: UrlRecord, sig_known: bool) -> None:
         self._cache.pop(fp, None)
-        self._cache[fp] = (rec, sig_known)
+        self._cache[fp] = (rec, sig_known, None)
         while len(self._cache) > max(self.CACHE_SIZE, 2 * self.flush_every):
             oldest = next(iter(self._cache))
             if oldest in self._pending_fps:
@@ -761,8 +765,11 @@ class RedisHistoryStore:
                         lost.append(str(result)[len(LOST_ERROR) :].strip() or None)
                     continue
                 done.add(shard)
+                uids = np.frombuffer(result[0], dtype="<i4")
+                size = ROW_DTYPE.itemsize
                 for k, i in enumerate(idx):
-                    self._learn(pending[i][2], int(result[2 * k]), result[2 * k + 1])
+                    row = result[1][k * size : (k + 1) * size]
+                    self._learn(pending[i][2], int(uids[k]), row)
             self._writes += 1
             plan = [p for p in plan if p[0] not in done]
             self._pending = [pending[i] for p in plan for i in p[1]]
@@ -802,14 +809,11 @@ class RedisHistoryStore:
         return out
 
     def _learn(self, fp: bytes, uid: int, row: bytes) -> None:
-        """The server's fold of a URL's visit: the record predictions start from."""
+        """The server's fold of a URL's visit: the record the next prediction starts
+        from (decoded then: most URLs are not visited again by the same process soon)."""
         cached = self._cache.get(fp)
-        if cached is None:
-            return
-        rec, sig_known = cached
-        r = np.frombuffer(row, dtype=ROW_DTYPE)[0]
-        _numbers(rec, r)
-        rec.id = uid
+        if cached is not None:
+            self._cache[fp] = (cached[0], cached[1], (uid, row))
 
     # -- reads (each flushes first: a process reads its own writes) --------------------
 

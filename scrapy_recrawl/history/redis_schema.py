@@ -280,7 +280,7 @@ RECORD_LUA = (
 -- do it. KEYS: rows, blobs, bigreq, etag, lastmod, sig, body, log, logstart, then the
 -- index buckets the visits name. ARGV: row format, log format, log cap, shards, the
 -- current cycle, then one argument per visit (VISIT_FORMAT, then its strings). Returns
--- id, row per visit.
+-- the visits' ids (i4 each) and their new rows, as two strings.
 local FMT, LOGFMT = ARGV[1], ARGV[2]
 local VFMT = '__VFMT__'
 local logcap = tonumber(ARGV[3])
@@ -288,7 +288,7 @@ local S = tonumber(ARGV[4])
 local cur = tonumber(ARGV[5])
 local ROWSIZE = __ROWSIZE__
 local nan = 0 / 0
-local out = {}
+local ids, rows = {}, {}
 local fresh = 0
 for b = 6, #ARGV do
   local v = ARGV[b]
@@ -440,11 +440,11 @@ for b = 6, #ARGV do
     entry_id = redis.call('XADD', KEYS[8], '*', 'v', entry)
   end
   redis.call('HSETNX', KEYS[9], cycle, entry_id)
-  out[#out + 1] = id
-  out[#out + 1] = newrow
+  ids[#ids + 1] = struct.pack('<i4', id)
+  rows[#rows + 1] = newrow
 end
 if fresh > 0 then redis.call('HINCRBY', EPOCH_META, 'urls', fresh) end
-return out
+return {table.concat(ids), table.concat(rows)}
 """.replace("__ROWSIZE__", str(ROW_SIZE))
     .replace("__VFMT__", VISIT_FORMAT_LUA)
     .replace("__NOCOUNT__", str(NO_COUNT))
