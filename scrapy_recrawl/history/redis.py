@@ -491,7 +491,13 @@ class RedisHistoryStore:
     def close(self) -> None:
         if self._client is None:
             return
-        self.flush()  # a failure raises, and keeps the buffer and the connection
+        try:
+            self.flush()  # a failure raises, and keeps the buffer and the connection
+        except StoreLost:
+            if self.on_lost is None:
+                raise
+            # a crawl's store: its hook said so in one line and stopped the crawl; the
+            # visits went with the store
         client, self._client = self._client, None
         self._scripts = {}
         self.epoch = self.epoch_created = None
