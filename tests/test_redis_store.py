@@ -4,6 +4,7 @@ concurrent processes, clear errors."""
 
 from __future__ import annotations
 
+import copy
 import math
 import multiprocessing
 import random
@@ -14,10 +15,11 @@ import pytest
 from scrapy_recrawl.history import (
     HistoryStoreError,
     SqliteHistoryStore,
+    UrlRecord,
     Visit,
     open_store,
 )
-from scrapy_recrawl.history.redis import RedisHistoryStore
+from scrapy_recrawl.history.redis import PendingRecord, RedisHistoryStore
 from scrapy_recrawl.history.state import observe
 from scrapy_recrawl.settings import RecrawlSettingError
 
@@ -279,18 +281,19 @@ def test_closed_store_and_redis_errors_are_history_store_errors(redis_db):
 
 
 def test_a_url_new_to_two_processes_keeps_the_first_flushed_id(redis_db):
-    """Visits are buffered: two processes that both see a URL the store does not know
-    each predict it new, with an id of their own reserved block; the first flush indexes
-    it, the second folds its visit onto that URL (and learns its id)."""
+    """Visits are buffered: two processes that have not read a URL the store does not
+    know each propose it new, with an id of their own reserved block, and read nothing;
+    the first flush indexes it, the second folds its visit onto that URL. What record()
+    returned is filled from the server's fold of each visit (looking at it flushes)."""
     a, b = RedisHistoryStore(redis_db.url), RedisHistoryStore(redis_db.url)
     a.open()
     b.open()
     fp = b"\x09" * 20
     ra = a.record(visit(fp=fp, t=1.0))
     rb = b.record(visit(fp=fp, t=2.0))
-    assert ra.id != rb.id and ra.visits == rb.visits == 1  # both predicted it new
-    a.flush()
-    b.flush()
+    assert isinstance(ra, PendingRecord) and a.buffered_visits == b.buffered_visits == 1
+    assert (ra.id, ra.visits) == (rb.id, 1) and rb.visits == 2  # a's flush came first
+    assert a.buffered_visits == b.buffered_visits == 0
     for store in (a, b):
         rec = store.get(fp)
         assert rec.id == ra.id and rec.visits == 2  # one URL, both visits
@@ -320,3 +323,32 @@ def test_a_failed_flush_keeps_the_buffer():
         store.flush()
         assert store.buffered_visits == 0 and len(store) == 2
         store.close()
+
+
+def test_record_returns_the_fold_the_server_made_and_batches_stay_in_flight(redis_db):
+    """record() of a URL the process has not read reads nothing: its result is filled
+    from the server's fold when its batch is answered; a full buffer is sent and its
+    answer read at the next flush (one batch in flight), counted as buffered till then;
+    a read of one of its URLs waits for it; what comes back is the SQLite store's."""
+    s = RedisHistoryStore(redis_db.url, flush_every=4)
+    s.open()
+    ref = SqliteHistoryStore(":memory:")
+    ref.open()
+    fps = [bytes([i]) * 20 for i in range(3)]
+    results = []
+    for t in range(10):
+        v = visit(fp=fps[t % 3], t=float(t), changed=bool(t % 2) if t >= 3 else None)
+        theirs = ref.record(v)  # the SQLite store's record (a live object: its numbers now)
+        numbers = (theirs.visits, theirs.n, theirs.X, theirs.sad, theirs.gad, theirs.aad_sum)
+        results.append((s.record(v), numbers))
+        assert s.buffered_visits <= 8  # the buffer, and one batch in flight
+    assert s._inflight is not None  # the last full batch: sent, not yet answered
+    got = s.get(fps[0])  # waits for it, and flushes the rest
+    assert s.buffered_visits == 0
+    assert (got.visits, got.n, got.X) == (4, 3, ref.get(fps[0]).X)
+    for mine, numbers in results:  # each as its own visit made it, looked at later
+        assert (mine.visits, mine.n, mine.X, mine.sad, mine.gad, mine.aad_sum) == numbers
+    plain = copy.copy(results[0][0])
+    assert type(plain) is UrlRecord and plain == results[0][0]
+    s.close()
+    ref.close()

@@ -29,7 +29,7 @@ any read (read your own writes) and on close; a failed flush keeps the buffer.
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import json
 import logging
 import struct
@@ -185,11 +185,26 @@ class RedisHistoryStore:
         self._reset_buffers()
 
     def _reset_buffers(self) -> None:
-        # visits waiting for flush(): (shard, bucket, fingerprint, script arguments)
-        self._pending: list[tuple[int, int, bytes, tuple[bytes, bytes]]] = []
+        # visits waiting for flush(): (shard, bucket, fingerprint, script arguments, the
+        # PendingRecord record() returned for it and the visit, when it was not predicted)
+        # (its arguments wait as (id, visit, field, body) while its host is new)
+        self._pending: list[
+            tuple[
+                int,
+                int,
+                bytes,
+                tuple[bytes, bytes] | tuple[int, Visit, bytes, bytes | None],
+                tuple[PendingRecord, Visit] | None,
+            ]
+        ] = []
         self._pending_fps: set[bytes] = set()
+        self._proposed: dict[bytes, int] = {}  # ids proposed for buffered unread URLs
+        self._new_hosts: set[str] = set()  # hosts of buffered visits, not in the dictionary yet
+        # the batch sent and not yet answered: (plan, its visits, what _send() gave)
+        self._inflight: tuple[list[Any], list[Any], Any] | None = None
         # fingerprint -> (record, signature known): what record() predicts from
-        # ... and the server's (id, row) after the last flush of its visits, not yet read
+        # ... and the server's (id, row) after the last flush of its visits, not yet read;
+        # a record not read from the store nor learnt from a flush is not in it
         self._cache: dict[bytes, tuple[UrlRecord, bool, tuple[int, bytes] | None]] = {}
         self._reserved: dict[int, list[int]] = {}  # shard -> [next local, end]
         self._shape_ids: dict[bytes, int] = {}
@@ -620,57 +635,17 @@ class RedisHistoryStore:
             return 2, part
         return 1, blob(part, self._shape_id(shape), shape)
 
-    def record(self, visit: Visit) -> UrlRecord:
-        """Buffer the visit; return the record it makes, as this process predicts it (the
-        same fold, from the record it last read or wrote -- read once if it has neither:
-        the server's fold at flush is authoritative). A URL the store does not know is
-        predicted new, with an id of its shard's block reserved by this process; if
-        another process indexes it first, the flush keeps that one's id, and this
-        process's record of it said another (docs/distributed.md)."""
-        self._script("record")  # not open: say so now
-        fp = visit.fingerprint
-        shard, bucket, field = self.layout.locate(fp)
-        cycle = self._last_cycle if visit.cycle is None else int(visit.cycle)
-        cached = self._cache.pop(fp, None)
-        if cached is None:
-            # not seen by this process (the middleware's get() before record() fills the
-            # cache): one read, the stored signature only if this visit brings none
-            known = self.get(fp, signature=visit.signature is None)
-            cached = self._cache.pop(fp, None) if known is not None else None
-        if cached is not None:
-            old, sig_known, learnt = cached
-            rec = copy.copy(old)
-            if learnt is not None:  # the server's fold of its last flushed visit
-                rec.id = learnt[0]
-                _numbers(rec, np.frombuffer(learnt[1], dtype=ROW_DTYPE)[0])
-            sig_known = sig_known or visit.signature is not None
-        else:
-            rec = UrlRecord(
-                id=self._reserve(shard),
-                url=visit.url,
-                fingerprint=fp,
-                first_seen=visit.time,
-                first_cycle=self._last_cycle,
-            )
-            sig_known = True
-        fold_visit(rec, visit, cycle)
-        if visit.signature is not None:
-            rec.signature, sig_known = visit.signature, True
-        body = None
-        if self.store_bodies and visit.body is not None and good_status(visit.status):
-            headers = json.dumps(visit.headers or {}).encode()
-            body = (
-                struct.pack("<HI", visit.status, len(headers))
-                + headers
-                + zlib.compress(visit.body, 1)
-            )
-            rec.has_body = True
+    def _visit_args(
+        self, uid: int, visit: Visit, field: bytes, body: bytes | None
+    ) -> tuple[bytes, bytes]:
+        """One visit as RECORD_LUA takes it: its numbers, then its strings with their
+        lengths (the host of its URL already in the dictionary, or kept whole)."""
         etag, lastmod = _bytes(visit.etag), _bytes(visit.last_modified)
-        sig, (mode, part), body_b = visit.signature, self._blob(visit), body
-        strings = [field, etag, lastmod, sig, part, body_b]
-        args = (
+        sig, (mode, part) = visit.signature, self._blob(visit)
+        strings = [field, etag, lastmod, sig, part, body]
+        return (
             VISIT_FORMAT.pack(
-                rec.id,
+                uid,
                 float(visit.time),
                 int(visit.status),
                 -1 if visit.changed is None else int(bool(visit.changed)),
@@ -690,19 +665,96 @@ class RedisHistoryStore:
                 -1 if sig is None else len(sig),
                 mode,
                 len(part),
-                -1 if body_b is None else len(body_b),
+                -1 if body is None else len(body),
             )
             + b"".join(x for x in strings if x is not None),
         )
-        self._pending.append((shard, bucket, fp, args))
+
+    def _new_host_ids(self) -> None:
+        """The dictionary ids of the hosts new since the last flush, in one script call;
+        then the arguments of the visits that waited for them."""
+        if self._new_hosts:
+            hosts = sorted(self._new_hosts)
+            script = self._script("dict")
+            keys = [self._k("hosts"), self._k("hostidx")]
+            ids = self._call("write to", lambda c: script(keys=keys, args=hosts, client=c))
+            self._host_ids.update(zip(hosts, (int(i) for i in ids), strict=True))
+            self._new_hosts.clear()
+        self._pending = [
+            (shard, bucket, fp, self._visit_args(*args) if len(args) == 4 else args, lazy)
+            for shard, bucket, fp, args, lazy in self._pending
+        ]
+
+    def record(self, visit: Visit) -> UrlRecord:
+        """Buffer the visit; return the record it makes.
+
+        For a URL this process has read (the middleware's ``get()`` before
+        ``record()``) or written, the record is predicted here with the same fold, from
+        what it read or what the server answered to its last flush (the server's fold at
+        flush is authoritative). For a URL it has neither read nor written, nothing is
+        read now (that would be a round trip per visit): the result is a
+        :class:`PendingRecord`, filled from the server's own fold of this visit when it is
+        flushed -- looking at it before that flushes. Such a URL, if the store does not
+        know it, takes an id of its shard's block reserved by this process; if another
+        process indexed it first, the flush keeps that one's id (docs/distributed.md)."""
+        self._script("record")  # not open: say so now
+        fp = visit.fingerprint
+        shard, bucket, field = self.layout.locate(fp)
+        cycle = self._last_cycle if visit.cycle is None else int(visit.cycle)
+        cached = self._cache.pop(fp, None)
+        lazy: tuple[PendingRecord, Visit] | None = None
+        if cached is not None:
+            old, sig_known, learnt = cached
+            rec = _clone(old)
+            if learnt is not None:  # the server's fold of its last flushed visit
+                rec.id = learnt[0]
+                _numbers(rec, learnt[1])
+            sig_known = sig_known or visit.signature is not None
+        else:
+            # not read nor written by this process: proposed as new (the server keeps the
+            # id it has, if any), and the caller's record filled from the server's fold
+            uid = self._proposed.get(fp) or self._reserve(shard)  # one id for its visits
+            self._proposed[fp] = uid
+            rec = UrlRecord(
+                id=uid,
+                url=visit.url,
+                fingerprint=fp,
+                first_seen=visit.time,
+                first_cycle=self._last_cycle,
+            )
+            sig_known = True
+            lazy = (PendingRecord(self, fp), visit)
+        fold_visit(rec, visit, cycle)
+        if visit.signature is not None:
+            rec.signature, sig_known = visit.signature, True
+        body = None
+        if self.store_bodies and visit.body is not None and good_status(visit.status):
+            headers = json.dumps(visit.headers or {}).encode()
+            body = (
+                struct.pack("<HI", visit.status, len(headers))
+                + headers
+                + zlib.compress(visit.body, 1)
+            )
+            rec.has_body = True
+        args: tuple[bytes, bytes] | tuple[int, Visit, bytes, bytes | None]
+        host = host_of(visit.url)[0]
+        if host and len(host) <= MAX_SHAPE and host not in self._host_ids:
+            # a host new to this process: its dictionary id is asked for at the flush,
+            # with every other new host's (one round trip, not one per host)
+            self._new_hosts.add(host)
+            args = (rec.id, visit, field, body)
+        else:
+            args = self._visit_args(rec.id, visit, field, body)
+        self._pending.append((shard, bucket, fp, args, lazy))
         self._pending_fps.add(fp)
-        self._remember(fp, rec, sig_known)
+        if lazy is None:
+            self._remember(fp, rec, sig_known)
         if (
             len(self._pending) >= self.flush_every
             or time.monotonic() - self._last_flush >= self.flush_seconds
         ):
-            self.flush()
-        return copy.copy(rec)
+            self._flush(wait=False)
+        return _clone(rec) if lazy is None else lazy[0]
 
     #: records kept for predictions (the oldest go first; never one with buffered visits)
     CACHE_SIZE = 20_000
@@ -718,19 +770,30 @@ class RedisHistoryStore:
 
     @property
     def buffered_visits(self) -> int:
-        return len(self._pending)
+        inflight = len(self._inflight[1]) if self._inflight is not None else 0
+        return len(self._pending) + inflight
 
     def flush(self) -> None:
         """Write the buffered visits: one guarded script per shard touched, pipelined
-        (one round trip), each visit folded server-side. A failure keeps the visits of
-        the shards not written, for a retry."""
+        (one round trip), each visit folded server-side; on return they are in Redis. A
+        failure keeps the visits of the shards not written, for a retry."""
+        self._flush(wait=True)
+
+    def _flush(self, *, wait: bool) -> None:
+        """``wait=False`` (record()'s own flush when the buffer is full): send the batch
+        and go on; its answer is read at the next flush (or read, or close), so Redis
+        folds one batch while this process prepares the next. At most one batch is in
+        flight; until its answer is read its visits count as buffered (a failure puts
+        them back, a read of one of their URLs waits for it)."""
         self._last_flush = time.monotonic()
+        self._collect()
         if not self._pending or self._client is None:
             return
+        self._new_host_ids()
         cur = self._read_cycle()
         self._last_cycle = max(self._last_cycle, cur)
         by_shard: dict[int, list[int]] = {}
-        for i, (shard, _, _, _) in enumerate(self._pending):
+        for i, (shard, *_) in enumerate(self._pending):
             by_shard.setdefault(shard, []).append(i)
         now = max(time.time_ns() // 1000 << 12, self._order + 4096)
         self._order = now
@@ -746,7 +809,8 @@ class RedisHistoryStore:
                 cur,
             ]
             for i in idx:
-                _, bucket, _, (numbers, tail) = self._pending[i]
+                _, bucket, _, visit_args, _ = self._pending[i]
+                numbers, tail = visit_args  # type: ignore[misc]  # _new_host_ids made them
                 if bucket not in buckets:
                     keys.append(self.layout.bucket(shard, bucket))
                     buckets[bucket] = len(keys)
@@ -755,14 +819,91 @@ class RedisHistoryStore:
                 )
             keys.append(self.layout.shard(shard, "meta"))
             plan.append((shard, idx, keys, args))
-        script = self._scripts["record"]
+        pending, self._pending = self._pending, []
+        self._inflight = (plan, pending, self._send(plan))
+        if wait:
+            self._collect()
+
+    def _send(self, plan: list[Any]) -> Any:
+        """Send each shard's script of the batch; the answers are read by _collect().
+        On one Redis: one connection taken from the pool, the commands written and the
+        answers left on it until then. On a cluster (whose pipelines refuse scripts):
+        each node's pipeline on its own connection, answered now (``("done", results)``)."""
+        client, script = self.client, self._scripts["record"]
+        if hasattr(client, "get_node_from_key"):
+            return ("done", self._call("write to", lambda c: self._run(c, script, plan)))
+        epoch = self.epoch or ""
+        commands = [
+            ("EVALSHA", script.sha, len(keys), *keys, *args, epoch) for _, _, keys, args in plan
+        ]
+
+        def send(c: Any) -> Any:
+            conn = c.connection_pool.get_connection()
+            try:
+                conn.send_packed_command(conn.pack_commands(commands))
+            except BaseException:
+                conn.disconnect()
+                c.connection_pool.release(conn)
+                raise
+            return conn
+
+        return ("sent", self._call("write to", send))
+
+    def _answers(self, sent: Any, plan: list[Any]) -> list[Any]:
+        """The answers to a batch _send() sent (an error reply is its exception)."""
         import redis
 
-        pending = self._pending
+        kind, what = sent
+        if kind == "done":
+            return list(what)
+        conn, pool = what, self.client.connection_pool
+        out: list[Any] = []
+        try:
+            for _ in plan:
+                try:
+                    out.append(conn.read_response())
+                except redis.ResponseError as exc:
+                    out.append(exc)
+        except BaseException:
+            conn.disconnect()
+            raise
+        finally:
+            pool.release(conn)
+        # a Redis that forgot the script (restarted, SCRIPT FLUSH): those shards again,
+        # the script loaded on the way
+        again = [k for k, r in enumerate(out) if isinstance(r, redis.exceptions.NoScriptError)]
+        if again:
+            script = self._scripts["record"]
+            redo = [plan[k] for k in again]
+            for k, r in zip(again, self._run(self.client, script, redo), strict=True):
+                out[k] = r
+        return out
+
+    def _collect(self) -> None:
+        """Read the answer of the batch in flight (if any) and settle it."""
+        if self._inflight is None:
+            return
+        plan, pending, sent = self._inflight
+        self._inflight = None
+        try:
+            results = self._call("write to", lambda c: self._answers(sent, plan))
+        except HistoryStoreError:
+            self._requeue(pending)
+            raise
+        self._settle(plan, pending, results)
+
+    def _requeue(self, visits: list[Any]) -> None:
+        """Visits not written go back to the front of the buffer, for a retry."""
+        self._pending = visits + self._pending
+        self._pending_fps = {v[2] for v in self._pending}
+
+    def _settle(self, plan: list[Any], pending: list[Any], results: list[Any]) -> None:
+        import redis
+
         for attempt in range(2):
-            results = self._call("write to", lambda c, p=plan: self._run(c, script, p))
             lost: list[str | None] = []
             done: set[int] = set()
+            newer = {v[2] for v in self._pending}  # recorded since: their predictions stand
             for (shard, idx, _, _), result in zip(plan, results, strict=True):
                 if isinstance(result, Exception):
                     if isinstance(result, redis.ResponseError) and str(result).startswith(
@@ -775,24 +916,28 @@ class RedisHistoryStore:
                 size = ROW_DTYPE.itemsize
                 for k, i in enumerate(idx):
                     row = result[1][k * size : (k + 1) * size]
-                    self._learn(pending[i][2], int(uids[k]), row)
+                    fp = pending[i][2]
+                    self._learn(fp, int(uids[k]), row, pending[i][4], fp in newer)
             self._writes += 1
             plan = [p for p in plan if p[0] not in done]
-            self._pending = [pending[i] for p in plan for i in p[1]]
-            self._pending_fps = {v[2] for v in self._pending}
+            if plan and lost and not attempt:
+                try:
+                    self._lost(lost[0])  # "stop" raises; "continue": once more, into the fresh one
+                except StoreLost:
+                    # nothing more is written into a lost store: these visits go with it
+                    self._pending, self._pending_fps, self._proposed = [], set(), {}
+                    raise
+                again = self._scripts["record"]
+                results = self._call("write to", lambda c, p=plan, s=again: self._run(c, s, p))
+                continue
+            self._requeue([pending[i] for p in plan for i in p[1]])
+            self._proposed = {k: v for k, v in self._proposed.items() if k in self._pending_fps}
             if not plan:
                 return
-            if not lost or attempt:
-                first = next(r for r in results if isinstance(r, Exception))
-                raise HistoryStoreError(
-                    f"cannot write to the history store at {self.location} (RECRAWL_STORE): {first}"
-                )
-            try:
-                self._lost(lost[0])  # "stop" raises; "continue": once more, into the fresh one
-            except StoreLost:
-                # nothing more is written into a lost store: these visits go with it
-                self._pending, self._pending_fps = [], set()
-                raise
+            first = next(r for r in results if isinstance(r, Exception))
+            raise HistoryStoreError(
+                f"cannot write to the history store at {self.location} (RECRAWL_STORE): {first}"
+            )
         raise AssertionError("unreachable")
 
     def _run(self, c: Any, script: Any, plan: list[Any]) -> list[Any]:
@@ -814,12 +959,31 @@ class RedisHistoryStore:
                 out[k] = result
         return out
 
-    def _learn(self, fp: bytes, uid: int, row: bytes) -> None:
+    def _learn(
+        self,
+        fp: bytes,
+        uid: int,
+        row: bytes,
+        lazy: tuple[PendingRecord, Visit] | None = None,
+        newer: bool = False,
+    ) -> None:
         """The server's fold of a URL's visit: the record the next prediction starts
-        from (decoded then: most URLs are not visited again by the same process soon)."""
+        from (decoded then: most URLs are not visited again by the same process soon),
+        unless a newer visit of it is buffered (its prediction already folds this one);
+        and the PendingRecord record() returned for it, if any, filled in."""
         cached = self._cache.get(fp)
-        if cached is not None:
+        if cached is not None and not newer:
             self._cache[fp] = (cached[0], cached[1], (uid, row))
+        if lazy is None:
+            return
+        pending, visit = lazy
+        if cached is None and not newer:  # what the next prediction of this URL starts from
+            base = UrlRecord(id=uid, url=visit.url, fingerprint=fp, first_seen=0.0, first_cycle=0)
+            base.etag, base.last_modified = visit.etag, visit.last_modified
+            base.signature = visit.signature
+            self._remember(fp, base, visit.signature is not None)
+            self._cache[fp] = (base, visit.signature is not None, (uid, row))
+        pending._fill(uid, row, visit)
 
     # -- reads (each flushes first: a process reads its own writes) --------------------
 
@@ -859,7 +1023,7 @@ class RedisHistoryStore:
         uid, row, data, etag, lastmod, sig, _ = raw
         url = self._url_of(data, int(uid))
         rec = _record_from(int(uid), fingerprint, row, url, etag, lastmod, sig)
-        self._remember(fingerprint, copy.copy(rec), signature)
+        self._remember(fingerprint, _clone(rec), signature)
         return rec
 
     def _url_of(self, data: bytes | None, uid: int) -> str:
@@ -1267,6 +1431,11 @@ class RedisHistoryStore:
         hash tags: another spider's ``recrawl:<name>`` is left alone."""
         from .redis_bulk import delete_store_keys
 
+        if self._inflight is not None:  # its answer first (it goes with the history)
+            try:
+                self._collect()
+            except HistoryStoreError:
+                pass
         token, created = new_epoch()
 
         def delete(c: Any) -> None:
@@ -1293,29 +1462,53 @@ def _counts(column: np.ndarray) -> np.ndarray:
     return np.where(column == NO_COUNT, np.nan, column.astype(np.float64))
 
 
-def _numbers(rec: UrlRecord, r: Any) -> None:
+#: one row as Python's struct reads it (ROW_DTYPE's fields in order: a record's numbers
+#: without numpy, for the one-URL paths)
+_ROW = struct.Struct("<iiiiiiiHBBBHIdddddHHHH")
+assert _ROW.size == ROW_DTYPE.itemsize
+
+
+def _count(value: int) -> float:
+    return float("nan") if value == NO_COUNT else float(value)
+
+
+def _numbers(rec: UrlRecord, row: bytes) -> None:
     """Set a record's numbers from one row of :data:`ROW_DTYPE`."""
-    flags = int(r["flags"])
-    rec.first_seen = float(r["first_seen"])
-    rec.first_cycle = int(r["first_cycle"])
-    rec.visits = int(r["visits"])
-    rec.n = int(r["n"])
-    rec.X = int(r["X"])
+    (
+        rec.n,
+        rec.X,
+        rec.visits,
+        rec.last_visit_cycle,
+        rec.last_change_cycle,
+        rec.first_cycle,
+        rec.last_failure_cycle,
+        rec.status,
+        rec.failures,
+        flags,
+        _cwin,
+        _req_len,
+        _req_off,
+        rec.aad_sum,
+        rec.gad,
+        rec.last_visit_time,
+        rec.last_change_time,
+        rec.first_seen,
+        d,
+        a,
+        r,
+        m,
+    ) = _ROW.unpack(row)
     rec.sad = float(bool(flags & SAD))
-    rec.aad_sum = float(r["aad_sum"])
-    rec.gad = float(r["gad"])
-    rec.last_visit_cycle = int(r["last_visit_cycle"])
-    rec.last_visit_time = float(r["last_visit_time"])
-    rec.last_change_cycle = int(r["last_change_cycle"])
-    rec.last_change_time = float(r["last_change_time"])
-    rec.D, rec.A, rec.R, rec.M = (
-        float(r[x]) if r[x] != NO_COUNT else float("nan") for x in ("D", "A", "R", "M")
-    )
-    rec.status = int(r["status"])
+    rec.D, rec.A, rec.R, rec.M = _count(d), _count(a), _count(r), _count(m)
     rec.gone = bool(flags & GONE)
     rec.has_body = bool(flags & HAS_BODY)
-    rec.failures = int(r["failures"])
-    rec.last_failure_cycle = int(r["last_failure_cycle"])
+
+
+def _clone(rec: UrlRecord) -> UrlRecord:
+    """A shallow copy of a plain record (what copy.copy gives, without its machinery)."""
+    new = object.__new__(UrlRecord)
+    new.__dict__.update(rec.__dict__)
+    return new
 
 
 def _record_from(
@@ -1328,9 +1521,90 @@ def _record_from(
     sig: bytes | None,
 ) -> UrlRecord:
     rec = UrlRecord(id=uid, url=url, fingerprint=fingerprint, first_seen=0.0, first_cycle=0)
-    _numbers(rec, np.frombuffer(row, dtype=ROW_DTYPE)[0])
+    _numbers(rec, row)
     rec.etag, rec.last_modified, rec.signature = _validator(etag), _validator(lastmod), sig
     return rec
+
+
+_RECORD_FIELDS = frozenset(f.name for f in dataclasses.fields(UrlRecord))
+#: what a visit alone does not say of the record it makes (a 304 keeps the validators it
+#: leaves out; a visit without a signature keeps the stored one): read when looked at
+_STORED_FIELDS = frozenset({"etag", "last_modified", "signature"})
+
+
+class PendingRecord(UrlRecord):
+    """What :meth:`RedisHistoryStore.record` returns for a URL the process has neither
+    read nor written: a :class:`UrlRecord` the store fills in from the server's own fold
+    of the visit when it flushes it. Looking at a field before then flushes first, so a
+    caller that never looks (the usual case) costs no round trip, and one that does gets
+    the record the visit made, exactly. Compares equal to the plain record it stands for;
+    ``copy.copy()`` gives that plain record."""
+
+    def __init__(self, store: RedisHistoryStore, fingerprint: bytes) -> None:
+        # not UrlRecord.__init__: the fields are set when the visit is flushed
+        object.__setattr__(self, "_store", store)
+        # 0 waiting for the flush; 1 flushed; 2 decoded; 3 the stored fields read too
+        object.__setattr__(self, "_state", 0)
+        object.__setattr__(self, "_fp", fingerprint)
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in _RECORD_FIELDS:
+            state = object.__getattribute__(self, "_state")
+            if state < 2 or (state == 2 and name in _STORED_FIELDS):
+                object.__getattribute__(self, "_complete")()
+        return object.__getattribute__(self, name)
+
+    def _fill(self, uid: int, row: bytes, visit: Visit) -> None:
+        """Called by the store's flush with the server's fold of the visit (decoded when
+        looked at: most results of record() never are)."""
+        object.__setattr__(self, "_row", (uid, row, visit))
+        object.__setattr__(self, "_state", 1)
+
+    def _decode(self) -> None:
+        uid, row, visit = object.__getattribute__(self, "_row")
+        fp = object.__getattribute__(self, "_fp")
+        rec = _record_from(uid, fp, row, visit.url, None, None, visit.signature)
+        good = good_status(visit.status)
+        if good and visit.status != 304:  # the visit's validators replaced the stored ones
+            rec.etag, rec.last_modified = visit.etag, visit.last_modified
+        for name in _RECORD_FIELDS:
+            object.__setattr__(self, name, object.__getattribute__(rec, name))
+        exact = good and visit.status != 304 and visit.signature is not None
+        object.__setattr__(self, "_state", 3 if exact else 2)
+
+    def _complete(self) -> None:
+        store = object.__getattribute__(self, "_store")
+        if object.__getattribute__(self, "_state") == 0:
+            store.flush()  # fills this record (or raises: the visit stays buffered)
+            if object.__getattribute__(self, "_state") == 0:
+                raise HistoryStoreError(
+                    f"history store {store.location}: a visit of this URL was not written "
+                    "(the store was lost and started afresh)"
+                )
+        if object.__getattribute__(self, "_state") == 1:
+            object.__getattribute__(self, "_decode")()
+        if object.__getattribute__(self, "_state") == 2:
+            stored = store.get(object.__getattribute__(self, "_fp"), signature=True)
+            if stored is not None:
+                for name in _STORED_FIELDS:
+                    object.__setattr__(self, name, getattr(stored, name))
+            object.__setattr__(self, "_state", 3)
+
+    def record(self) -> UrlRecord:
+        """The plain :class:`UrlRecord` (flushing first if needed)."""
+        return UrlRecord(**{name: getattr(self, name) for name in _RECORD_FIELDS})
+
+    def __copy__(self) -> UrlRecord:
+        return self.record()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, UrlRecord):  # as the dataclass compares: field by field, in order
+            return tuple(getattr(self, f.name) for f in dataclasses.fields(UrlRecord)) == tuple(
+                getattr(other, f.name) for f in dataclasses.fields(UrlRecord)
+            )
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # as UrlRecord's
 
 
 class _Guarded:
