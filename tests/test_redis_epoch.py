@@ -146,6 +146,8 @@ def test_continue_goes_on_with_a_fresh_history(redis_db, caplog):  # noqa: F811
             store.flush()  # visits are buffered: the flush finds the loss
             record = store.get(visit(1).fingerprint)
         assert record.visits == 1  # a fresh history: the first visit of its URL
+        # its URL names its host by the id the process knew: kept in the fresh dictionary
+        assert record.url == visit(1).url and store.urls([record.id]) == [visit(1).url]
         assert store.epoch != lost_epoch
         assert told == []  # not a stop
         warned = [r.getMessage() for r in caplog.records if "fresh history" in r.getMessage()]

@@ -373,6 +373,21 @@ class RedisHistoryStore:
                 "write to",
                 lambda c: [c.setnx(self.layout.shard(s, "next"), b[1]) for s, b in blocks],
             )
+            # the hosts and request shapes it knows keep their ids (its buffered visits
+            # and blobs name them): written again into the fresh dictionaries
+            for ids, table, index in (
+                (self._host_ids, "hosts", "hostidx"),
+                (self._shape_ids, "dict", "dictidx"),
+            ):
+                known = {k: v for k, v in ids.items() if v > 0}
+                if known:
+                    self._call(
+                        "write to",
+                        lambda c, t=table, i=index, m=known: (
+                            c.hset(self._k(t), mapping={v: k for k, v in m.items()}),
+                            c.hset(self._k(i), mapping=m),
+                        ),
+                    )
             logger.warning(
                 "recrawl: the history store at %s (key %r, epoch %s) %s; "
                 "RECRAWL_ON_STORE_LOSS = 'continue': going on with a fresh history (epoch %s)",
