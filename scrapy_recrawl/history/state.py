@@ -104,17 +104,19 @@ def fold_failure(
     return failures + 1, cycle
 
 
-def fold_visit(rec: Any, visit: Any, cycle: int) -> None:
+def fold_visit(rec: Any, visit: Any, cycle: int) -> bool:
     """Fold one ``visit`` (history.base.Visit) into ``rec`` (a UrlRecord), in place: the
-    estimators, the validators, gone and the failure count, as
-    ``SqliteHistoryStore.record`` does (and ``RECORD_LUA`` in Redis). The Redis store
-    predicts with it the record a buffered visit will make (history/redis.py); the
-    signature, request and body are the caller's."""
+    estimators, the validators, gone and the failure count. ``SqliteHistoryStore.record``
+    folds with it, and the Redis store predicts with it the record a buffered visit will
+    make (``RECORD_LUA`` is the same rule, server-side); the signature, request and body
+    are the caller's. Returns whether the visit was a change observation."""
     rec.url = visit.url
     rec.visits += 1
     rec.status = visit.status
     good = good_status(visit.status)
-    if visit.changed is not None and good and rec.last_visit_cycle >= 0:
+    observed = bool(visit.changed is not None and good and rec.last_visit_cycle >= 0)
+    if observed:
+        # counts stay ints, the weighted sums floats: observe() is generic over both
         fold: Any = observe
         rec.n, rec.X, rec.sad, rec.aad_sum, rec.gad = fold(
             rec.n, rec.X, rec.sad, rec.aad_sum, rec.gad, int(bool(visit.changed))
@@ -140,3 +142,4 @@ def fold_visit(rec: Any, visit: Any, cycle: int) -> None:
     rec.failures, rec.last_failure_cycle = fold_failure(
         rec.failures, rec.last_failure_cycle, visit.status, cycle
     )
+    return observed
