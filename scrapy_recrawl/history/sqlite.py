@@ -44,7 +44,7 @@ from .records import check_table, pack_list, unpack_list, window_from_log
 from .request_codec import decode_stored, encode_stored
 from .sqlite_readonly import connect_read_only
 from .sqlite_schema import MIGRATIONS, OWNER_SQL, SCHEMA, NotAStore, schema_version
-from .state import fold_failure, good_status, observe
+from .state import fold_visit, good_status
 
 # Column order of the urls table as UrlRecord fields (row <-> record).
 _URL_COLUMNS = (
@@ -557,39 +557,7 @@ class SqliteHistoryStore:
             )
             self._next_id += 1
             self._count += 1
-        rec.url = visit.url
-        rec.visits += 1
-        rec.status = visit.status
-        good = good_status(visit.status)
-        observed = visit.changed is not None and good and rec.last_visit_cycle >= 0
-        if observed:
-            # counts stay ints, the weighted sums floats: observe() is generic over both
-            fold: Any = observe
-            rec.n, rec.X, rec.sad, rec.aad_sum, rec.gad = fold(
-                rec.n, rec.X, rec.sad, rec.aad_sum, rec.gad, int(bool(visit.changed))
-            )
-            rec.D, rec.A, rec.R, rec.M = (
-                float(visit.distance),
-                float(visit.added),
-                float(visit.removed),
-                float(visit.modified),
-            )
-            if visit.changed:
-                rec.last_change_cycle, rec.last_change_time = cycle, visit.time
-        if good:
-            rec.last_visit_cycle, rec.last_visit_time = cycle, visit.time
-            rec.gone = False
-            if visit.status == 304:
-                # a 304 may repeat only some validators: keep the ones it leaves out
-                rec.etag = visit.etag or rec.etag
-                rec.last_modified = visit.last_modified or rec.last_modified
-            else:
-                rec.etag, rec.last_modified = visit.etag, visit.last_modified
-        elif visit.gone:
-            rec.gone = True
-        rec.failures, rec.last_failure_cycle = fold_failure(
-            rec.failures, rec.last_failure_cycle, visit.status, cycle
-        )
+        observed = fold_visit(rec, visit, cycle)  # the one rule (history/state.py)
         if visit.signature is not None:
             rec.signature = visit.signature
             self._signatures[rec.id] = visit.signature
@@ -597,7 +565,7 @@ class SqliteHistoryStore:
             blob = encode_stored(visit.request)
             if blob is not None:  # else keep the previously stored request
                 self._requests[rec.id] = blob
-        if self.store_bodies and visit.body is not None and good:
+        if self.store_bodies and visit.body is not None and good_status(visit.status):
             headers = json.dumps(visit.headers or {})
             self._bodies[rec.id] = (visit.status, headers, zlib.compress(visit.body, 1))
             rec.has_body = True

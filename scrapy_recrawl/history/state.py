@@ -102,3 +102,44 @@ def fold_failure(
     if last_failure_cycle == cycle and failures > 0:
         return failures, cycle  # another attempt of the same cycle: one failure
     return failures + 1, cycle
+
+
+def fold_visit(rec: Any, visit: Any, cycle: int) -> bool:
+    """Fold one ``visit`` (history.base.Visit) into ``rec`` (a UrlRecord), in place: the
+    estimators, the validators, gone and the failure count. ``SqliteHistoryStore.record``
+    folds with it, and the Redis store predicts with it the record a buffered visit will
+    make (``RECORD_LUA`` is the same rule, server-side); the signature, request and body
+    are the caller's. Returns whether the visit was a change observation."""
+    rec.url = visit.url
+    rec.visits += 1
+    rec.status = visit.status
+    good = good_status(visit.status)
+    observed = bool(visit.changed is not None and good and rec.last_visit_cycle >= 0)
+    if observed:
+        # counts stay ints, the weighted sums floats: observe() is generic over both
+        fold: Any = observe
+        rec.n, rec.X, rec.sad, rec.aad_sum, rec.gad = fold(
+            rec.n, rec.X, rec.sad, rec.aad_sum, rec.gad, int(bool(visit.changed))
+        )
+        rec.D, rec.A, rec.R, rec.M = (
+            float(visit.distance),
+            float(visit.added),
+            float(visit.removed),
+            float(visit.modified),
+        )
+        if visit.changed:
+            rec.last_change_cycle, rec.last_change_time = cycle, visit.time
+    if good:
+        rec.last_visit_cycle, rec.last_visit_time = cycle, visit.time
+        rec.gone = False
+        if visit.status == 304:
+            rec.etag = visit.etag or rec.etag
+            rec.last_modified = visit.last_modified or rec.last_modified
+        else:
+            rec.etag, rec.last_modified = visit.etag, visit.last_modified
+    elif visit.gone:
+        rec.gone = True
+    rec.failures, rec.last_failure_cycle = fold_failure(
+        rec.failures, rec.last_failure_cycle, visit.status, cycle
+    )
+    return observed
