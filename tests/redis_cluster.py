@@ -10,12 +10,14 @@ The binaries are the ones the single-server tests use (:func:`redis_server_exe`:
 Each node needs its port P and P + 10000 (the cluster bus) free, so the ports are
 picked below 55536 and both are checked.
 
-The fixture ``redis_cluster`` is session-scoped (a start takes one to two seconds):
-one cluster per test session; ``redis_cluster_db`` empties it before each test.
+The fixture ``redis_cluster`` is one cluster per test session (a start takes one to
+two seconds): :func:`shared_cluster`, started on first use, stopped at exit, however
+many test modules import the fixture; ``redis_cluster_db`` empties it before each test.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import random
 import shutil
@@ -168,11 +170,22 @@ class RedisCluster:
             shutil.rmtree(node.dir, ignore_errors=True)
 
 
+_SHARED: list[RedisCluster] = []
+
+
+def shared_cluster() -> RedisCluster:
+    """The session's cluster: started on the first call, stopped when the process exits."""
+    if not _SHARED:
+        cluster = RedisCluster().start()
+        atexit.register(cluster.__exit__, None, None, None)
+        _SHARED.append(cluster)
+    return _SHARED[0]
+
+
 @pytest.fixture(scope="session")
 def redis_cluster():
     """One three-master Redis Cluster per test session; tests empty it (``redis_cluster_db``)."""
-    with RedisCluster() as cluster:
-        yield cluster
+    return shared_cluster()
 
 
 @pytest.fixture
@@ -189,4 +202,5 @@ __all__ = [
     "redis_cli_exe",
     "redis_cluster",
     "redis_cluster_db",
+    "shared_cluster",
 ]
