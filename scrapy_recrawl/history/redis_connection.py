@@ -141,7 +141,7 @@ def _cluster_client(params: dict[str, Any]) -> tuple[Any, str]:
         raise HistoryStoreError(
             f"cannot reach the Redis Cluster at {location} ({CLUSTER_SETTING}): {exc}"
         ) from exc
-    return client, location
+    return client, f"{location} (Redis Cluster)"
 
 
 def _refuse_cluster_node(conn: Any) -> None:
