@@ -228,3 +228,14 @@ def test_reset_deletes_the_spiders_tagged_keys_on_a_cluster(redis_deployment):  
     assert client.exists(f"{other.scheduler}:state", other.queue, other.dupefilter_of(1)) == 3
     assert not client.exists(f"{names.scheduler}:state", names.queue, names.dupefilter_of(1))
     client.close()
+
+
+def test_the_location_of_a_cluster_is_known_without_connecting():
+    from scrapy_recrawl.history.redis_connection import redis_location
+
+    # nothing listens there: a cluster client built from these settings would fail
+    settings = Settings({"REDIS_URL": "redis://:pw@127.0.0.1:1/0", "RECRAWL_REDIS_CLUSTER": True})
+    assert redis_location(settings) == "redis://:***@127.0.0.1:1/0 (Redis Cluster)"
+    assert (
+        redis_location(Settings({"REDIS_URL": "redis://127.0.0.1:1/0"})) == "redis://127.0.0.1:1/0"
+    )

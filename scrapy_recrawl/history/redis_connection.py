@@ -109,6 +109,14 @@ def redis_from_settings(settings: Any, url: str | None = None) -> tuple[Any, str
     return client, client_location(client)
 
 
+def redis_location(settings: Any, url: str | None = None) -> str:
+    """Where :func:`redis_from_settings` would connect, for messages, without
+    connecting (a cluster client would: it learns the slots when built)."""
+    if cluster_mode(settings):
+        return f"{_param_location(_params(settings, url))} (Redis Cluster)"
+    return redis_from_settings(settings, url)[1]
+
+
 def _cluster_client(params: dict[str, Any]) -> tuple[Any, str]:
     from redis.cluster import RedisCluster
     from redis.exceptions import RedisClusterException
