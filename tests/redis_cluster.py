@@ -91,10 +91,13 @@ class ClusterNode(RedisServer):
 
 
 class RedisCluster:
-    """Three masters, no replicas, every slot assigned; ``url`` names a seed node."""
+    """Three masters, no replicas, every slot assigned; ``url`` names a seed node.
 
-    def __init__(self, masters: int = 3) -> None:
-        self.nodes = [ClusterNode(port=p) for p in cluster_ports(masters)]
+    ``appendonly``: each node persists every write (as :class:`RedisServer`), so a
+    node restarted with ``node.restart()`` keeps its data and its slots."""
+
+    def __init__(self, masters: int = 3, *, appendonly: bool = False) -> None:
+        self.nodes = [ClusterNode(port=p, appendonly=appendonly) for p in cluster_ports(masters)]
         self.url = self.nodes[0].url
         self.urls = [node.url for node in self.nodes]
 
@@ -139,6 +142,15 @@ class RedisCluster:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the Redis Cluster node on port {node.port} is not ok")
             time.sleep(0.05)
+
+    def node_of(self, key: str) -> ClusterNode:
+        """The master that owns ``key``'s slot."""
+        client = self.client()
+        try:
+            port = client.get_node_from_key(key).port
+        finally:
+            client.close()
+        return next(node for node in self.nodes if node.port == port)
 
     def client(self, **kwargs):
         """A ``redis.cluster.RedisCluster`` seeded with the first node."""

@@ -9,6 +9,7 @@ tests/test_once_per_cycle.py's (tests/redis_deploy.py)."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from redis.crc import key_slot
@@ -239,3 +240,44 @@ def test_the_location_of_a_cluster_is_known_without_connecting():
     assert (
         redis_location(Settings({"REDIS_URL": "redis://127.0.0.1:1/0"})) == "redis://127.0.0.1:1/0"
     )
+
+
+@pytest.mark.slow
+def test_the_master_of_the_spiders_slot_restarted_mid_crawl_is_waited_out(tmp_path, _deploy_single):  # noqa: F811
+    from example_project.site import RunningSite
+
+    from .redis_cluster import RedisCluster
+    from .redis_deploy import Deployment
+    from .test_redis_crawl import finish, start_crawl
+
+    with RedisCluster(appendonly=True) as cluster, RunningSite(pages=600, seed=5) as site:
+        redis = Deployment("cluster", cluster, _deploy_single)
+        redis.flush()
+        proc = start_crawl(
+            site.base_url,
+            redis.url,
+            tmp_path,
+            "crawl",
+            CONCURRENT_REQUESTS=4,
+            DOWNLOAD_DELAY=0.01,
+            RECRAWL_REDIS_OUTAGE_SECONDS=60,
+            **redis.settings("site"),
+        )
+        deadline = time.monotonic() + 60
+        while len(site.state.served()["served"]) < 100 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None, "the crawl ended before the master was restarted"
+        master = cluster.node_of(redis.frontier_key("site", "state"))
+        master.restart(down_seconds=2.0)  # SIGTERM, 2 s away, same port, data and slots
+        cluster.wait_ok()
+        stats = finish([proc], tmp_path, ["crawl"])[0]
+        log = (tmp_path / "crawl.log").read_text()
+        client = redis.client()
+        state = client.hgetall(redis.frontier_key("site", "state"))
+        client.close()
+    # it noticed, said which Redis, and carried on to the end of the cycle
+    assert f"the Redis at {cluster.url} (Redis Cluster) is unreachable" in log
+    assert "is back after" in log
+    assert stats["finish_reason"] == "finished"
+    assert stats["recrawl/redis_outages"] >= 1
+    assert state[b"cycle"] == b"1" and state[b"done"] == b"1"  # closed by the crawl, on the cluster
