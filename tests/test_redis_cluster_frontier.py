@@ -281,3 +281,18 @@ def test_the_master_of_the_spiders_slot_restarted_mid_crawl_is_waited_out(tmp_pa
     assert stats["finish_reason"] == "finished"
     assert stats["recrawl/redis_outages"] >= 1
     assert state[b"cycle"] == b"1" and state[b"done"] == b"1"  # closed by the crawl, on the cluster
+
+
+def test_a_queue_built_without_a_serializer_stores_data_never_a_pickle(redis_deployment):  # noqa: F811
+    # scrapy-redis's Base would fall back to its pickle; these fall back to the codec
+    for cls in (queues.PriorityQueue, queues.FifoQueue, queues.LifoQueue):
+        q = cls(redis_deployment.client(), _Spider(), "{site}:requests")
+        q.push(Request("http://h/a", meta={"k": 1}))
+        raw = (
+            q.server.zrange(q.key, 0, 0)
+            if cls is queues.PriorityQueue
+            else q.server.lrange(q.key, 0, 0)
+        )
+        assert decode_request(raw[0])["meta"] == {"k": 1}
+        assert q.pop().meta["k"] == 1
+        q.server.close()

@@ -37,6 +37,7 @@ from scrapy_redis.queue import Base
 
 from ..history.redis_connection import CLUSTER_SETTING
 from ..settings import RecrawlSettingError
+from . import serializer as request_codec
 
 logger = logging.getLogger("scrapy_recrawl.redis_scheduler")
 
@@ -45,7 +46,15 @@ CLUSTER_QUEUE = "scrapy_recrawl.frontier.queues.PriorityQueue"
 CLUSTER_DUPEFILTER = "scrapy_recrawl.frontier.queues.RedisDupeFilter"
 
 
-class PriorityQueue(Base):
+class _DataQueue(Base):
+    """scrapy-redis's ``Base`` whose serializer, when none is given, is the request
+    codec (frontier/serializer.py: data), never scrapy-redis's pickle."""
+
+    def __init__(self, server: Any, spider: Any, key: str, serializer: Any = None) -> None:
+        super().__init__(server, spider, key, request_codec if serializer is None else serializer)
+
+
+class PriorityQueue(_DataQueue):
     """A spider's requests by priority, highest first (scrapy-redis's order: the
     score is ``-priority``), in one sorted set; popped with ``ZPOPMIN``, one atomic
     command, so two processes never pop the same request."""
@@ -63,8 +72,9 @@ class PriorityQueue(Base):
         return self._decode_request(popped[0][0])  # type: ignore[no-any-return]
 
 
-class FifoQueue(Base):
-    """A spider's requests first in, first out, in one list."""
+class FifoQueue(_DataQueue):
+    """A spider's requests first in, first out, in one list (``timeout`` > 0: wait
+    that many seconds for one, ``BRPOP``)."""
 
     def __len__(self) -> int:
         return int(self.server.llen(self.key))
@@ -73,15 +83,23 @@ class FifoQueue(Base):
         self.server.lpush(self.key, self._encode_request(request))
 
     def pop(self, timeout: int = 0) -> Request | None:
-        data = self.server.rpop(self.key)
+        if timeout > 0:
+            got = self.server.brpop([self.key], timeout)
+            data = None if got is None else got[1]
+        else:
+            data = self.server.rpop(self.key)
         return None if data is None else self._decode_request(data)  # type: ignore[no-any-return]
 
 
 class LifoQueue(FifoQueue):
-    """A spider's requests last in, first out, in one list."""
+    """A spider's requests last in, first out, in one list (``BLPOP`` with a timeout)."""
 
     def pop(self, timeout: int = 0) -> Request | None:
-        data = self.server.lpop(self.key)
+        if timeout > 0:
+            got = self.server.blpop([self.key], timeout)
+            data = None if got is None else got[1]
+        else:
+            data = self.server.lpop(self.key)
         return None if data is None else self._decode_request(data)  # type: ignore[no-any-return]
 
 
