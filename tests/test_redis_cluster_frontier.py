@@ -296,3 +296,19 @@ def test_a_queue_built_without_a_serializer_stores_data_never_a_pickle(redis_dep
         assert decode_request(raw[0])["meta"] == {"k": 1}
         assert q.pop().meta["k"] == 1
         q.server.close()
+
+
+def test_a_redis_that_refuses_info_is_still_used(_deploy_single):  # noqa: F811
+    # an ACL user allowed everything but INFO (as some managed Redis give): no check, no failure
+    admin = _deploy_single.client()
+    admin.acl_setuser(
+        "crawler", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-info"]
+    )
+    try:
+        url = f"redis://crawler:pw@127.0.0.1:{_deploy_single.port}/0"
+        client, _ = redis_from_settings(Settings({"REDIS_URL": url}))
+        assert client.ping() and client.set("k", "v")
+        client.close()
+    finally:
+        admin.acl_deluser("crawler")
+        admin.close()

@@ -154,10 +154,16 @@ def _cluster_client(params: dict[str, Any]) -> tuple[Any, str]:
 
 def _refuse_cluster_node(conn: Any) -> None:
     """A single-Redis connection's set-up: redis-py's own, then ``INFO cluster``; a
-    cluster node (``cluster_enabled:1``) is refused while RECRAWL_REDIS_CLUSTER is off."""
+    cluster node (``cluster_enabled:1``) is refused while RECRAWL_REDIS_CLUSTER is off.
+    A Redis that refuses ``INFO`` (an ACL without it, a proxy) is let through."""
+    from redis.exceptions import ResponseError
+
     conn.on_connect()
     conn.send_command("INFO", "cluster")
-    reply = conn.read_response()
+    try:
+        reply = conn.read_response()
+    except ResponseError:
+        return  # INFO refused (an ACL, a proxy): cannot tell, a cluster's MOVED will say
     text = reply.decode(errors="replace") if isinstance(reply, bytes) else str(reply)
     if "cluster_enabled:1" in text:
         conn.disconnect()
