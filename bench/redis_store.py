@@ -1,26 +1,33 @@
-"""The Redis history store: visits recorded per second (one process and three), and
-the time to rescore a million URLs held in Redis.
+"""The Redis history store at scale: bytes per URL, the time to open a cycle ("rescore")
+at 1M, 4M and N URLs, and visits recorded per second from 1, 2 and 4 processes.
 
-    .venv/bin/python bench/redis_store.py [--urls 1000000] [--visits 20000] [--k 0.05]
+    .venv/bin/python bench/redis_store.py [--urls 10000000] [--visits 20000] [--k 0.05]
 
 Starts its own ``redis-server`` (the tests' choice, tests/redis_server.py: the test
 extra's Redis 6.2, or the binary ``RECRAWL_TEST_REDIS_SERVER`` names) on a free port,
 with no persistence, and stops it afterwards.
 
+* **bytes per URL**: ``INFO memory`` ``used_memory`` before and after writing N URLs in
+  bulk (history/redis_bulk.py: ``write_bulk``, the writer the migration uses) -- what
+  scheduling needs: the rows, the URL index, the URLs and their requests (blobs and the
+  store's dictionaries). Realistic URLs: 2,000 sites, sections, two-word slugs and an
+  id (their mean length is printed).
+* **separately counted**: change signatures (1 KB each), validators, stored bodies and
+  the visit log, per URL and per visit, from the 1-process record run
+  (``MEMORY USAGE`` of those keys).
+* **rescore**: what a process opening a cycle does: ``store.arrays()`` (the numpy
+  snapshot), score every URL with ``RECRAWL_SCORER``'s default and take the top ``k``
+  (``select_recrawls``), fetch the top-k request dicts and push them to a Redis list
+  with the distributed frontier's serializer.
 * **record**: ``store.record()`` of V realistic visits (a 1 KB change signature, the
-  request dict, a 6 KB body kept for 304s, a change observation), one process; then
-  three processes at once on the same store (each V visits, the throughput is the
-  sum). Baseline measured in the same run: a bare ``PING`` round trip per visit,
-  the floor of any store that writes each visit when it arrives. With bags: what the
-  middleware adds under ``RECRAWL_CHANGE_TEST = "chi2"`` and a ``D*`` terminal (paper
-  004): read the URL's bags, then keep the new one (256 terms, the last 3 kept) and its
-  distances (content/store.py's ``BagStore`` on Redis), one process.
-* **rescore**: N URLs written in bulk with the store's own encoding (rows,
-  fingerprints, URLs, request dicts), then what a process opening a cycle does:
-  ``store.arrays()`` (the numpy snapshot), score every URL with ``RECRAWL_SCORER``'s
-  default (``aad+``) and take the top ``k`` (``select_recrawls``), then fetch the
-  top-k request dicts and push them to the shared recrawl queue. Target: under
-  30 s for 1,000,000 URLs.
+  request dict, a 6 KB body kept for 304s, a change observation) then ``close()`` (its
+  flush), from 1, 2 and 4 processes at once (each V visits, the throughput is the sum).
+  Baseline measured in the same run: a bare ``PING`` round trip per visit.
+
+Ends with one line a script can track::
+
+    summary: urls=<N> bytes_per_url=<B> rescore_s=<s at N> rescore_1m_s=<s at 1M> \
+visits_per_s_1p=<v> visits_per_s_4p=<v>
 """
 
 from __future__ import annotations
@@ -40,13 +47,33 @@ from scrapy_recrawl.core.selection import select_recrawls  # noqa: E402
 from scrapy_recrawl.frontier import serializer  # noqa: E402
 from scrapy_recrawl.history.base import Visit  # noqa: E402
 from scrapy_recrawl.history.redis import RedisHistoryStore  # noqa: E402
-from scrapy_recrawl.history.redis_schema import ROW_DTYPE  # noqa: E402
-from scrapy_recrawl.history.request_codec import encode_request  # noqa: E402
+from scrapy_recrawl.history.redis_bulk import write_bulk  # noqa: E402
+from scrapy_recrawl.history.redis_schema import (  # noqa: E402
+    PRESENT,
+    ROW_DTYPE,
+    blob,
+    host_of,
+    shape_of,
+    url_part,
+)
 from scrapy_recrawl.scoring import Scorer  # noqa: E402
 from tests.redis_server import RedisServer  # noqa: E402
 
 SIGNATURE = bytes(range(256)) * 4
 BODY = b"<html><body>" + b"<p>some words on a page, repeated</p>" * 160 + b"</body></html>"
+WORDS = (
+    "garden table blue chair light lamp red green house home office kitchen bath "
+    "outdoor summer winter sale new best classic modern wood metal glass small large "
+    "kids women men shoes shirt dress coat travel guide news sport music video photo"
+).split()
+SECTIONS = ["products", "category", "blog", "news", "p", "item", "articles", "shop"]
+
+
+def url_of(i: int) -> str:
+    """A realistic URL: one of 2,000 sites, a section, a two-word slug and an id."""
+    site = f"www.{WORDS[i % 40]}{i % 2000}.com"
+    a, b = WORDS[(i // 7) % 40], WORDS[(i // 311) % 40]
+    return f"https://{site}/{SECTIONS[i % 8]}/{a}-{b}-{i}.html"
 
 
 def visits(worker: int, count: int) -> list[Visit]:
@@ -55,7 +82,7 @@ def visits(worker: int, count: int) -> list[Visit]:
     out = []
     for i in range(count):
         u = int(rng.integers(urls))
-        url = f"https://w{worker}.example.com/page/{u}.html"
+        url = url_of(worker * 10_000_000 + u)
         out.append(
             Visit(
                 fingerprint=worker.to_bytes(2, "big") + u.to_bytes(18, "big"),
@@ -76,46 +103,33 @@ def visits(worker: int, count: int) -> list[Visit]:
     return out
 
 
-def record_worker(url: str, worker: int, count: int, start, out, bags: bool = False) -> None:  # noqa: ANN001
-    from scrapy_recrawl.change.bow import bag_from_hashes
-    from scrapy_recrawl.content.store import BagStore
-
+def record_worker(url: str, worker: int, count: int, start, out) -> None:  # noqa: ANN001
     batch = visits(worker, count)
-    store = RedisHistoryStore(url)
+    store = RedisHistoryStore(url, key="bench:record")
     store.open()
-    bag_store = BagStore(store, keep=3, window=3) if bags else None
-    rng = np.random.default_rng(worker)
-    words = [bag_from_hashes(rng.integers(0, 2000, 600)) for _ in range(16)]
     start.wait()
     t0 = time.perf_counter()
-    for i, v in enumerate(batch):
-        if bag_store is None:
-            store.record(v)
-            continue
-        known = store.get(v.fingerprint, signature=False)
-        old = bag_store.bags(known.id) if known is not None else []
-        rec = store.record(v)
-        bag_store.update(rec.id, words[i % 16], old)
+    for v in batch:
+        store.record(v)
+    store.close()  # the last flush
     out.put(time.perf_counter() - t0)
-    store.close()
 
 
-def bench_record(url: str, count: int, procs: int, bags: bool = False) -> float:
+def bench_record(url: str, count: int, procs: int) -> float:
     ctx = multiprocessing.get_context("spawn")
     start, out = ctx.Event(), ctx.Queue()
     workers = [
-        ctx.Process(target=record_worker, args=(url, w, count, start, out, bags))
-        for w in range(procs)
+        ctx.Process(target=record_worker, args=(url, w, count, start, out)) for w in range(procs)
     ]
     for p in workers:
         p.start()
-    time.sleep(2.0)  # let every worker build its visits and connect
+    time.sleep(3.0)  # let every worker build its visits and connect
     t0 = time.perf_counter()
     start.set()
+    times = [out.get() for _ in workers]
+    wall = time.perf_counter() - t0
     for p in workers:
         p.join()
-    wall = time.perf_counter() - t0
-    times = [out.get() for _ in workers]
     return procs * count / max(wall, max(times))
 
 
@@ -130,9 +144,32 @@ def bench_ping(url: str, count: int) -> float:
     return count / dt
 
 
-def build(store: RedisHistoryStore, urls: int) -> None:
-    """N URLs in bulk, in the encoding record() writes (as bench/history_load.py does)."""
+def side_parts(server: RedisServer, store_key: str, shards: int) -> dict[str, int]:
+    """Bytes (MEMORY USAGE) of the separately counted keys of every shard."""
+    c = server.client()
+    parts = {"signatures": ["sig"], "validators": ["etag", "lastmod"], "bodies": ["body"]}
+    parts["visit log"] = ["log", "logstart"]
+    out = {}
+    for label, names in parts.items():
+        total = 0
+        for s in range(shards):
+            for name in names:
+                total += c.memory_usage(f"{{{store_key}#{s}}}:{name}", samples=0) or 0
+        out[label] = total
+    return out
+
+
+def build(store: RedisHistoryStore, urls: int) -> float:
+    """N URLs in bulk (write_bulk), each in its fingerprint's shard; the mean URL length."""
     rng = np.random.default_rng(1)
+    layout = store.layout
+    fps = [rng.bytes(20) for _ in range(urls)]
+    shard = np.fromiter((layout.locate(f)[0] for f in fps), dtype=np.int64, count=urls)
+    local = np.zeros(urls, dtype=np.int64)
+    for s in range(layout.shards):
+        mine = np.flatnonzero(shard == s)
+        local[mine] = np.arange(len(mine))
+    ids = local * layout.shards + shard + 1
     rows = np.zeros(urls, dtype=ROW_DTYPE)
     n = rng.integers(0, 30, urls)
     rows["n"] = n
@@ -143,8 +180,7 @@ def build(store: RedisHistoryStore, urls: int) -> None:
     rows["last_change_cycle"] = -1
     rows["first_cycle"] = 1
     rows["last_failure_cycle"] = -1  # never failed
-    rows["present"] = 1
-    rows["sad"] = rng.integers(0, 2, urls)
+    rows["flags"] = PRESENT
     rows["aad_sum"] = rows["X"] * (n + 1) / 2.0
     rows["gad"] = rng.random(urls)
     rows["last_visit_time"] = 1.7e9 + rng.random(urls) * 1e6
@@ -152,31 +188,20 @@ def build(store: RedisHistoryStore, urls: int) -> None:
     rows["first_seen"] = 1.7e9
     for col in ("D", "A", "R", "M"):
         rows[col] = rng.integers(0, 5, urls)
-    c = store.client
-    rps = store._rps
-    raw = rows.tobytes()
-    size = ROW_DTYPE.itemsize
-    for shard in range(0, (urls + rps - 1) // rps):
-        part = raw[shard * rps * size : min(urls, (shard + 1) * rps) * size]
-        for start in range(0, len(part), 8 << 20):
-            c.setrange(f"{store.key}:rows:{shard}", start, part[start : start + 8 << 20])
-    step = 20_000
-    for start in range(0, urls, step):
-        ids = range(start + 1, min(urls, start + step) + 1)
-        pipe = c.pipeline(transaction=False)
-        pipe.hset(f"{store.key}:ids", mapping={i.to_bytes(20, "big"): i for i in ids})
-        urlmap = {i: f"https://host{i % 997}.example.com/page/{i}.html" for i in ids}
-        pipe.hset(f"{store.key}:urls", mapping=urlmap)
-        pipe.hset(
-            f"{store.key}:req",
-            mapping={
-                i: encode_request({"url": u, "callback": "parse_page", "meta": {}})
-                for i, u in urlmap.items()
-            },
-        )
-        pipe.execute()
-    c.set(f"{store.key}:next_id", urls)
-    c.set(f"{store.key}:cycle", 31)
+    hosts: dict[str, int] = {}
+    shape = shape_of({"url": "u", "callback": "parse_page", "meta": {}}, "u")
+    blobs, length = [], 0
+    for i in range(urls):
+        url = url_of(i)
+        length += len(url)
+        hid = hosts.setdefault(host_of(url)[0], len(hosts) + 1)
+        blobs.append(blob(url_part(url, hid), 1, shape))
+    write_bulk(
+        store.client, layout, ids=ids, rows=rows, fingerprints=fps, blobs=blobs,
+        shapes=[shape], hosts=list(hosts),
+    )  # fmt: skip
+    store.client.set(layout.store("cycle"), 31)
+    return length / max(1, urls)
 
 
 def rescore(store: RedisHistoryStore, scorer: Scorer, k: int) -> dict[str, float]:
@@ -199,7 +224,7 @@ def rescore(store: RedisHistoryStore, scorer: Scorer, k: int) -> dict[str, float
     pipe.execute()
     t["push"] = time.perf_counter() - t2
     t["total"] = time.perf_counter() - t0
-    assert len(sel.ids) == k and c.llen("bench:recrawls") == k
+    assert len(sel.ids) == k and c.llen("bench:recrawls") == k and None not in dicts
     return t
 
 
@@ -209,66 +234,74 @@ def main() -> None:
     ap.add_argument("--visits", type=int, default=20_000)
     ap.add_argument("--k", type=float, default=0.05)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--procs", default="1,2,4")
     args = ap.parse_args()
+    from scrapy_recrawl.settings import DEFAULTS
+
+    scorer = Scorer.from_settings({"RECRAWL_SCORER": DEFAULTS["RECRAWL_SCORER"]})
+    procs = [int(p) for p in args.procs.split(",")]
     with RedisServer() as server:
         ping = bench_ping(server.url, args.visits)
-        one = bench_record(server.url, args.visits, 1)
-        server.client().flushall()
-        three = bench_record(server.url, args.visits, 3)
-        server.client().flushall()
-        with_bags = bench_record(server.url, args.visits, 1, bags=True)
-        from scrapy_recrawl.history.records import unpack_list
+        rates: dict[int, float] = {}
+        parts: dict[str, int] = {}
+        distinct = visited = 0
+        for p in procs:
+            server.client().flushall()
+            rates[p] = bench_record(server.url, args.visits, p)
+            if p == 1:
+                with RedisHistoryStore(server.url, key="bench:record") as s:
+                    distinct, visited = len(s), len(s.visit_log()["url_id"])
+                    parts = side_parts(server, s.key, s.shards)
+        sizes = sorted({n for n in (1_000_000, 4_000_000, args.urls) if n <= args.urls})
+        scale = {}
+        for n in sizes:
+            server.client().flushall()
+            before = server.client().info("memory")["used_memory"]
+            store = RedisHistoryStore(server.url, key="bench:history")
+            store.open()
+            t0 = time.perf_counter()
+            mean_len = build(store, n)
+            built = time.perf_counter() - t0
+            used = server.client().info("memory")["used_memory"] - before
+            k = int(n * args.k)
+            runs = [rescore(store, scorer, k) for _ in range(args.repeat)]
+            store.close()
+            scale[n] = (used / n, mean_len, built, runs, k)
 
-        # the bags live in the store's side storage (the plug-in's table, content/store.py)
-        bags_key = f"{RedisHistoryStore(server.url).key}:side:content_bags"
-        bag_bytes = server.client().memory_usage(bags_key) or 0
-        kept = [len(unpack_list(b)) for b in server.client().hvals(bags_key)]
-        server.client().flushall()
-
-        store = RedisHistoryStore(server.url)
-        store.open()
-        t0 = time.perf_counter()
-        build(store, args.urls)
-        built = time.perf_counter() - t0
-        used = server.client().info("memory")["used_memory"] / 2**20
-        k = int(args.urls * args.k)
-        from scrapy_recrawl.settings import DEFAULTS
-
-        scorer = Scorer.from_settings({"RECRAWL_SCORER": DEFAULTS["RECRAWL_SCORER"]})
-        runs = [rescore(store, scorer, k) for _ in range(args.repeat)]
-        store.close()
-
-    print(f"built a store of {args.urls:,} URLs in {built:.1f} s; Redis holds {used:,.0f} MiB")
-    print()
-    print("| record (visits/s) | visits/s |")
+    print(f"| record: {args.visits:,} visits per process | visits/s |")
     print("|---|---:|")
     print(f"| baseline: one PING round trip per visit | {ping:,.0f} |")
-    print(f"| store.record(), 1 process | {one:,.0f} |")
-    print(f"| store.record(), 3 processes (sum) | {three:,.0f} |")
-    print(f"| get + bags + store.record() + BagStore.update(), 1 process | {with_bags:,.0f} |")
+    for p in procs:
+        print(f"| store.record() + close(), {p} process{'es' if p > 1 else ''} | {rates[p]:,.0f} |")
     print()
     print(
-        f"bags of words on Redis: {bag_bytes / max(1, len(kept)):,.0f} bytes per URL with "
-        f"{np.mean(kept):.2f} bags of 256 terms on average (at most 3), "
-        f"{bag_bytes / max(1, sum(kept)):,.0f} bytes per bag with Redis's hash overhead"
+        f"| separately counted (1-process run: {distinct:,} URLs, {visited:,} visits) "
+        "| bytes/URL | bytes/visit |"
     )
-    print()
-    print(f"| rescore {args.urls:,} URLs, top {k:,} ({scorer}) | median s | min s |")
     print("|---|---:|---:|")
-    for step, label in (
-        ("arrays", "store.arrays(): numpy snapshot from Redis"),
-        ("score", "score every URL + top-k (select_recrawls)"),
-        ("push", "top-k request dicts to the shared recrawl queue"),
-        ("total", "total"),
-    ):
-        vals = [r[step] for r in runs]
-        print(f"| {label} | {statistics.median(vals):.2f} | {min(vals):.2f} |")
-    med = statistics.median(r["total"] for r in runs)
+    for label, total in parts.items():
+        print(f"| {label} | {total / max(1, distinct):,.0f} | {total / max(1, visited):,.0f} |")
     print()
     print(
-        f"rescoring {args.urls:,} URLs: {med:.2f} s (target < 30 s): "
-        f"{'met' if med < 30 else 'NOT MET'}; record: 1 process {one / ping:.2f}x the bare "
-        f"PING rate, 3 processes {three / one:.2f}x one process"
+        f"| URLs (top {args.k:.0%}) | bytes/URL | mean URL length | built in s "
+        "| arrays s | score + top-k s | requests + push s | open a cycle s | s per 1M |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, (per, mean_len, built, runs, _k) in scale.items():
+        med = {step: statistics.median(r[step] for r in runs) for step in runs[0]}
+        print(
+            f"| {n:,} | {per:,.0f} | {mean_len:.0f} | {built:.0f} | {med['arrays']:.2f} "
+            f"| {med['score']:.2f} | {med['push']:.2f} | {med['total']:.2f} "
+            f"| {med['total'] / n * 1e6:.2f} |"
+        )
+    n = max(scale)
+    total = statistics.median(r["total"] for r in scale[n][3])
+    total_1m = statistics.median(r["total"] for r in scale[min(scale)][3])
+    print()
+    print(
+        f"summary: urls={n} bytes_per_url={scale[n][0]:.0f} rescore_s={total:.2f} "
+        f"rescore_1m_s={total_1m:.2f} visits_per_s_1p={rates.get(1, 0):.0f} "
+        f"visits_per_s_4p={rates.get(4, 0):.0f}"
     )
 
 

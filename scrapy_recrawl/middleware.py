@@ -212,6 +212,8 @@ class RecrawlMiddleware:
         except HistoryStoreError as exc:
             # the store keeps its buffer; the next tick (or visit) retries
             self._inc("store_errors")
+            if isinstance(exc, StoreLost):
+                return  # said once, in one line, as the crawl stops (history/epoch.py)
             logger.error("recrawl: could not flush buffered visits: %s", exc)
 
     @classmethod

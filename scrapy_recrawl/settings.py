@@ -72,6 +72,7 @@ DEFAULTS: dict[str, Any] = {
     # Redis (docs/distributed.md)
     "RECRAWL_REDIS_KEY": "%(spider)s:history",  # one history per spider
     "RECRAWL_REDIS_LOG_MAXLEN": 10_000_000,
+    "RECRAWL_REDIS_SHARDS": 16,  # shards of a new Redis store (a store keeps its own)
     "RECRAWL_REDIS_SCHEDULER_KEY": "%(spider)s:recrawl",
     "RECRAWL_REDIS_LOCK_SECONDS": 300.0,
     "RECRAWL_REDIS_WORKER_TIMEOUT": 30.0,
@@ -258,6 +259,7 @@ KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "RECRAWL_BUCKETS": (_int, "an integer"),
     "RECRAWL_REDIS_KEY": (_text, "a key prefix"),
     "RECRAWL_REDIS_LOG_MAXLEN": (_int, "an integer"),
+    "RECRAWL_REDIS_SHARDS": (_int, "an integer"),
     "RECRAWL_REDIS_SCHEDULER_KEY": (_text, "a key template"),
     "RECRAWL_REDIS_LOCK_SECONDS": (_number, "a number"),
     "RECRAWL_REDIS_WORKER_TIMEOUT": (_number, "a number"),

@@ -66,7 +66,7 @@ def test_a_version_1_sqlite_store_upgrades(tmp_path):
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     version = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
     db.close()
-    assert int(version) == SCHEMA_VERSION == 4
+    assert int(version) == SCHEMA_VERSION == 5
     assert not tables & {"content_bags", "basket_probes", "basket_model"}
 
 
@@ -95,7 +95,7 @@ def test_a_version_1_redis_store_upgrades(redis_db):  # noqa: F811
     assert client.hget("recrawl:meta", "schema_version") == b"1"
     with RedisHistoryStore(redis_db.url) as store:
         _check_history(store)
-    assert client.hget("recrawl:meta", "schema_version") == b"4"
+    assert client.hget("{recrawl}:meta", "schema_version") == b"5"
     assert not client.exists("recrawl:bags", "recrawl:dists")
     client.close()
 
@@ -136,7 +136,7 @@ def test_a_version_2_sqlite_store_upgrades_and_is_adopted_by_its_first_spider(tm
     adopted = [r.getMessage() for r in caplog.records if "adopts" in r.getMessage()]
     assert len(adopted) == 1 and "'news'" in adopted[0] and str(path) in adopted[0]
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("4",)
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("5",)
     db.close()
     caplog.clear()
     with SqliteHistoryStore(path) as store:
@@ -163,8 +163,8 @@ def test_a_version_2_redis_store_upgrades_and_is_adopted(redis_db, caplog):  # n
         assert store.owner() == "news"
         with pytest.raises(HistoryStoreError, match="key prefix 'recrawl'.*'news', not 'blog'"):
             claim_store(store, "blog", {})
-    assert client.hget("recrawl:meta", "schema_version") == b"4"
-    assert client.hget("recrawl:meta", "spider") == b"news"
+    assert client.hget("{recrawl}:meta", "schema_version") == b"5"
+    assert client.hget("{recrawl}:meta", "spider") == b"news"
     assert any("adopts" in r.getMessage() for r in caplog.records)
     client.close()
 
@@ -216,7 +216,7 @@ def test_a_version_3_sqlite_store_keeps_its_requests_as_data(tmp_path, caplog):
     with caplog.at_level("WARNING"), SqliteHistoryStore(path) as store:
         _check_v3(store, caplog)
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("4",)
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("5",)
     blobs = [r[0] for r in db.execute("SELECT request FROM requests")]
     db.close()
     assert blobs and not any(b.startswith(b"\x80") for b in blobs)  # no pickle left
@@ -228,7 +228,7 @@ def test_a_version_3_redis_store_keeps_its_requests_as_data(redis_db, caplog):  
     assert client.hget("books:history:meta", "schema_version") == b"3"
     with caplog.at_level("WARNING"), RedisHistoryStore(redis_db.url, key="books:history") as s:
         _check_v3(s, caplog)
-    assert client.hget("books:history:meta", "schema_version") == b"4"
+    assert client.hget("{books:history}:meta", "schema_version") == b"5"
     assert not client.exists("books:history:side:basket_model")
     assert not any(v.startswith(b"\x80") for v in client.hvals("books:history:req"))
     client.close()
@@ -286,7 +286,7 @@ def test_a_version_3_sqlite_store_gains_failure_counts_and_keeps_every_row(tmp_p
         assert (rec.failures, rec.last_failure_cycle, rec.n) == (1, 3, 2)
     db = sqlite3.connect(path)
     after = db.execute("SELECT * FROM urls ORDER BY id").fetchall()
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("4",)
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("5",)
     assert db.execute("SELECT * FROM visits ORDER BY id").fetchall()[: len(visits)] == visits
     db.close()
     # every old column as it was (the visit above changed row 1's visits, status, failures)
@@ -306,16 +306,23 @@ def test_a_version_3_redis_store_widens_its_rows_and_keeps_every_value(redis_db)
     with RedisHistoryStore(redis_db.url, key="books:history") as store:
         rows, cycle = store.rows()
         assert cycle == 3 and len(rows) == 3
+        # version 5's narrower row (history/redis_schema.py) holds every value
+        flags = {"gone": 1, "has_body": 2, "present": 4, "sad": 8}
         for name in ROW_DTYPE_V3.names:
-            np.testing.assert_array_equal(rows[name], old[name], err_msg=name)
+            got = (rows["flags"] & flags[name] > 0) if name in flags else rows[name]
+            if name in ("D", "A", "R", "M"):  # u16 counts, 65535: none yet
+                got = np.where(got == 65535, np.nan, got)
+            want = old[name] > 0 if name in flags else old[name]
+            np.testing.assert_array_equal(got, want, err_msg=name)
         assert rows["failures"].tolist() == [0, 0, 0]
         assert rows["last_failure_cycle"].tolist() == [-1, -1, -1]
         assert store.arrays().columns["n"].tolist() == [2, 2, 2]
         assert store.owner() == "books" and len(store.visit_log()["url_id"]) == 9
         rec = store.record(Visit(bytes([2]) * 20, "http://h/2", 2000.0, 0))
         assert (rec.id, rec.failures, rec.last_failure_cycle, rec.n, rec.X) == (3, 1, 3, 2, 1)
-    assert client.hget("books:history:meta", "schema_version") == b"4"
-    assert client.strlen("books:history:rows:0") == 3 * 120
+    assert client.hget("{books:history}:meta", "schema_version") == b"5"
+    assert client.strlen("{books:history#0}:rows") == 3 * 87
+    assert not client.exists("books:history:rows:0")  # the version-4 keys are gone
     with RedisHistoryStore(redis_db.url, key="books:history") as store:  # once only
         assert store.rows()[0]["failures"].tolist() == [0, 0, 1]
     client.close()
@@ -346,3 +353,84 @@ def test_the_redis_migration_starts_again_when_an_old_release_writes_meanwhile(r
         assert len(calls) == 2
         assert store.rows()[0]["visits"].tolist()[0] == 99
     client.close()
+
+
+def _same_value(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b):
+        return True
+    return a == b
+
+
+def test_a_version_4_redis_store_keeps_every_value(redis_db, tmp_path):  # noqa: F811
+    """Version 5's layout (history/redis_bulk.py: migrate_4_to_5) holds every value the
+    version-4 store held: compared with the same history in SQLite (made by the same
+    release, tests/fixtures/make_v4_stores.py), which version 5 leaves as it was."""
+    client = redis_db.client()
+    load_typed(client, FIXTURES / "store_v4.redis.json")
+    assert client.hget("books:history:meta", "schema_version") == b"4"
+    epoch = client.hget("books:history:meta", "epoch").decode()
+    tables = ("content_bags", "content_dists", "basket_probes", "basket_model")
+    side = {
+        t: sorted((int(k), v) for k, v in client.hgetall(f"books:history:side:{t}").items())
+        for t in tables
+    }
+    path = tmp_path / "history.sqlite3"
+    shutil.copy(FIXTURES / "store_v4.sqlite3", path)
+    with (
+        SqliteHistoryStore(path) as want,
+        RedisHistoryStore(redis_db.url, key="books:history") as got,
+    ):
+        assert got.epoch == epoch and got.shards == 1  # the same store, ids kept
+        assert got.owner() == want.owner() == "books"
+        assert got.cycle == want.cycle == 4 and len(got) == len(want) == 5
+        for u in range(5):
+            a, b = got.get(bytes([u]) * 20), want.get(bytes([u]) * 20)
+            for field in b.__dataclass_fields__:
+                assert _same_value(getattr(a, field), getattr(b, field)), (u, field)
+            assert got.body(bytes([u]) * 20) == want.body(bytes([u]) * 20)
+        ids = np.arange(1, 6)
+        assert got.requests(ids) == want.requests(ids) and got.urls(ids) == want.urls(ids)
+        x, y = got.arrays(), want.arrays()
+        assert x.ids.tolist() == y.ids.tolist() and x.cycle == y.cycle
+        for name, col in y.columns.items():
+            np.testing.assert_array_equal(x.columns[name], col, err_msg=name)
+        for name, col in want.visit_log().items():
+            np.testing.assert_array_equal(got.visit_log()[name], col, err_msg=name)
+        np.testing.assert_array_equal(got.visit_log(since_cycle=3)["cycle"], [3] * 5 + [4] * 5)
+        np.testing.assert_array_equal(got.change_window(ids, 3), want.change_window(ids, 3))
+        for table in tables:  # as the Redis store kept them (SQLite's model was fit apart)
+            assert list(got.side_items(table)) == side[table] != [], table
+        assert got.frontier_size() == want.frontier_size() == 2
+        assert got.pop_frontier(5) == want.pop_frontier(5)
+        rec = got.record(Visit(bytes([3]) * 20, "http://h/3", 2000.0, 200))
+        assert (rec.id, rec.failures, rec.visits) == (4, 0, 5)  # ids go on where they were
+    assert client.keys("books:history:*") == []  # the version-4 keys are gone
+    assert client.hget("{books:history}:meta", "schema_version") == b"5"
+
+
+def test_an_interrupted_migration_to_5_runs_again_and_fences_off_the_old_release(
+    redis_db,  # noqa: F811
+    monkeypatch,
+):
+    from scrapy_recrawl.history import redis_bulk
+
+    client = redis_db.client()
+    load_typed(client, FIXTURES / "store_v4.redis.json")
+    real = redis_bulk.write_bulk
+
+    def broken(*args, **kwargs):
+        real(*args, **kwargs)
+        raise ConnectionError("the network went away mid-migration")
+
+    monkeypatch.setattr(redis_bulk, "write_bulk", broken)
+    with pytest.raises(HistoryStoreError, match="cannot migrate.*went away"):
+        RedisHistoryStore(redis_db.url, key="books:history").open()
+    # an old-release process's guarded writes are refused from the start (no epoch)
+    assert client.hget("books:history:meta", "epoch") is None
+    assert client.hget("{books:history}:meta", "schema_version") is None  # not marked done
+    monkeypatch.setattr(redis_bulk, "write_bulk", real)
+    client.hdel("books:history:meta", "migrating")  # or wait MIGRATION_STALE seconds
+    with RedisHistoryStore(redis_db.url, key="books:history") as store:
+        assert len(store) == 5 and store.cycle == 4
+        assert store.urls(np.arange(1, 6)) == [f"http://h/{u}" for u in range(5)]
+        assert len(store.visit_log()["url_id"]) == 20

@@ -95,7 +95,8 @@ def test_two_spiders_with_default_settings_keep_two_histories(backend, tmp_path,
             assert all(u.startswith(own.url + "/") for u in urls), urls
             assert not any(u.endswith("/robots.txt") for u in urls)
     if backend == "redis":  # scrapy-redis's way: every key of a spider under its name
-        keys = {k.decode().split(":", 1)[0] for k in redis.client().keys("*")}
+        # (the history store's keys carry hash tags: {alpha:history}, {alpha:history#3})
+        keys = {k.decode().lstrip("{").split(":", 1)[0] for k in redis.client().keys("*")}
         assert keys == {"alpha", "beta"}, keys
 
 
@@ -284,6 +285,7 @@ def test_the_old_shared_redis_prefix_is_pointed_out_then_adopted(tmp_path, redis
         assert run.stats["recrawl/cycle"] == 4
         again = crawl(project, "alpha", site.url + "/", **settings)
         assert "key prefix 'recrawl'" not in again.log  # adopted: no more word
-    assert client.hget("recrawl:meta", "spider") == b"alpha"
-    assert client.hget("recrawl:meta", "schema_version") == str(SCHEMA_VERSION).encode()
+    # migrated to schema version 5 (docs/distributed.md): the store's keys under {recrawl}
+    assert client.hget("{recrawl}:meta", "spider") == b"alpha"
+    assert client.hget("{recrawl}:meta", "schema_version") == str(SCHEMA_VERSION).encode()
     client.close()

@@ -68,7 +68,7 @@ def test_chi2_and_window_and_experts_terminals_on_redis(site, redis_server, tmp_
         assert changed and changed <= set(BIG), changed
         # the bags (the last RECRAWL_WINDOW versions: a D* terminal is used) and distances
         client = store.client
-        assert client.hlen("test:history:side:content_bags") >= PAGES
+        assert client.hlen("{test:history}:side:content_bags") >= PAGES
         ids = store.arrays().ids
         kept = [len(unpack_list(b)) for b in store.side_get("content_bags", ids) if b]
         assert max(kept) == 3 and min(kept) >= 1

@@ -155,9 +155,11 @@ def test_redis_restarted_mid_crawl_recovers_and_store_stays_consistent(redis_ser
         observed = Counter(visits["url_id"][visits["changed"] >= 0].tolist())
         rows, _ = store.rows()
         # no per-URL counter ahead of (or behind) the visit log
-        for uid in arr.ids.tolist():
+        # (rows() is by id; arrays() holds the URLs there are, ids ascending: a sharded
+        # store's ids are not 1..N)
+        for i, uid in enumerate(arr.ids.tolist()):
             assert int(rows["visits"][uid - 1]) == per_url[uid]
-            assert int(arr.columns["n"][uid - 1]) == observed.get(uid, 0)
+            assert int(arr.columns["n"][i]) == observed.get(uid, 0)
 
 
 def test_redis_unreachable_at_start_up_names_the_url(tmp_path):

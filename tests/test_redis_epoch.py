@@ -29,7 +29,9 @@ def visit(n: int = 1, t: float = 1.0) -> Visit:
 
 
 def history_keys(client, key: str = KEY) -> list[bytes]:
-    return sorted(client.keys(f"{key}:*"))
+    # the store's keys (schema version 5: its hash tag and its shards'), or those of
+    # the version-4 layout
+    return sorted(client.keys(f"{{{key}}}:*") + client.keys(f"{{{key}#*") + client.keys(f"{key}:*"))
 
 
 @pytest.fixture(autouse=True)
@@ -46,7 +48,7 @@ def test_a_new_store_has_an_epoch_every_process_shares(redis_db):  # noqa: F811
     ):
         assert a.epoch and len(a.epoch) == 32
         assert b.epoch == a.epoch and b.epoch_created == a.epoch_created  # HSETNX: the first wins
-        meta = client.hgetall(f"{KEY}:meta")
+        meta = client.hgetall(f"{{{KEY}}}:meta")
         assert meta[b"epoch"].decode() == a.epoch
         assert float(meta[b"epoch_created"]) == a.epoch_created
         assert int(meta[b"schema_version"]) == SCHEMA_VERSION
@@ -65,12 +67,12 @@ def test_a_store_of_the_previous_release_gets_an_epoch_when_it_upgrades(redis_db
         assert len(store) == 3  # the history is the same one
         store.record(visit(9, 2000.0))  # and it can be written to
         assert len(store) == 4
-    meta = client.hgetall("books:history:meta")
-    # the identity comes with the open, not with a schema step (version 4 is the
-    # requests-as-data one, which also drops the pickled basket model's key)
-    assert meta[b"schema_version"] == str(SCHEMA_VERSION).encode() == b"4"
+    meta = client.hgetall("{books:history}:meta")
+    # the identity comes with the open, not with a schema step; version 5 moves every
+    # key of the version-4 layout into the sharded one (history/redis_bulk.py)
+    assert meta[b"schema_version"] == str(SCHEMA_VERSION).encode() == b"5"
     assert meta[b"epoch"].decode() == epoch
-    assert len(history_keys(client, "books:history")) == before - 1
+    assert before and client.keys("books:history:*") == []
 
 
 def test_flushdb_between_two_writes_stops_the_second_and_writes_nothing(redis_db):  # noqa: F811
@@ -80,9 +82,11 @@ def test_flushdb_between_two_writes_stops_the_second_and_writes_nothing(redis_db
         store.on_lost = told.append
         store.advance_cycle()
         store.record(visit(1))
+        store.flush()
         client.flushdb()  # what a restart without persistence leaves
         with pytest.raises(StoreLost) as err:
             store.record(visit(1, 2.0))
+            store.flush()  # visits are buffered: the flush finds the loss
         message = str(err.value)
         assert f"history store at {redis_db.url}" in message and repr(KEY) in message
         assert store.epoch in message and "vanished" in message
@@ -108,6 +112,7 @@ def test_a_replaced_store_is_refused_and_left_alone(redis_db):  # noqa: F811
     client = redis_db.client()
     with RedisHistoryStore(redis_db.url, key=KEY) as old:
         old.record(visit(1))
+        old.flush()
         with RedisHistoryStore(redis_db.url, key=KEY) as reset:
             reset.clear()  # `scrapy recrawl-reset` while a crawl writes: a new history
             assert reset.epoch != old.epoch
@@ -115,12 +120,13 @@ def test_a_replaced_store_is_refused_and_left_alone(redis_db):  # noqa: F811
             new_epoch = reset.epoch
         with pytest.raises(StoreLost, match=f"was replaced \\(now epoch {new_epoch}\\)"):
             old.record(visit(1, 5.0))
+            old.flush()
         with pytest.raises(StoreLost, match="was replaced"):
             old.check_epoch()
     with RedisHistoryStore(redis_db.url, key=KEY) as store:
         assert len(store) == 1 and store.epoch == new_epoch  # only the new history's visit
-        assert store.urls([1]) == ["http://example.com/2"]
-    assert client.hget(f"{KEY}:meta", "epoch").decode() == new_epoch
+        assert store.get(visit(2).fingerprint).url == "http://example.com/2"
+    assert client.hget(f"{{{KEY}}}:meta", "epoch").decode() == new_epoch
 
 
 def test_continue_goes_on_with_a_fresh_history(redis_db, caplog):  # noqa: F811
@@ -132,25 +138,30 @@ def test_continue_goes_on_with_a_fresh_history(redis_db, caplog):  # noqa: F811
         store.advance_cycle()
         store.advance_cycle()
         store.record(visit(1))
+        store.flush()
         lost_epoch = store.epoch
         client.flushdb()
         with caplog.at_level(logging.WARNING, logger="scrapy_recrawl.history"):
-            record = store.record(visit(1, 2.0))
+            store.record(visit(1, 2.0))
+            store.flush()  # visits are buffered: the flush finds the loss
+            record = store.get(visit(1).fingerprint)
         assert record.visits == 1  # a fresh history: the first visit of its URL
+        # its URL names its host by the id the process knew: kept in the fresh dictionary
+        assert record.url == visit(1).url and store.urls([record.id]) == [visit(1).url]
         assert store.epoch != lost_epoch
         assert told == []  # not a stop
         warned = [r.getMessage() for r in caplog.records if "fresh history" in r.getMessage()]
         assert len(warned) == 1 and lost_epoch in warned[0] and store.epoch in warned[0]
         assert "RECRAWL_ON_STORE_LOSS = 'continue'" in warned[0]
         # what a new store starts with, the owner, and the cycle counter where it was
-        meta = client.hgetall(f"{KEY}:meta")
+        meta = client.hgetall(f"{{{KEY}}}:meta")
         assert meta[b"epoch"].decode() == store.epoch
         assert meta[b"spider"] == b"news" and int(meta[b"schema_version"]) == SCHEMA_VERSION
         assert store.cycle == 2 and store.advance_cycle() == 3
         client.flushdb()
         store.check_epoch()  # a quiet crawl's periodic check: the same, without a write
         epoch = store.epoch
-        assert client.hget(f"{KEY}:meta", "epoch").decode() == epoch != record.id
+        assert client.hget(f"{{{KEY}}}:meta", "epoch").decode() == epoch != record.id
     with RedisHistoryStore(redis_db.url, key=KEY) as again:
         assert again.epoch == epoch  # the next process opens the fresh history
 

@@ -69,6 +69,10 @@ class TestUpstreamSchedulerOnRecrawl(upstream.SchedulerTest):
     def tearDown(self):
         super().tearDown()
         upstream.Scheduler, upstream.get_spider = self._saved
+        # the history store's keys carry hash tags ({scrapy_redis:tests:recrawl}...), which
+        # upstream's clean-up (its 'scrapy_redis:tests:*') does not match: ours to delete
+        for key in self.server.scan_iter(match="{scrapy_redis:tests:*"):
+            self.server.delete(key)
         leftover = self.server.keys("*recrawl*")
         assert leftover == [], leftover
 

@@ -4,6 +4,7 @@ concurrent processes, clear errors."""
 
 from __future__ import annotations
 
+import copy
 import math
 import multiprocessing
 import random
@@ -14,14 +15,16 @@ import pytest
 from scrapy_recrawl.history import (
     HistoryStoreError,
     SqliteHistoryStore,
+    UrlRecord,
     Visit,
     open_store,
 )
-from scrapy_recrawl.history.redis import RedisHistoryStore
+from scrapy_recrawl.history.redis import PendingRecord, RedisHistoryStore
 from scrapy_recrawl.history.state import observe
 from scrapy_recrawl.settings import RecrawlSettingError
 
 from . import redis_server as servers
+from .redis_cluster import redis_cluster, redis_cluster_db  # noqa: F401 -- fixtures
 from .redis_server import free_port
 
 # the fixtures, under the names the tests ask for
@@ -39,7 +42,8 @@ def visit(status=200, changed=None, t=1000.0, fp=FP, **kw):
 
 @pytest.fixture
 def store(redis_db):
-    s = RedisHistoryStore(redis_db.url)
+    # one shard: ids in order, as SQLite gives them (test_redis_shards.py: 16 shards)
+    s = RedisHistoryStore(redis_db.url, shards=1)
     s.open()
     yield s
     s.close()
@@ -166,8 +170,13 @@ def test_frontier_keeps_first_copy_orders_by_priority_then_age(store, tmp_path):
     assert store.pop_frontier(1) == [{"url": "again"}]
 
 
-def _hammer(url: str, worker: int, rounds: int) -> None:
-    store = RedisHistoryStore(url)
+def _hammer(url: str | int, worker: int, rounds: int) -> None:
+    if isinstance(url, int):  # a Redis Cluster's first node
+        from redis.cluster import RedisCluster
+
+        store = RedisHistoryStore(client=RedisCluster(host="127.0.0.1", port=url), key="h")
+    else:
+        store = RedisHistoryStore(url)
     store.open()
     rng = random.Random(worker)
     for i in range(rounds):
@@ -176,10 +185,21 @@ def _hammer(url: str, worker: int, rounds: int) -> None:
     store.close()
 
 
-def test_concurrent_processes_lose_no_update(store, redis_db):
+@pytest.mark.parametrize("where", ["redis", "cluster"])
+def test_concurrent_processes_lose_no_update(request, where):
+    """Four processes fold visits of the same five URLs, buffered and flushed in batches:
+    every visit is in the log once and in its URL's counters (atomic per URL)."""
+    if where == "cluster":
+        cluster = request.getfixturevalue("redis_cluster_db")
+        target = cluster.nodes[0].port
+        store = RedisHistoryStore(client=cluster.client(), key="h")
+    else:
+        target = request.getfixturevalue("redis_db").url
+        store = RedisHistoryStore(target)
+    store.open()
     store.advance_cycle()
     procs = [
-        multiprocessing.get_context("spawn").Process(target=_hammer, args=(redis_db.url, w, 300))
+        multiprocessing.get_context("spawn").Process(target=_hammer, args=(target, w, 300))
         for w in range(4)
     ]
     for p in procs:
@@ -197,6 +217,7 @@ def test_concurrent_processes_lose_no_update(store, redis_db):
         assert x == (log["changed"][mine] == 1).sum()
         total_visits += mine.sum()
     assert total_visits == 1200 and len(store) == 5
+    store.close()
 
 
 def test_log_cap_trims_oldest(redis_db):
@@ -253,7 +274,81 @@ def test_store_setting_dispatch(redis_db):
 def test_closed_store_and_redis_errors_are_history_store_errors(redis_db):
     s = RedisHistoryStore(redis_db.url)
     s.open()
-    redis_db.client().set("recrawl:cycle", "not a number")
+    redis_db.client().set("{recrawl}:cycle", "not a number")
     with pytest.raises(HistoryStoreError, match="RECRAWL_STORE"):
         s.advance_cycle()
     s.close()
+
+
+def test_a_url_new_to_two_processes_keeps_the_first_flushed_id(redis_db):
+    """Visits are buffered: two processes that have not read a URL the store does not
+    know each propose it new, with an id of their own reserved block, and read nothing;
+    the first flush indexes it, the second folds its visit onto that URL. What record()
+    returned is filled from the server's fold of each visit (looking at it flushes)."""
+    a, b = RedisHistoryStore(redis_db.url), RedisHistoryStore(redis_db.url)
+    a.open()
+    b.open()
+    fp = b"\x09" * 20
+    ra = a.record(visit(fp=fp, t=1.0))
+    rb = b.record(visit(fp=fp, t=2.0))
+    assert isinstance(ra, PendingRecord) and a.buffered_visits == b.buffered_visits == 1
+    assert (ra.id, ra.visits) == (rb.id, 1) and rb.visits == 2  # a's flush came first
+    assert a.buffered_visits == b.buffered_visits == 0
+    for store in (a, b):
+        rec = store.get(fp)
+        assert rec.id == ra.id and rec.visits == 2  # one URL, both visits
+    assert len(a) == 1 and a.visit_log()["url_id"].tolist() == [ra.id, ra.id]
+    assert b.record(visit(fp=fp, t=3.0)).id == ra.id  # the id it learnt
+    a.close()
+    b.close()
+
+
+def test_a_failed_flush_keeps_the_buffer():
+    """A flush that cannot reach Redis raises and keeps every buffered visit; the next
+    one writes them (the store's contract: a failure keeps the buffer for a retry)."""
+    from .redis_server import RedisServer
+
+    with RedisServer(appendonly=True) as server:
+        store = RedisHistoryStore(server.url, flush_every=100)
+        store.open()
+        store.record(visit(t=1.0))
+        store.record(visit(fp=b"\x02" * 20, t=1.0))
+        server.stop()
+        try:
+            with pytest.raises(HistoryStoreError, match="cannot"):
+                store.flush()
+            assert store.buffered_visits == 2
+        finally:
+            server.start()
+        store.flush()
+        assert store.buffered_visits == 0 and len(store) == 2
+        store.close()
+
+
+def test_record_returns_the_fold_the_server_made_and_batches_stay_in_flight(redis_db):
+    """record() of a URL the process has not read reads nothing: its result is filled
+    from the server's fold when its batch is answered; a full buffer is sent and its
+    answer read at the next flush (one batch in flight), counted as buffered till then;
+    a read of one of its URLs waits for it; what comes back is the SQLite store's."""
+    s = RedisHistoryStore(redis_db.url, flush_every=4)
+    s.open()
+    ref = SqliteHistoryStore(":memory:")
+    ref.open()
+    fps = [bytes([i]) * 20 for i in range(3)]
+    results = []
+    for t in range(10):
+        v = visit(fp=fps[t % 3], t=float(t), changed=bool(t % 2) if t >= 3 else None)
+        theirs = ref.record(v)  # the SQLite store's record (a live object: its numbers now)
+        numbers = (theirs.visits, theirs.n, theirs.X, theirs.sad, theirs.gad, theirs.aad_sum)
+        results.append((s.record(v), numbers))
+        assert s.buffered_visits <= 8  # the buffer, and one batch in flight
+    assert s._inflight is not None  # the last full batch: sent, not yet answered
+    got = s.get(fps[0])  # waits for it, and flushes the rest
+    assert s.buffered_visits == 0
+    assert (got.visits, got.n, got.X) == (4, 3, ref.get(fps[0]).X)
+    for mine, numbers in results:  # each as its own visit made it, looked at later
+        assert (mine.visits, mine.n, mine.X, mine.sad, mine.gad, mine.aad_sum) == numbers
+    plain = copy.copy(results[0][0])
+    assert type(plain) is UrlRecord and plain == results[0][0]
+    s.close()
+    ref.close()

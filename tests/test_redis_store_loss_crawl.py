@@ -47,10 +47,10 @@ def _crawl_three_cycles(site, server, client, tmp_path, **settings):
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        if int(client.get("site:history:cycle") or 0) >= 3:
+        if int(client.get("{site:history}:cycle") or 0) >= 3:
             break
         time.sleep(0.1)
-    if proc.poll() is None and int(client.get("site:history:cycle") or 0) >= 3:
+    if proc.poll() is None and int(client.get("{site:history}:cycle") or 0) >= 3:
         return proc
     if proc.poll() is None:
         proc.kill()
@@ -101,8 +101,8 @@ def test_continue_goes_on_with_a_fresh_history_after_the_restart(tmp_path):
             RECRAWL_ON_STORE_LOSS="continue",
         )
         try:
-            lost_epoch = client.hget("site:history:meta", "epoch")
-            lost_cycle = int(client.get("site:history:cycle"))
+            lost_epoch = client.hget("{site:history}:meta", "epoch")
+            lost_cycle = int(client.get("{site:history}:cycle"))
             server.restart(down_seconds=0.5)
             proc.wait(120)
         finally:
@@ -110,8 +110,8 @@ def test_continue_goes_on_with_a_fresh_history_after_the_restart(tmp_path):
                 proc.kill()
                 proc.wait()
         log = (tmp_path / "crawl.log").read_text()
-        meta = client.hgetall("site:history:meta")
-        cycle = int(client.get("site:history:cycle") or 0)
+        meta = client.hgetall("{site:history}:meta")
+        cycle = int(client.get("{site:history}:cycle") or 0)
     stats = json.loads((tmp_path / "crawl.stats.json").read_text())
     assert proc.returncode == 0, log[-3000:]
     assert stats["finish_reason"] == "finished"

@@ -112,9 +112,12 @@ def test_reset_on_redis_leaves_other_spiders_keys(tmp_path, redis_db):  # noqa: 
         assert len(other) == 1
     left = sorted(k.decode() for k in client.keys("*"))
     assert "other:recrawl:state" in left
-    # of this spider's keys only its emptied store's meta is left; the longer prefix's stay
-    mine_left = [k for k in left if k.startswith("pages:")]
-    assert [k for k in mine_left if not k.startswith("pages:history:other:")] == [
-        "pages:history:meta"
-    ]
+    # of this spider's keys only its emptied store's meta (and its shards') is left; the
+    # longer prefix's stay (schema version 5: keys under the hash tags {pages:history}
+    # and {pages:history#<shard>})
+    assert [k for k in left if k.startswith("pages:")] == []
+    mine_left = [k for k in left if k.startswith(("{pages:history}", "{pages:history#"))]
+    assert "{pages:history}:meta" in mine_left
+    assert all(k.endswith(":meta") for k in mine_left)
+    assert any(k.startswith("{pages:history:other}") for k in left)
     client.close()

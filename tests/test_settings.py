@@ -64,6 +64,7 @@ FROM_THE_COMMAND_LINE = {
     "RECRAWL_BUCKETS": ("16", 16),
     "RECRAWL_REDIS_KEY": ("news", "news"),
     "RECRAWL_REDIS_LOG_MAXLEN": ("1000", 1000),
+    "RECRAWL_REDIS_SHARDS": ("4", 4),
     "RECRAWL_REDIS_SCHEDULER_KEY": ("%(spider)s:rc", "%(spider)s:rc"),
     "RECRAWL_REDIS_LOCK_SECONDS": ("10", 10),
     "RECRAWL_REDIS_WORKER_TIMEOUT": ("5.5", 5.5),

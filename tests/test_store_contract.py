@@ -5,6 +5,7 @@ from __future__ import annotations
 from scrapy_recrawl.history import SqliteHistoryStore
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
+from .redis_cluster import redis_cluster, redis_cluster_db  # noqa: F401 -- fixtures
 from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 from .store_contract import StoreContract
 
@@ -19,7 +20,8 @@ class TestSqliteStore(StoreContract):
 class TestRedisStore(StoreContract):
     def make_store(self, tmp_path, request):
         server = request.getfixturevalue("redis_db")
-        store = RedisHistoryStore(server.url)
+        # one shard: ids are given in order, as the contract's examples spell them
+        store = RedisHistoryStore(server.url, shards=1)
         store.open()
         return store
 
@@ -60,3 +62,25 @@ def test_a_store_class_missing_the_contract_is_refused():
 
     with pytest.raises(RecrawlSettingError, match=r"RECRAWL_STORE_CLASS=.*lacks .*side_get"):
         open_store(Settings({"RECRAWL_STORE_CLASS": "builtins.dict"}))
+
+
+class TestRedisStoreSharded(StoreContract):
+    """16 shards (RECRAWL_REDIS_SHARDS's default): a URL's id comes from its shard's
+    counter, so the contract's examples are read with the ids the store gave."""
+
+    def make_store(self, tmp_path, request):
+        server = request.getfixturevalue("redis_db")
+        store = RedisHistoryStore(server.url, shards=16)
+        store.open()
+        return store
+
+
+class TestRedisClusterStore(StoreContract):
+    """The one code path on a real three-master Redis Cluster (tests/redis_cluster.py):
+    every script's keys in one slot, the shards spread over the nodes."""
+
+    def make_store(self, tmp_path, request):
+        cluster = request.getfixturevalue("redis_cluster_db")
+        store = RedisHistoryStore(client=cluster.client(), key="books:history", shards=16)
+        store.open()
+        return store

@@ -93,6 +93,9 @@ def open_store(
         maxlen = get(
             settings, "RECRAWL_REDIS_LOG_MAXLEN", int, lambda v: v >= 0, "entries >= 0 (0: no cap)"
         )
+        shards = get(
+            settings, "RECRAWL_REDIS_SHARDS", int, lambda v: 1 <= v <= 1024, "1 to 1024 shards"
+        )
         return RedisHistoryStore(
             None if spec == "redis" else spec,
             settings=settings,
@@ -100,6 +103,9 @@ def open_store(
             store_bodies=options["store_bodies"],
             log_maxlen=10_000_000 if maxlen is None else maxlen,
             on_loss=on_store_loss(settings),
+            shards=DEFAULTS["RECRAWL_REDIS_SHARDS"] if shards is None else shards,
+            flush_every=options["flush_every"],
+            flush_seconds=options["flush_seconds"],
         )
     if spec.startswith("sqlite:///"):
         # as SQLAlchemy spells it: sqlite:///relative.db, sqlite:////absolute.db

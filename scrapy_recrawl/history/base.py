@@ -21,7 +21,9 @@ import numpy as np
 #: 4: nothing stored is a pickle: requests are data (history/request_codec.py), the
 #: pickled basket model is dropped; and each URL's consecutive failed cycles
 #: (``failures``, ``last_failure_cycle``).
-SCHEMA_VERSION = 4
+#: 5: the Redis store's compact, sharded encoding (history/redis_schema.py); SQLite
+#: unchanged.
+SCHEMA_VERSION = 5
 
 
 class HistoryStoreError(RuntimeError):

@@ -183,8 +183,19 @@ def _migrate_3_to_4(db: sqlite3.Connection) -> None:
     _v4_failure_counts(db)
 
 
+def _migrate_4_to_5(db: sqlite3.Connection) -> None:
+    """Version 5 changed the Redis store's encoding only (compact rows, sharded keys:
+    history/redis_schema.py); a SQLite store keeps its tables, and its version follows
+    the one sequence."""
+
+
 # Migrations from schema version v to v + 1, each run in one transaction.
-MIGRATIONS: dict[int, Any] = {1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4}
+MIGRATIONS: dict[int, Any] = {
+    1: _migrate_1_to_2,
+    2: _migrate_2_to_3,
+    3: _migrate_3_to_4,
+    4: _migrate_4_to_5,
+}
 
 
 class NotAStore(sqlite3.DatabaseError):

@@ -102,3 +102,41 @@ def fold_failure(
     if last_failure_cycle == cycle and failures > 0:
         return failures, cycle  # another attempt of the same cycle: one failure
     return failures + 1, cycle
+
+
+def fold_visit(rec: Any, visit: Any, cycle: int) -> None:
+    """Fold one ``visit`` (history.base.Visit) into ``rec`` (a UrlRecord), in place: the
+    estimators, the validators, gone and the failure count, as
+    ``SqliteHistoryStore.record`` does (and ``RECORD_LUA`` in Redis). The Redis store
+    predicts with it the record a buffered visit will make (history/redis.py); the
+    signature, request and body are the caller's."""
+    rec.url = visit.url
+    rec.visits += 1
+    rec.status = visit.status
+    good = good_status(visit.status)
+    if visit.changed is not None and good and rec.last_visit_cycle >= 0:
+        fold: Any = observe
+        rec.n, rec.X, rec.sad, rec.aad_sum, rec.gad = fold(
+            rec.n, rec.X, rec.sad, rec.aad_sum, rec.gad, int(bool(visit.changed))
+        )
+        rec.D, rec.A, rec.R, rec.M = (
+            float(visit.distance),
+            float(visit.added),
+            float(visit.removed),
+            float(visit.modified),
+        )
+        if visit.changed:
+            rec.last_change_cycle, rec.last_change_time = cycle, visit.time
+    if good:
+        rec.last_visit_cycle, rec.last_visit_time = cycle, visit.time
+        rec.gone = False
+        if visit.status == 304:
+            rec.etag = visit.etag or rec.etag
+            rec.last_modified = visit.last_modified or rec.last_modified
+        else:
+            rec.etag, rec.last_modified = visit.etag, visit.last_modified
+    elif visit.gone:
+        rec.gone = True
+    rec.failures, rec.last_failure_cycle = fold_failure(
+        rec.failures, rec.last_failure_cycle, visit.status, cycle
+    )
