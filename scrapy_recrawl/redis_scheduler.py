@@ -1,9 +1,9 @@
 """The recrawl scheduler with its cycle in Redis, shared by many ``scrapy crawl`` s.
 
 ``SCHEDULER = "scrapy_recrawl.RedisRecrawlScheduler"`` (plus the add-on or the
-middleware) on every machine, all pointing at one Redis (``REDIS_URL``), and
-the processes share one history store, one recrawl queue, one new-URL queue,
-one dupefilter and one budget. It is :class:`~scrapy_recrawl.scheduler.RecrawlScheduler`
+middleware) on every machine, all pointing at one Redis (``REDIS_URL``; a node of a
+Redis Cluster with ``RECRAWL_REDIS_CLUSTER = True``), and the processes share one
+history store, one recrawl queue, one new-URL queue, one dupefilter and one budget. It is :class:`~scrapy_recrawl.scheduler.RecrawlScheduler`
 with the distributed frontier (:mod:`scrapy_recrawl.frontier.distributed`, where
 the whole story is told, and docs/distributed.md); nothing else differs.
 """

@@ -77,6 +77,7 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_REDIS_LOCK_SECONDS": 300.0,
     "RECRAWL_REDIS_WORKER_TIMEOUT": 30.0,
     "RECRAWL_REDIS_OUTAGE_SECONDS": 60.0,
+    "RECRAWL_REDIS_CLUSTER": False,  # True: REDIS_URL / RECRAWL_STORE name a Redis Cluster node
     "RECRAWL_ALLOW_PICKLE": False,  # True: a pickling SCHEDULER_SERIALIZER (CWE-502 risk)
     "RECRAWL_ON_STORE_LOSS": "stop",  # a shared store emptied or replaced mid-crawl: or "continue"
     # scoring
@@ -263,6 +264,7 @@ KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "RECRAWL_REDIS_LOCK_SECONDS": (_number, "a number"),
     "RECRAWL_REDIS_WORKER_TIMEOUT": (_number, "a number"),
     "RECRAWL_REDIS_OUTAGE_SECONDS": (_number, "a number"),
+    "RECRAWL_REDIS_CLUSTER": (_bool, "True or False"),
     "RECRAWL_ALLOW_PICKLE": (_bool, "True or False"),
     "RECRAWL_ON_STORE_LOSS": (_text, "'stop' or 'continue'"),
     "RECRAWL_PLUGINS_BASE": (_dict, "a dict {'path.Class': order} (JSON on the command line)"),

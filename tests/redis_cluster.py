@@ -10,12 +10,14 @@ The binaries are the ones the single-server tests use (:func:`redis_server_exe`:
 Each node needs its port P and P + 10000 (the cluster bus) free, so the ports are
 picked below 55536 and both are checked.
 
-The fixture ``redis_cluster`` is session-scoped (a start takes one to two seconds):
-one cluster per test session; ``redis_cluster_db`` empties it before each test.
+The fixture ``redis_cluster`` is one cluster per test session (a start takes one to
+two seconds): :func:`shared_cluster`, started on first use, stopped at exit, however
+many test modules import the fixture; ``redis_cluster_db`` empties it before each test.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import random
 import shutil
@@ -89,10 +91,13 @@ class ClusterNode(RedisServer):
 
 
 class RedisCluster:
-    """Three masters, no replicas, every slot assigned; ``url`` names a seed node."""
+    """Three masters, no replicas, every slot assigned; ``url`` names a seed node.
 
-    def __init__(self, masters: int = 3) -> None:
-        self.nodes = [ClusterNode(port=p) for p in cluster_ports(masters)]
+    ``appendonly``: each node persists every write (as :class:`RedisServer`), so a
+    node restarted with ``node.restart()`` keeps its data and its slots."""
+
+    def __init__(self, masters: int = 3, *, appendonly: bool = False) -> None:
+        self.nodes = [ClusterNode(port=p, appendonly=appendonly) for p in cluster_ports(masters)]
         self.url = self.nodes[0].url
         self.urls = [node.url for node in self.nodes]
 
@@ -138,6 +143,15 @@ class RedisCluster:
                 raise RuntimeError(f"the Redis Cluster node on port {node.port} is not ok")
             time.sleep(0.05)
 
+    def node_of(self, key: str) -> ClusterNode:
+        """The master that owns ``key``'s slot."""
+        client = self.client()
+        try:
+            port = client.get_node_from_key(key).port
+        finally:
+            client.close()
+        return next(node for node in self.nodes if node.port == port)
+
     def client(self, **kwargs):
         """A ``redis.cluster.RedisCluster`` seeded with the first node."""
         from redis.cluster import RedisCluster as Client
@@ -168,11 +182,22 @@ class RedisCluster:
             shutil.rmtree(node.dir, ignore_errors=True)
 
 
+_SHARED: list[RedisCluster] = []
+
+
+def shared_cluster() -> RedisCluster:
+    """The session's cluster: started on the first call, stopped when the process exits."""
+    if not _SHARED:
+        cluster = RedisCluster().start()
+        atexit.register(cluster.__exit__, None, None, None)
+        _SHARED.append(cluster)
+    return _SHARED[0]
+
+
 @pytest.fixture(scope="session")
 def redis_cluster():
     """One three-master Redis Cluster per test session; tests empty it (``redis_cluster_db``)."""
-    with RedisCluster() as cluster:
-        yield cluster
+    return shared_cluster()
 
 
 @pytest.fixture
@@ -189,4 +214,5 @@ __all__ = [
     "redis_cli_exe",
     "redis_cluster",
     "redis_cluster_db",
+    "shared_cluster",
 ]

@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 
 from .helpers import LocalSite, Page, run_crawl
+from .redis_deploy import deployment
 from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 
 pytestmark = pytest.mark.slow
@@ -26,22 +27,25 @@ def _site() -> LocalSite:
     return site
 
 
-def _backend_settings(backend: str, tmp_path, redis_server) -> dict:  # noqa: F811
+#: the SQLite scheduler, and RedisRecrawlScheduler on one redis-server and on a cluster
+BACKENDS = ["sqlite", "redis", "redis-cluster"]
+
+
+def _backend_settings(backend: str, tmp_path, request) -> dict:
     if backend == "sqlite":
         return {"RECRAWL_STORE": str(tmp_path / "history.sqlite3")}
-    return {
-        "SCHEDULER": "scrapy_recrawl.RedisRecrawlScheduler",
-        "REDIS_URL": redis_server.url,
-    }
+    kind = "cluster" if backend == "redis-cluster" else "single"
+    redis = deployment(kind, request.getfixturevalue("redis_server"))
+    # the spider of tests/crawl_spider.py
+    return {"SCHEDULER": "scrapy_recrawl.RedisRecrawlScheduler", **redis.settings("test")}
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_start_url_that_is_also_a_recrawl_is_fetched_once(backend, tmp_path, request):
-    redis = request.getfixturevalue("redis_db") if backend == "redis" else None
     settings = {
         "ADDONS": {"scrapy_recrawl.RecrawlAddon": 100},
         "RETRY_ENABLED": False,
-        **_backend_settings(backend, tmp_path, redis),
+        **_backend_settings(backend, tmp_path, request),
     }
     with _site() as site:
         for cycle in range(3):  # warm-up cycles recrawl everything, the start URL included
@@ -65,7 +69,7 @@ def _linked_site(pages: int, extra: list[str]) -> dict[str, Page]:
     return site
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_one_url_asked_for_by_every_stream_is_fetched_once_per_cycle(backend, tmp_path, request):
     """``/`` is at once a start request, a link every page has, a recrawl (in the
     monitoring sample: id 1 is in RECRAWL_SEED 0's sample) and, on the SQLite
@@ -74,7 +78,6 @@ def test_one_url_asked_for_by_every_stream_is_fetched_once_per_cycle(backend, tm
     ``/p1``, a start request. Every other page is a start request, a link and maybe a
     recrawl. (The spider's own ``dont_filter`` duplicates are Scrapy's "fetch it
     again", which tests/test_scope.py checks.)"""
-    redis = request.getfixturevalue("redis_db") if backend == "redis" else None
     settings = {
         "ADDONS": {"scrapy_recrawl.RecrawlAddon": 100},
         "RETRY_ENABLED": False,
@@ -82,7 +85,7 @@ def test_one_url_asked_for_by_every_stream_is_fetched_once_per_cycle(backend, tm
         "RECRAWL_BUDGET": 0.5,
         "RECRAWL_MONITOR_SHARE": 0.4,
         "RECRAWL_SEED": 0,
-        **_backend_settings(backend, tmp_path, redis),
+        **_backend_settings(backend, tmp_path, request),
     }
     if backend == "sqlite":  # loop-time probes need the scheduler's own (local) frontier
         settings |= {

@@ -1,6 +1,6 @@
-"""Real ``scrapy crawl`` processes sharing one redis-server: several processes per
-cycle, the shared budget, the cycle opened once, Redis restarted mid-crawl, Redis
-missing at start-up."""
+"""Real ``scrapy crawl`` processes sharing one redis-server (or one Redis Cluster):
+several processes per cycle, the shared budget, the cycle opened once, Redis
+restarted mid-crawl, Redis missing at start-up."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from example_project.site import RunningSite
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
 from .helpers import REPO
+from .redis_deploy import _deploy_single, redis_deployment  # noqa: F401 -- fixtures
 from .redis_server import RedisServer, free_port
 
 pytestmark = pytest.mark.slow
@@ -66,7 +67,8 @@ def redis_server():
         yield server
 
 
-def test_three_processes_three_cycles_share_one_frontier(redis_server, tmp_path):
+def test_three_processes_three_cycles_share_one_frontier(redis_deployment, tmp_path):  # noqa: F811
+    redis = redis_deployment  # one redis-server, or a three-master cluster
     budget = 150
     with RunningSite(pages=3000, seed=3) as site:
         served_at = 0
@@ -75,12 +77,13 @@ def test_three_processes_three_cycles_share_one_frontier(redis_server, tmp_path)
             procs = [
                 start_crawl(
                     site.base_url,
-                    redis_server.url,
+                    redis.url,
                     tmp_path,
                     name,
                     RECRAWL_WARMUP_CYCLES=1,
                     RECRAWL_BUDGET=budget,
                     RECRAWL_NEW_SHARE=0.2,
+                    **redis.settings("site"),
                 )
                 for name in names
             ]
@@ -93,7 +96,7 @@ def test_three_processes_three_cycles_share_one_frontier(redis_server, tmp_path)
             assert sum(s.get("recrawl/cycles_opened", 0) for s in stats) == 1  # opened once
             assert {s["recrawl/cycle"] for s in stats} == {cycle}  # the others joined it
             assert all(s.get("response_received_count", 0) > 0 for s in stats), stats  # all worked
-            with RedisHistoryStore(redis_server.url, key="site:history") as store:
+            with redis.store("site:history") as store:
                 log = store.visit_log()
                 in_cycle = log["cycle"] == cycle
                 # exactly one visit-log record per response received, by any process
@@ -103,13 +106,15 @@ def test_three_processes_three_cycles_share_one_frontier(redis_server, tmp_path)
                 if cycle == 1:
                     assert len(store) >= 3000  # warm-up: every page (and the index pages)
                 else:
-                    taken = redis_server.client().hgetall("site:recrawl:taken")
+                    client = redis.client()
+                    taken = client.hgetall(redis.frontier_key("site", "taken"))
+                    client.close()
                     assert int(taken[b"total"]) <= budget  # the shared budget
                     redirects = sum(1 for e in served["served"] if e["status"] == 301)
                     assert len(served["served"]) <= budget + redirects
                     assert sum(pages.values()) >= budget // 2
             site.state.advance(1)
-        with RedisHistoryStore(redis_server.url, key="site:history") as store:
+        with redis.store("site:history") as store:
             assert store.cycle == 3  # advanced exactly three times
             arr = store.arrays()
             log = store.visit_log()

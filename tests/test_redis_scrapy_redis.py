@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from scrapy_recrawl import RedisRecrawlScheduler
+from scrapy_recrawl.frontier import queues
 
 from .redis_server import RedisServer
 
@@ -85,4 +86,31 @@ class TestUpstreamQueues(upstream.PriorityQueueTest):
 
 
 class TestUpstreamFifo(upstream.FifoQueueTest):
-    """The FIFO queue RedisRecrawlScheduler reuses for recrawls."""
+    """scrapy-redis's FIFO queue (a SCHEDULER_QUEUE_CLASS that works on a cluster too)."""
+
+
+class TestUpstreamOnOurPriorityQueue(upstream.PriorityQueueTest):
+    """Upstream's queue tests on this package's queues (frontier/queues.py): the
+    cluster mode's default for new URLs ..."""
+
+    queue_cls = queues.PriorityQueue
+
+
+class TestUpstreamOnOurFifo(upstream.FifoQueueTest):
+    """... the recrawl queue ..."""
+
+    queue_cls = queues.FifoQueue
+
+
+class TestUpstreamOnOurLifo(upstream.LifoQueueTest):
+    """... and the LIFO one."""
+
+    queue_cls = queues.LifoQueue
+
+
+class TestUpstreamOnOurDupeFilter(upstream.DupeFilterTest):
+    """Upstream's dupefilter test on this package's (the cluster mode's default)."""
+
+    def setUp(self):
+        super().setUp()
+        self.df = queues.RedisDupeFilter(self.server, self.key)

@@ -47,7 +47,8 @@ PLUGIN = textwrap.dedent(
     import scrapy.settings.default_settings as default_settings
 
     import scrapy_recrawl.history as history
-    from scrapy_recrawl.frontier.distributed import DistributedFrontier
+    import scrapy_recrawl.frontier.distributed as distributed
+    from scrapy_recrawl.frontier.redis import SpiderKeys
     from scrapy_recrawl.redis_scheduler import RedisRecrawlScheduler
 
     URL = os.environ["RECRAWL_SUITE_REDIS_URL"]
@@ -85,18 +86,16 @@ PLUGIN = textwrap.dedent(
 
 
     history.open_store = open_store
-    _configure = DistributedFrontier.__init__
+    _spider_keys = distributed.spider_keys
 
 
-    def configure(self, host):
-        _configure(self, host)
-        t = token(host.crawler.settings)
-        self.key_template = f"{t}:{self.key_template}"
-        self.queue_key_template = f"{t}:{self.queue_key_template}"
-        self.dupefilter_key_template = f"{t}:{self.dupefilter_key_template}"
+    def spider_keys(settings, spider, cluster):
+        keys = _spider_keys(settings, spider, cluster)
+        t = token(settings)
+        return SpiderKeys(f"{t}:{keys.scheduler}", f"{t}:{keys.queue}", f"{t}:{keys.dupefilter}")
 
 
-    DistributedFrontier.__init__ = configure
+    distributed.spider_keys = spider_keys
     _open = RedisRecrawlScheduler.open
 
 

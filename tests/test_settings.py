@@ -69,6 +69,7 @@ FROM_THE_COMMAND_LINE = {
     "RECRAWL_REDIS_LOCK_SECONDS": ("10", 10),
     "RECRAWL_REDIS_WORKER_TIMEOUT": ("5.5", 5.5),
     "RECRAWL_REDIS_OUTAGE_SECONDS": ("0", 0),
+    "RECRAWL_REDIS_CLUSTER": ("true", True),
     "RECRAWL_ALLOW_PICKLE": ("true", True),
     "RECRAWL_ON_STORE_LOSS": ("continue", "continue"),
     "RECRAWL_PLUGINS_BASE": ('{"a.B": 100}', {"a.B": 100}),

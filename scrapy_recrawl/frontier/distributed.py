@@ -45,18 +45,17 @@ from typing import Any
 
 import numpy as np
 from scrapy import Request
-from scrapy.utils.misc import load_object
 
 from ..core.budget import Budget
 from ..core.meta import META_CYCLE, META_ID, META_KIND, META_RANK, META_SCORE
 from ..history import HistoryStoreError, StoreLost
-from ..history.ownership import for_spider
-from ..history.redis_connection import redis_from_settings
+from ..history.redis_connection import cluster_mode, redis_from_settings
 from ..settings import RecrawlSettingError, get
 from . import serializer
 from .base import CycleFrontier, SchedulerHost, Taken, recrawl_kind
 from .outage import OutageClock, is_redis_error
-from .redis import RedisFrontier
+from .queues import FifoQueue, queue_and_dupefilter
+from .redis import RedisFrontier, SpiderKeys, spider_keys
 
 logger = logging.getLogger("scrapy_recrawl.redis_scheduler")
 
@@ -95,30 +94,32 @@ class DistributedFrontier(CycleFrontier):
                 lambda v: v >= 0,
                 "seconds >= 0",
             )
-            self.key_template = get(s, "RECRAWL_REDIS_SCHEDULER_KEY", str)
             # requests as data unless pickling is allowed on purpose (frontier/serializer.py)
             self.serializer = serializer.choose(s)
         except RecrawlSettingError as exc:
             logger.error("recrawl: %s", exc)
             raise
         self.persist = s.getbool("SCHEDULER_PERSIST", defaults.SCHEDULER_PERSIST)
-        self.queue_key_template = s.get("SCHEDULER_QUEUE_KEY") or defaults.SCHEDULER_QUEUE_KEY
-        self.queue_cls = load_object(
-            s.get("SCHEDULER_QUEUE_CLASS") or defaults.SCHEDULER_QUEUE_CLASS
-        )
-        self.dupefilter_key_template = (
-            s.get("SCHEDULER_DUPEFILTER_KEY") or defaults.SCHEDULER_DUPEFILTER_KEY
-        )
-        df_path = s.get("SCHEDULER_DUPEFILTER_CLASS")
-        if not df_path and "scrapy_redis" in str(s.get("DUPEFILTER_CLASS") or ""):
-            df_path = s.get("DUPEFILTER_CLASS")
-        self.redis_df_cls = load_object(df_path or defaults.SCHEDULER_DUPEFILTER_CLASS)
-        self.server, self.redis_location = redis_from_settings(s)
         try:
-            self.server.ping()  # as scrapy-redis's scheduler does: fail now, not mid-crawl
+            self.cluster = cluster_mode(s)
+            # the key templates checked now (one hash tag per spider on a cluster; the
+            # names are made at open()) and the queue / dupefilter classes (this
+            # package's own on a cluster: cluster.py)
+            spider_keys(s, "spider", self.cluster)
+            self.queue_cls, self.redis_df_cls = queue_and_dupefilter(s, self.cluster)
+            self.server, self.redis_location = redis_from_settings(s)
+            # as scrapy-redis's scheduler does: fail now, not mid-crawl (and a single
+            # Redis named where a cluster is, or the reverse, is said here)
+            self.server.ping()
+        except (RecrawlSettingError, HistoryStoreError) as exc:
+            # a setting, a cluster named where a single Redis is (or the reverse:
+            # RedisModeError), a cluster unreachable: said as it is, in one line
+            logger.error("recrawl: %s", exc)
+            raise
         except Exception as exc:  # noqa: BLE001 -- redis-py's errors, OSError
+            where = getattr(self, "redis_location", None) or "REDIS_URL"
             message = (
-                f"cannot reach the Redis at {self.redis_location} (REDIS_URL, REDIS_HOST, "
+                f"cannot reach the Redis at {where} (REDIS_URL, REDIS_HOST, "
                 f"REDIS_PORT, REDIS_PARAMS) for RedisRecrawlScheduler: {exc}"
             )
             logger.error("recrawl: %s", message)
@@ -133,6 +134,7 @@ class DistributedFrontier(CycleFrontier):
         self._poke_call: Any = None
         self._local_df: Any = None
         self.keys: RedisFrontier | None = None
+        self.names: SpiderKeys | None = None
         self.recrawls: Any = None
         self.newqs: Any = None
 
@@ -144,20 +146,13 @@ class DistributedFrontier(CycleFrontier):
     # -- life ------------------------------------------------------------------
 
     def open(self) -> None:
-        from scrapy_redis.queue import FifoQueue
-
         host, spider = self.host, self.host.spider
+        self.names = spider_keys(host.crawler.settings, spider.name, self.cluster)
         self.keys = RedisFrontier(
-            self.server,
-            for_spider(self.key_template, "RECRAWL_REDIS_SCHEDULER_KEY", spider.name),
-            self.worker_id,
-            lock_seconds=self.lock_seconds,
+            self.server, self.names.scheduler, self.worker_id, lock_seconds=self.lock_seconds
         )
         self.newqs = self.queue_cls(
-            server=self.server,
-            spider=spider,
-            key=self.queue_key_template % {"spider": spider.name},
-            serializer=self.serializer,
+            server=self.server, spider=spider, key=self.names.queue, serializer=self.serializer
         )
         self.recrawls = FifoQueue(
             server=self.server,
@@ -377,7 +372,8 @@ class DistributedFrontier(CycleFrontier):
         )
 
     def _df_key(self, cycle: int) -> str:
-        return f"{self.dupefilter_key_template % {'spider': self.host.spider.name}}:{cycle}"
+        assert self.names is not None, "the frontier is not open"
+        return self.names.dupefilter_of(cycle)
 
     def _adopt(self, state: dict[str, str]) -> None:
         # each cycle opened, joined or adopted: still the history this process opened?

@@ -16,10 +16,12 @@ logger = logging.getLogger("scrapy_recrawl.redis_scheduler")
 
 
 def is_redis_error(exc: BaseException) -> bool:
-    """An error of the Redis connection (redis-py, the socket, the store over it)."""
+    """An error of the Redis connection (redis-py, the socket, the store over it; a
+    cluster's own, which redis-py does not derive from RedisError)."""
     import redis
+    from redis.exceptions import RedisClusterException
 
-    return isinstance(exc, (redis.RedisError, OSError, HistoryStoreError))
+    return isinstance(exc, (redis.RedisError, RedisClusterException, OSError, HistoryStoreError))
 
 
 class OutageClock:

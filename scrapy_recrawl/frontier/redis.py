@@ -15,6 +15,12 @@ Keys under ``RECRAWL_REDIS_SCHEDULER_KEY`` (``%(spider)s:recrawl``), one set per
 New URLs go to scrapy-redis's queue (``SCHEDULER_QUEUE_KEY``) and duplicates
 are filtered in a set per cycle (``SCHEDULER_DUPEFILTER_KEY`` + ``:<cycle>``).
 The scheduler decides (core/cycle.py); this class only keeps the state.
+
+On a Redis Cluster (``RECRAWL_REDIS_CLUSTER``) the spider's name in every key is a
+hash tag, ``{<spider>}`` (:func:`spider_keys`): ``{site}:recrawl:state``,
+``{site}:requests``, ``{site}:dupefilter:<cycle>`` ... all hash to one slot, so each
+script, each MULTI/EXEC pipeline and the lock touch that one slot (one master).
+Every script takes all its keys in ``KEYS``, none is built from ``ARGV``.
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from ..history import HistoryStoreError
+from ..history.ownership import for_spider
 
 #: Reserve one budgeted request: KEYS[1] the counters hash; ARGV total (-1: no
 #: limit), side ("new" or "recrawl"), side quota (-1: no limit). 1 if reserved.
@@ -50,6 +58,55 @@ if before and (ARGV[2] ~= 's' or before ~= 's') then return 0 end
 if not before then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
 return 1
 """
+
+
+@dataclass(frozen=True)
+class SpiderKeys:
+    """A spider's key names: the scheduler's prefix, the new-URL queue, the dupefilter
+    prefix (the cycle's set is ``<dupefilter>:<cycle>``)."""
+
+    scheduler: str
+    queue: str
+    dupefilter: str
+
+    def dupefilter_of(self, cycle: int) -> str:
+        return f"{self.dupefilter}:{cycle}"
+
+
+def spider_keys(settings: Any, spider: str, cluster: bool) -> SpiderKeys:
+    """The keys RedisRecrawlScheduler uses for ``spider`` (``RECRAWL_REDIS_SCHEDULER_KEY``,
+    ``SCHEDULER_QUEUE_KEY``, ``SCHEDULER_DUPEFILTER_KEY``, ``%(spider)s`` filled in).
+
+    ``cluster``: the spider's name is written as the hash tag ``{<spider>}``, so all the
+    keys share one slot; templates that do not would split them over slots, and are
+    refused (one line naming the settings)."""
+    from scrapy_redis import defaults
+
+    from ..history.redis_connection import CLUSTER_SETTING
+    from ..settings import RecrawlSettingError, get
+
+    name = "{" + spider + "}" if cluster else spider
+    keys = SpiderKeys(
+        scheduler=for_spider(
+            get(settings, "RECRAWL_REDIS_SCHEDULER_KEY", str), "RECRAWL_REDIS_SCHEDULER_KEY", name
+        ),
+        queue=(settings.get("SCHEDULER_QUEUE_KEY") or defaults.SCHEDULER_QUEUE_KEY)
+        % {"spider": name},
+        dupefilter=(settings.get("SCHEDULER_DUPEFILTER_KEY") or defaults.SCHEDULER_DUPEFILTER_KEY)
+        % {"spider": name},
+    )
+    if cluster:
+        from redis.crc import key_slot
+
+        slots = {key_slot(k.encode()) for k in (keys.scheduler, keys.queue, keys.dupefilter)}
+        if len(slots) > 1:
+            raise RecrawlSettingError(
+                f"RECRAWL_REDIS_SCHEDULER_KEY={keys.scheduler!r}, SCHEDULER_QUEUE_KEY="
+                f"{keys.queue!r} and SCHEDULER_DUPEFILTER_KEY={keys.dupefilter!r} must share "
+                f"one hash tag on a Redis Cluster ({CLUSTER_SETTING}): keep %(spider)s in each "
+                "(it becomes {<spider>}) and no other {...}"
+            )
+    return keys
 
 
 class RedisFrontier:
@@ -99,7 +156,7 @@ class RedisFrontier:
 
     def open_cycle(self, state: dict[str, Any]) -> None:
         """Publish a newly opened cycle: its state, and no request taken yet."""
-        pipe = self.server.pipeline()
+        pipe = self.server.pipeline(transaction=True)
         pipe.delete(self.key("taken"))
         pipe.hset(self.key("state"), mapping=state)
         pipe.execute()
@@ -121,7 +178,7 @@ class RedisFrontier:
         return pushed
 
     def _push(self, queue_key: str, batch: list[bytes], df_key: str, fps: list[str]) -> int:
-        pipe = self.server.pipeline()
+        pipe = self.server.pipeline(transaction=True)
         pipe.lpush(queue_key, *batch)  # FifoQueue pops from the right: best rank first
         pipe.sadd(df_key, *fps)  # the spider's own link to them is then a duplicate
         pipe.execute()
@@ -130,7 +187,7 @@ class RedisFrontier:
     def close_cycle(self, cycle: int, df_key: str) -> None:
         """Mark ``cycle`` done; its recrawls, dupefilter set, start claims and fetched
         set go."""
-        pipe = self.server.pipeline()
+        pipe = self.server.pipeline(transaction=True)
         pipe.delete(
             self.key("recrawls"), df_key, self.key(f"starts:{cycle}"), self.key(f"fetched:{cycle}")
         )
@@ -170,7 +227,7 @@ class RedisFrontier:
 
     def give_back(self, side: str) -> None:
         """Another process emptied the queue first: the reservation is returned."""
-        pipe = self.server.pipeline()
+        pipe = self.server.pipeline(transaction=True)
         pipe.hincrby(self.key("taken"), "total", -1)
         pipe.hincrby(self.key("taken"), side, -1)
         pipe.execute()
@@ -209,21 +266,21 @@ def reset_spider(settings: Any, spider: str) -> tuple[str, int]:
     settings (``RECRAWL_REDIS_SCHEDULER_KEY``, ``SCHEDULER_QUEUE_KEY``,
     ``SCHEDULER_DUPEFILTER_KEY``); no other spider's key is touched.
     """
-    from scrapy_redis import defaults
+    from ..history.redis_connection import cluster_mode, redis_from_settings
 
-    from ..history.redis_connection import redis_from_settings
-    from ..settings import get
-
-    names = {"spider": spider}
-    skey = get(settings, "RECRAWL_REDIS_SCHEDULER_KEY", str) % names
-    queue = (settings.get("SCHEDULER_QUEUE_KEY") or defaults.SCHEDULER_QUEUE_KEY) % names
-    dupes = (settings.get("SCHEDULER_DUPEFILTER_KEY") or defaults.SCHEDULER_DUPEFILTER_KEY) % names
+    names = spider_keys(settings, spider, cluster_mode(settings))
+    skey, dupes = names.scheduler, names.dupefilter
     server, location = redis_from_settings(settings)
     try:
         keys = [f"{skey}:{n}" for n in ("state", "taken", "workers", "lock", "recrawls")]
-        keys += [queue, dupes]
-        for pattern in (f"{skey}:starts:*", f"{dupes}:*"):
-            keys += server.scan_iter(match=pattern, count=1000)
+        keys += [names.queue, dupes]
+        for pattern in (f"{skey}:starts:*", f"{skey}:fetched:*", f"{dupes}:*"):
+            keys += server.scan_iter(match=_glob_escaped(pattern[:-1]) + "*", count=1000)
         return location, int(server.delete(*keys))
     finally:
         server.close()
+
+
+def _glob_escaped(text: str) -> str:
+    """``text`` matched literally by SCAN's MATCH (a ``[`` or ``*`` in a name is no glob)."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)

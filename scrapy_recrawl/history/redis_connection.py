@@ -1,4 +1,12 @@
-"""Which Redis, from scrapy-redis's settings, and how to name it in a message without its password."""
+"""Which Redis, from scrapy-redis's settings, and how to name it in a message without its password.
+
+``RECRAWL_REDIS_CLUSTER = True``: the Redis named (``REDIS_URL``, ``REDIS_HOST`` /
+``REDIS_PORT``, or ``RECRAWL_STORE``'s URL) is a seed node of a Redis Cluster, and
+the client is a ``redis.cluster.RedisCluster`` (``REDIS_PARAMS`` passed on to
+every node's connections). A mismatch -- a cluster named but a single Redis found,
+or the reverse -- is one :class:`RedisModeError` naming the setting, raised when the
+client first connects (docs/distributed.md, "Redis Cluster").
+"""
 
 from __future__ import annotations
 
@@ -6,11 +14,22 @@ import json
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from .base import HistoryStoreError
+
+#: the setting that says the Redis is a cluster (settings.py)
+CLUSTER_SETTING = "RECRAWL_REDIS_CLUSTER"
+
+
+class RedisModeError(HistoryStoreError):
+    """A Redis Cluster where a single Redis was named, or the reverse (one line)."""
+
 
 def _redis_errors() -> tuple[type[BaseException], ...]:
     import redis
+    from redis.exceptions import RedisClusterException
 
-    return (redis.RedisError, OSError)
+    # RedisClusterException is not a RedisError (cross-slot scripts, no node reachable)
+    return (redis.RedisError, RedisClusterException, OSError)
 
 
 def redacted(url: str) -> str:
@@ -35,10 +54,16 @@ def _settings_dict(settings: Any, name: str) -> dict[str, Any]:
     return dict(json.loads(value) if isinstance(value, str) else value)
 
 
-def redis_from_settings(settings: Any, url: str | None = None) -> tuple[Any, str]:
-    """A redis-py client as scrapy-redis builds it (``REDIS_URL``, ``REDIS_HOST``,
-    ``REDIS_PORT``, ``REDIS_DB``, ``REDIS_PARAMS``), or for ``url`` with
-    ``REDIS_PARAMS``; and its location for messages (password left out)."""
+def cluster_mode(settings: Any) -> bool:
+    """``RECRAWL_REDIS_CLUSTER``: every Redis the crawl names is a Redis Cluster."""
+    if settings is None:
+        return False
+    from ..settings import get
+
+    return bool(get(settings, CLUSTER_SETTING, bool))
+
+
+def _params(settings: Any, url: str | None) -> dict[str, Any]:
     from scrapy_redis import connection, defaults
 
     params: dict[str, Any] = defaults.REDIS_PARAMS.copy()
@@ -56,11 +81,105 @@ def redis_from_settings(settings: Any, url: str | None = None) -> tuple[Any, str
         from scrapy.utils.misc import load_object
 
         params["redis_cls"] = load_object(params["redis_cls"])
+    return params
+
+
+def _param_location(params: dict[str, Any]) -> str:
+    if params.get("url"):
+        return redacted(str(params["url"]))
+    return f"redis://{params.get('host', 'localhost')}:{params.get('port', 6379)}/0"
+
+
+def redis_from_settings(settings: Any, url: str | None = None) -> tuple[Any, str]:
+    """A redis-py client as scrapy-redis builds it (``REDIS_URL``, ``REDIS_HOST``,
+    ``REDIS_PORT``, ``REDIS_DB``, ``REDIS_PARAMS``), or for ``url`` with
+    ``REDIS_PARAMS``; and its location for messages (password left out).
+
+    A single Redis is not connected to here (its first command checks that it is not
+    a cluster node); a cluster client (``RECRAWL_REDIS_CLUSTER``) learns the slots
+    from its seed node now, so an unreachable or non-cluster seed raises here."""
+    from scrapy_redis import connection
+
+    params = _params(settings, url)
+    if cluster_mode(settings):
+        return _cluster_client(params)
+    # a single Redis: its connections check, once each, that it is not a cluster node
+    params["redis_connect_func"] = _refuse_cluster_node
     client = connection.get_redis(**params)
     return client, client_location(client)
 
 
+def redis_location(settings: Any, url: str | None = None) -> str:
+    """Where :func:`redis_from_settings` would connect, for messages, without
+    connecting (a cluster client would: it learns the slots when built)."""
+    if cluster_mode(settings):
+        return f"{_param_location(_params(settings, url))} (Redis Cluster)"
+    return redis_from_settings(settings, url)[1]
+
+
+def _cluster_client(params: dict[str, Any]) -> tuple[Any, str]:
+    from redis.cluster import RedisCluster
+    from redis.exceptions import RedisClusterException
+
+    location = _param_location(params)
+    cls = params.pop("redis_cls", None)
+    if cls is None or not (isinstance(cls, type) and issubclass(cls, RedisCluster)):
+        cls = RedisCluster  # REDIS_PARAMS' redis_cls names a single-Redis class
+    db = params.pop("db", 0)
+    if int(db or 0) != 0:
+        raise RedisModeError(
+            f"REDIS_DB / REDIS_PARAMS db={db!r}: a Redis Cluster ({CLUSTER_SETTING}) has "
+            "only database 0"
+        )
+    url = params.pop("url", None)
+    try:
+        if url is not None:
+            client = cls.from_url(url, **params)
+        else:
+            client = cls(**params)
+    except RedisClusterException as exc:
+        if "Cluster mode is not enabled" in str(exc):
+            raise RedisModeError(
+                f"the Redis at {location} is a single Redis, not a Redis Cluster node, but "
+                f"{CLUSTER_SETTING} is True: set {CLUSTER_SETTING} = False, or name a node "
+                "of the cluster"
+            ) from None
+        if "db" in str(exc) and "cluster mode" in str(exc):
+            raise RedisModeError(f"{location}: {exc} ({CLUSTER_SETTING})") from None
+        raise HistoryStoreError(
+            f"cannot reach the Redis Cluster at {location} ({CLUSTER_SETTING}): {exc}"
+        ) from exc
+    return client, f"{location} (Redis Cluster)"
+
+
+def _refuse_cluster_node(conn: Any) -> None:
+    """A single-Redis connection's set-up: redis-py's own, then ``INFO cluster``; a
+    cluster node (``cluster_enabled:1``) is refused while RECRAWL_REDIS_CLUSTER is off.
+    A Redis that refuses ``INFO`` (an ACL without it, a proxy) is let through."""
+    from redis.exceptions import ResponseError
+
+    conn.on_connect()
+    conn.send_command("INFO", "cluster")
+    try:
+        reply = conn.read_response()
+    except ResponseError:
+        return  # INFO refused (an ACL, a proxy): cannot tell, a cluster's MOVED will say
+    text = reply.decode(errors="replace") if isinstance(reply, bytes) else str(reply)
+    if "cluster_enabled:1" in text:
+        conn.disconnect()
+        path = getattr(conn, "path", None)
+        where = f"unix://{path}" if path else f"redis://{conn.host}:{conn.port}"
+        raise RedisModeError(
+            f"the Redis at {where} is a Redis Cluster node, but {CLUSTER_SETTING} is False: "
+            f"set {CLUSTER_SETTING} = True to use the cluster"
+        )
+
+
 def client_location(client: Any) -> str:
+    nodes = getattr(client, "get_nodes", None)
+    if nodes is not None and not hasattr(client, "connection_pool"):
+        first = client.get_default_node() or nodes()[0]
+        return f"redis://{first.host}:{first.port}/0 (Redis Cluster)"
     kw = client.connection_pool.connection_kwargs
     if "path" in kw:
         return f"unix://{kw['path']}?db={kw.get('db', 0)}"
