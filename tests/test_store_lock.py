@@ -250,3 +250,15 @@ def test_recrawl_reset_is_refused_while_the_store_is_held(tmp_path):
     # the holder is gone: the reset now goes ahead
     run = scrapy(project, "recrawl-reset", "pages", "--yes")
     assert run.returncode == 0, run.stderr
+
+
+def test_an_in_memory_store_takes_no_lock_file(tmp_path, monkeypatch):
+    """":memory:" is the connection's own database: no lock, no ":memory:.lock" left in
+    the working directory."""
+    monkeypatch.chdir(tmp_path)
+    a, b = SqliteHistoryStore(":memory:"), SqliteHistoryStore(":memory:")
+    a.open()
+    b.open()  # two private databases: no writer to keep out
+    a.close()
+    b.close()
+    assert list(tmp_path.iterdir()) == []

@@ -70,6 +70,8 @@ class StoreLock:
         self.path = lock_path(store_path)
         self.location = location
         self._fd: int | None = None
+        # SQLite's ":memory:" database is the connection's own: nothing to share, no file
+        self._private = store_path == ":memory:"
 
     @property
     def held(self) -> bool:
@@ -77,7 +79,7 @@ class StoreLock:
 
     def acquire(self) -> None:
         """Take the lock now, or raise :class:`StoreLocked` naming its holder."""
-        if self._fd is not None or fcntl is None:
+        if self._fd is not None or fcntl is None or self._private:
             return
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
