@@ -253,7 +253,7 @@ def test_recrawl_reset_is_refused_while_the_store_is_held(tmp_path):
 
 
 def test_an_in_memory_store_takes_no_lock_file(tmp_path, monkeypatch):
-    """":memory:" is the connection's own database: no lock, no ":memory:.lock" left in
+    """SQLite's ":memory:" is the connection's own database: no lock, no ":memory:.lock" left in
     the working directory."""
     monkeypatch.chdir(tmp_path)
     a, b = SqliteHistoryStore(":memory:"), SqliteHistoryStore(":memory:")
