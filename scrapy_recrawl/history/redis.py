@@ -51,7 +51,13 @@ from .base import (
 from .epoch import StoreLost, new_epoch
 from .legacy_pickle import BASKET_MODEL_TABLE, MODEL_DROPPED, REQUESTS_DROPPED
 from .records import check_table, unpack_list
-from .redis_connection import _redis_errors, client_location, redacted, redis_from_settings
+from .redis_connection import (
+    _redis_errors,
+    client_location,
+    redacted,
+    redis_from_settings,
+    redis_location,
+)
 from .redis_schema import (
     ADVANCE_CYCLE_LUA,
     BIG_BLOB,
@@ -163,7 +169,7 @@ class RedisHistoryStore:
             self.location = redacted(url)
         else:
             # where scrapy-redis's settings point; resolved without connecting
-            self.location = redis_from_settings(settings)[1]
+            self.location = redis_location(settings)
         #: shards of a store this process creates (an existing one keeps its own)
         self.new_shards = max(1, int(shards))
         self.flush_every = max(1, int(flush_every))
