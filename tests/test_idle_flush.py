@@ -1,6 +1,8 @@
-"""The flush bound holds when the crawl goes quiet (issue 16, item 4).
+"""The flush bound holds when the crawl goes quiet (issue 16, item 4; issue 19 for Redis,
+whose visits are buffered too since schema version 5).
 
-A real crawl process records visits into a real SQLite store (batched writes); the
+A real crawl process records visits into a real SQLite store or a real Redis (batched
+writes, both); the
 site answers a burst, then a trickle, then nothing (one response that never comes).
 While it runs, the test reads the store from outside every 0.1 s and measures, per
 page, how long after the server answered it the visit was on disk: that delay is
@@ -22,7 +24,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from scrapy_recrawl.history.redis import RedisHistoryStore
+
 from .helpers import REPO, SPIDER_SCRIPT
+from .redis_server import RedisServer
 
 pytestmark = pytest.mark.slow
 
@@ -87,13 +92,41 @@ def _stored_urls(path) -> set[str]:
     return {r[0] for r in rows}
 
 
-def test_sigkill_after_10_quiet_seconds_loses_no_visit_older_than_the_flush_bound(tmp_path):
+def _stored_in_redis(url: str, key: str) -> set[str]:
+    """The URLs with a visit in the Redis store, read by another process (this one)."""
+    store = RedisHistoryStore(url, key=key)
+    try:
+        store.open()
+        ids = sorted(set(store.visit_log()["url_id"].tolist()))
+        return set(store.urls(ids)) if ids else set()
+    except Exception:  # not created yet
+        return set()
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_sigkill_after_10_quiet_seconds_loses_no_visit_older_than_the_flush_bound(
+    tmp_path, backend
+):
+    if backend == "redis":
+        with RedisServer() as server:
+            _sigkill_after_quiet(tmp_path, server.url, lambda: _stored_in_redis(server.url, KEY))
+    else:
+        path = tmp_path / "history.sqlite3"
+        _sigkill_after_quiet(tmp_path, str(path), lambda: _stored_urls(path))
+
+
+KEY = "idle:history"
+
+
+def _sigkill_after_quiet(tmp_path, store: str, stored_urls) -> None:  # noqa: ANN001
     site = QuietSite()
-    store = tmp_path / "history.sqlite3"
     paths = [f"/fast/{i}" for i in range(BURST)] + [f"/t/{ms}" for ms in TRICKLE]
     settings = {
         "ADDONS": {"scrapy_recrawl.RecrawlAddon": 100},
-        "RECRAWL_STORE": str(store),
+        "RECRAWL_STORE": store,
+        "RECRAWL_REDIS_KEY": KEY,
         "RECRAWL_FLUSH_SECONDS": FLUSH_SECONDS,
         "RECRAWL_FLUSH_EVERY": 10_000,  # never by count here: only the time bound
         "CONCURRENT_REQUESTS": 64,
@@ -114,7 +147,7 @@ def test_sigkill_after_10_quiet_seconds_loses_no_visit_older_than_the_flush_boun
         last_answer = None
         while time.time() < deadline:
             now = time.time()
-            for url in _stored_urls(store):
+            for url in stored_urls():
                 on_disk.setdefault(url, now)
             if last_answer is None and all(p in site.served for p in paths):
                 last_answer = max(site.served.values())
@@ -132,7 +165,7 @@ def test_sigkill_after_10_quiet_seconds_loses_no_visit_older_than_the_flush_boun
             proc.kill()
             proc.wait()
         site.close()
-    stored = _stored_urls(store)
+    stored = stored_urls()
     served = {site.url + p: t for p, t in site.served.items()}
     lost = {u: killed - t for u, t in served.items() if u not in stored}
     # nothing older than the bound is lost (all of it is 10 s old or more)
