@@ -1,6 +1,7 @@
 """The spider the tests crawl with, run as a script (one process per crawl):
 ``python tests/crawl_spider.py JSON`` with urls, settings, follow."""
 
+import asyncio
 import json
 import sys
 
@@ -17,7 +18,12 @@ class TestSpider(scrapy.Spider):
     custom_settings = {"HTTPERROR_ALLOW_ALL": True}
 
     async def start(self):
-        for url in args["urls"]:
+        for i, url in enumerate(args["urls"]):
+            if i == 1 and args.get("start_after_first_parsed"):
+                # the rest only once the first response's links are enqueued: a start
+                # request that comes after the spider's own link to its URL
+                while not items:
+                    await asyncio.sleep(0.02)
             # dont_filter: as Spider.start() makes them from start_urls (--start-dont-filter)
             yield scrapy.Request(
                 url,

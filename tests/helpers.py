@@ -106,12 +106,15 @@ def run_crawl(
     timeout: float = 120,
     follow: bool = False,
     start_dont_filter: bool = False,
+    start_after_first_parsed: bool = False,
 ) -> dict:
     """Crawl ``urls`` once with ``settings`` in a fresh process; returns items and stats.
 
     ``follow``: also follow every link of every page (same callback and meta).
     ``start_dont_filter``: start requests with ``dont_filter=True``, as Scrapy's
     default ``Spider.start()`` makes them from ``start_urls``.
+    ``start_after_first_parsed``: the start requests after the first wait until the
+    first response was parsed (its links enqueued first).
     """
     args = json.dumps(
         {
@@ -119,6 +122,7 @@ def run_crawl(
             "settings": settings,
             "follow": follow,
             "start_dont_filter": start_dont_filter,
+            "start_after_first_parsed": start_after_first_parsed,
         }
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}

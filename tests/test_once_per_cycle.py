@@ -126,3 +126,41 @@ def test_one_url_asked_for_by_every_stream_is_fetched_once_per_cycle(backend, tm
                 time.sleep(2.0)  # the first probe offset comes due
     if backend == "sqlite":  # probes due for every page: the rule was needed, not luck
         assert probes >= 1 and dropped >= 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_start_url_the_spider_linked_to_first_is_still_fetched(backend, tmp_path, request):
+    """A start request of a known URL that is not among the cycle's recrawls goes out,
+    even when the spider's own link to it came first (that link is a known URL's, so
+    not fetched: the start request is). The Redis scheduler used to drop it as "its
+    recrawl is queued" because the link was in the cycle's dupefilter set."""
+    settings = {
+        "ADDONS": {"scrapy_recrawl.RecrawlAddon": 100},
+        "RETRY_ENABLED": False,
+        "RECRAWL_WARMUP_CYCLES": 1,
+        # one recrawl after the warm-up, the page visited last ("/", visited first, is
+        # not it): "/" is only a start request
+        "RECRAWL_BUDGET": 1,
+        "RECRAWL_SCORER": "-hours",
+        "RECRAWL_MONITOR_SHARE": 0.0,
+        **_backend_settings(backend, tmp_path, request),
+    }
+    with _site() as site:
+        run_crawl([site.url + "/"], settings, tmp_path, follow=True, start_dont_filter=True)
+        site.log.clear()
+        # /p0 links to nothing; "/" links to every page, so start with a page that
+        # links to "/": p0 gets one
+        site.pages["/p0"] = Page(b'<html><body><a href="/">index</a></body></html>')
+        result = run_crawl(
+            [site.url + "/p0", site.url + "/"],
+            settings,
+            tmp_path,
+            follow=True,
+            start_dont_filter=True,
+            start_after_first_parsed=True,
+        )
+        fetched = Counter(entry["path"] for entry in site.log)
+        assert result["stats"]["recrawl/cycle"] == 2
+        assert result["stats"].get("recrawl/known_skipped", 0) >= 1  # the link came first
+        assert fetched["/"] == 1, (fetched, result["stats"])
+        assert max(fetched.values()) == 1, fetched

@@ -228,7 +228,7 @@ class DistributedFrontier(CycleFrontier):
         mine = self.shared.claim_start(self.cycle, fp)
         if mine is not None:
             return None if mine else "start_claimed_elsewhere"
-        if self.shared.seen(df.key, fp):
+        if self.shared.is_pick(self.cycle, fp):
             return "start_is_recrawl"  # its recrawl is queued this cycle
         return None
 
@@ -476,7 +476,7 @@ class DistributedFrontier(CycleFrontier):
                 }
                 yield d, df.request_fingerprint(request)
 
-        return self.shared.push_recrawls(self.recrawls, df.key, entries())
+        return self.shared.push_recrawls(self.recrawls, cycle, df.key, entries())
 
     def _follow_cycle(self) -> None:
         """Continuous mode: adopt a cycle another process has rolled over to."""

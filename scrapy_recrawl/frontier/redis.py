@@ -8,6 +8,8 @@ Keys under ``RECRAWL_REDIS_SCHEDULER_KEY`` (``%(spider)s:recrawl``), one set per
 ``{s}:lock``      the lock under which a cycle is opened, rolled over or left
 ``{s}:recrawls``  the cycle's scored recrawls (a scrapy-redis FifoQueue)
 ``{s}:starts:<cycle>``  hash: start-request fingerprint -> the worker that claimed it
+``{s}:picks:<cycle>``   set: fingerprints of the cycle's recrawls (monitoring sample
+                  included), which a start request of the same URL leaves to them
 ``{s}:fetched:<cycle>`` hash: fingerprint of each URL handed out this cycle, by any
                   process -> ``s`` (only by the spider's own dont_filter requests) or
                   ``x`` (each URL at most once per cycle)
@@ -162,34 +164,46 @@ class RedisFrontier:
         pipe.execute()
 
     def push_recrawls(
-        self, queue: Any, df_key: str, entries: Iterable[tuple[dict[str, Any], str]]
+        self,
+        queue: Any,
+        cycle: int,
+        df_key: str,
+        entries: Iterable[tuple[dict[str, Any], str]],
     ) -> int:
         """Queue ``(request dict, fingerprint)`` entries best first, in batches, and mark
-        them seen in the cycle's dupefilter set ``df_key``; returns how many."""
+        them as ``cycle``'s picks and seen in its dupefilter set ``df_key``; returns
+        how many."""
+        keys = (queue.key, df_key, self.key(f"picks:{cycle}"))
         pushed, batch, fps = 0, [], []
         for d, fp in entries:
             batch.append(queue.serializer.dumps(d))
             fps.append(fp)
             if len(batch) >= 5000:
-                pushed += self._push(queue.key, batch, df_key, fps)
+                pushed += self._push(keys, batch, fps)
                 batch, fps = [], []
         if batch:
-            pushed += self._push(queue.key, batch, df_key, fps)
+            pushed += self._push(keys, batch, fps)
         return pushed
 
-    def _push(self, queue_key: str, batch: list[bytes], df_key: str, fps: list[str]) -> int:
+    def _push(self, keys: tuple[str, str, str], batch: list[bytes], fps: list[str]) -> int:
+        queue_key, df_key, picks_key = keys
         pipe = self.server.pipeline(transaction=True)
         pipe.lpush(queue_key, *batch)  # FifoQueue pops from the right: best rank first
         pipe.sadd(df_key, *fps)  # the spider's own link to them is then a duplicate
+        pipe.sadd(picks_key, *fps)  # and so is a start request (is_pick)
         pipe.execute()
         return len(batch)
 
     def close_cycle(self, cycle: int, df_key: str) -> None:
-        """Mark ``cycle`` done; its recrawls, dupefilter set, start claims and fetched
-        set go."""
+        """Mark ``cycle`` done; its recrawls, dupefilter set, start claims, picks and
+        fetched set go."""
         pipe = self.server.pipeline(transaction=True)
         pipe.delete(
-            self.key("recrawls"), df_key, self.key(f"starts:{cycle}"), self.key(f"fetched:{cycle}")
+            self.key("recrawls"),
+            df_key,
+            self.key(f"starts:{cycle}"),
+            self.key(f"picks:{cycle}"),
+            self.key(f"fetched:{cycle}"),
         )
         pipe.hset(self.key("state"), "done", 1)
         pipe.execute()
@@ -204,8 +218,11 @@ class RedisFrontier:
             return None
         return self.server.hget(claim, fingerprint) == self.worker_id.encode()
 
-    def seen(self, df_key: str, fingerprint: str) -> bool:
-        return bool(self.server.sismember(df_key, fingerprint))
+    def is_pick(self, cycle: int, fingerprint: str) -> bool:
+        """Whether the URL is among ``cycle``'s recrawls. Not the dupefilter's say:
+        that set also holds the links the spider followed, which a start request of
+        a known URL must not be dropped for."""
+        return bool(self.server.sismember(self.key(f"picks:{cycle}"), fingerprint))
 
     # -- each URL at most once per cycle, across the processes -------------------
 
@@ -259,7 +276,7 @@ class RedisFrontier:
 
 def reset_spider(settings: Any, spider: str) -> tuple[str, int]:
     """Delete one spider's shared cycle: its state, budget counters, workers, lock,
-    recrawl and new-URL queues, start claims and dupefilter sets (``scrapy
+    recrawl and new-URL queues, start claims, picks and dupefilter sets (``scrapy
     recrawl-reset``, beside the store's clear()). Returns (where, keys deleted).
 
     The keys are those RedisRecrawlScheduler names for ``spider`` from the same
@@ -274,7 +291,8 @@ def reset_spider(settings: Any, spider: str) -> tuple[str, int]:
     try:
         keys = [f"{skey}:{n}" for n in ("state", "taken", "workers", "lock", "recrawls")]
         keys += [names.queue, dupes]
-        for pattern in (f"{skey}:starts:*", f"{skey}:fetched:*", f"{dupes}:*"):
+        patterns = ("starts", "picks", "fetched")
+        for pattern in [f"{skey}:{p}:*" for p in patterns] + [f"{dupes}:*"]:
             keys += server.scan_iter(match=_glob_escaped(pattern[:-1]) + "*", count=1000)
         return location, int(server.delete(*keys))
     finally:
