@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from scrapy_recrawl.core.simulate import new_state
 from scrapy_recrawl.history import HistoryArrays
 
 REPO = Path(__file__).resolve().parent.parent
@@ -146,19 +147,8 @@ def history_arrays(n, X, last, gone=None, cycle=10, **extra):
     the last visit's cycle, ``gone`` (none by default), no content measures, and the
     ``extra`` columns as given."""
     size = len(n)
-    cols = {
-        "n": np.asarray(n, dtype=np.int64),
-        "X": np.asarray(X, dtype=np.int64),
-        "sad": np.zeros(size),
-        "aad_sum": np.zeros(size),
-        "gad": np.zeros(size),
-        "last_visit_cycle": np.asarray(last, dtype=np.int64),
-        "last_visit_time": np.zeros(size),
-        "D": np.full(size, np.nan),
-        "A": np.full(size, np.nan),
-        "R": np.full(size, np.nan),
-        "M": np.full(size, np.nan),
-        "gone": np.zeros(size, dtype=bool) if gone is None else np.asarray(gone, dtype=bool),
-        **extra,
-    }
+    cols = new_state(size)  # the columns the store hands over (core/simulate.py)
+    cols["n"][:], cols["X"][:], cols["last_visit_cycle"][:] = n, X, last
+    cols["gone"] = np.zeros(size, dtype=bool) if gone is None else np.asarray(gone, dtype=bool)
+    cols.update(extra)
     return HistoryArrays(ids=np.arange(1, size + 1), columns=cols, cycle=cycle)

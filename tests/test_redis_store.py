@@ -352,3 +352,21 @@ def test_record_returns_the_fold_the_server_made_and_batches_stay_in_flight(redi
     assert type(plain) is UrlRecord and plain == results[0][0]
     s.close()
     ref.close()
+
+
+def test_a_request_over_64_kb_is_kept_beside_the_blobs_and_read_back(store):
+    """A URL's blob of BIG_BLOB bytes or more (a long POST body) lives in the shard's
+    ``bigreq`` hash, not in its blobs string; it is read back, kept while the same, and
+    replaced by a small one (both scripts read it through the one Lua function)."""
+    big = {"url": "https://example.com/a", "method": "POST", "body": b"x" * 70_000}
+    small = {"url": "https://example.com/a", "callback": "parse"}
+    store.record(visit(request=big))
+    store.record(visit(t=1001.0, changed=False))  # no request: the stored one stays
+    uid = store.get(FP).id
+    bigreq = store.layout.shard(0, "bigreq")
+    assert store.client.hexists(bigreq, uid)
+    assert store.requests([uid])[0]["body"] == big["body"]
+    store.record(visit(t=1002.0, changed=True, request=small))
+    assert store.requests([uid])[0]["callback"] == "parse"
+    assert not store.client.hexists(bigreq, uid)
+    assert store.get(FP).url == "https://example.com/a"

@@ -82,25 +82,22 @@ class FifoQueue(_DataQueue):
     def push(self, request: Request) -> None:
         self.server.lpush(self.key, self._encode_request(request))
 
+    #: the commands that take from this end of the list (waiting, and not)
+    _blocking_pop, _pop = "brpop", "rpop"
+
     def pop(self, timeout: int = 0) -> Request | None:
         if timeout > 0:
-            got = self.server.brpop([self.key], timeout)
+            got = getattr(self.server, self._blocking_pop)([self.key], timeout)
             data = None if got is None else got[1]
         else:
-            data = self.server.rpop(self.key)
+            data = getattr(self.server, self._pop)(self.key)
         return None if data is None else self._decode_request(data)  # type: ignore[no-any-return]
 
 
 class LifoQueue(FifoQueue):
     """A spider's requests last in, first out, in one list (``BLPOP`` with a timeout)."""
 
-    def pop(self, timeout: int = 0) -> Request | None:
-        if timeout > 0:
-            got = self.server.blpop([self.key], timeout)
-            data = None if got is None else got[1]
-        else:
-            data = self.server.lpop(self.key)
-        return None if data is None else self._decode_request(data)  # type: ignore[no-any-return]
+    _blocking_pop, _pop = "blpop", "lpop"
 
 
 class RedisDupeFilter:

@@ -625,17 +625,10 @@ class RedisHistoryStore:
         return sid
 
     def _host_id(self, url: str) -> int:
-        """The host dictionary's id of the URL's scheme and host (0: kept whole)."""
-        host = host_of(url)[0]
-        if not host or len(host) > MAX_SHAPE:
-            return 0
-        hid = self._host_ids.get(host)
-        if hid is None:
-            script = self._script("dict")
-            keys = [self._k("hosts"), self._k("hostidx")]
-            hid = int(self._call("write to", lambda c: script(keys=keys, args=[host], client=c))[0])
-            self._host_ids[host] = hid
-        return hid
+        """The host dictionary's id of the URL's scheme and host (0: kept whole). A host
+        new to this process is registered by the next flush (_new_host_ids), before the
+        arguments of its visits are made: here it is known."""
+        return self._host_ids.get(host_of(url)[0], 0)
 
     def _host(self, hid: int) -> str | None:
         if hid not in self._hosts:  # a host not seen yet: the whole dictionary, once
@@ -694,13 +687,14 @@ class RedisHistoryStore:
     def _new_host_ids(self) -> None:
         """The dictionary ids of the hosts new since the last flush, in one script call;
         then the arguments of the visits that waited for them."""
-        if self._new_hosts:
-            hosts = sorted(self._new_hosts)
-            script = self._script("dict")
-            keys = [self._k("hosts"), self._k("hostidx")]
-            ids = self._call("write to", lambda c: script(keys=keys, args=hosts, client=c))
-            self._host_ids.update(zip(hosts, (int(i) for i in ids), strict=True))
-            self._new_hosts.clear()
+        if not self._new_hosts:  # no visit waits (only a new host makes one wait)
+            return
+        hosts = sorted(self._new_hosts)
+        script = self._script("dict")
+        keys = [self._k("hosts"), self._k("hostidx")]
+        ids = self._call("write to", lambda c: script(keys=keys, args=hosts, client=c))
+        self._host_ids.update(zip(hosts, (int(i) for i in ids), strict=True))
+        self._new_hosts.clear()
         self._pending = [
             (shard, bucket, fp, self._visit_args(*args) if len(args) == 4 else args, lazy)
             for shard, bucket, fp, args, lazy in self._pending

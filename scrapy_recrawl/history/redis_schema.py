@@ -273,8 +273,20 @@ VISIT_HEAD = struct.Struct("<H")
 VISIT_FORMAT = struct.Struct("<idiiiiiiiqii")
 VISIT_TAIL = struct.Struct("<iiiiiii")
 
+#: The one reading of a URL's stored blob (RECORD_LUA and GET_LUA start with it): in the
+#: shard's ``bigreq`` hash when its length is BIG_BLOB, else ``rlen`` bytes of the
+#: shard's ``blobs`` string at ``roff`` (false: none).
+_STORED_BLOB_LUA = r"""
+local function stored_blob(blobs, bigreq, id, rlen, roff)
+  if rlen == __BIG__ then return redis.call('HGET', bigreq, id) end
+  if rlen > 0 then return redis.call('GETRANGE', blobs, roff, roff + rlen - 1) end
+  return false
+end
+""".replace("__BIG__", str(BIG_BLOB))
+
 RECORD_LUA = (
-    r"""
+    _STORED_BLOB_LUA
+    + r"""
 -- Fold a batch of visits of one shard into their URLs' rows and append them to the
 -- shard's visit log; each visit as SqliteHistoryStore.record() and state.observe()
 -- do it. KEYS: rows, blobs, bigreq, etag, lastmod, sig, body, log, logstart, then the
@@ -391,12 +403,7 @@ for b = 6, #ARGV do
   -- the URL and its request: one blob, appended once, kept while it is the same
   if req ~= '' then
     local blob = string.sub(req, 2)
-    local old = false
-    if rlen == __BIG__ then
-      old = redis.call('HGET', KEYS[3], id)
-    elseif rlen > 0 then
-      old = redis.call('GETRANGE', KEYS[2], roff, roff + rlen - 1)
-    end
+    local old = stored_blob(KEYS[2], KEYS[3], id, rlen, roff)
     if string.sub(req, 1, 1) == '~' then
       -- the URL part alone: the stored request stays (its head: kind, shape)
       if old then
@@ -452,7 +459,10 @@ return {table.concat(ids), table.concat(rows)}
 )
 
 
-GET_LUA = r"""
+GET_LUA = (
+    (
+        _STORED_BLOB_LUA
+        + r"""
 -- A URL's record in one round trip. KEYS: its index bucket, rows, blobs, bigreq, etag,
 -- lastmod, sig, body; ARGV: field, shards, want signature, want body.
 -- Returns id, row, blob, etag, lastmod, [signature], [body] (false: unknown URL).
@@ -462,19 +472,18 @@ local S = tonumber(ARGV[2])
 local off = math.floor((tonumber(id) - 1) / S) * __ROWSIZE__
 local row = redis.call('GETRANGE', KEYS[2], off, off + __ROWSIZE__ - 1)
 local rlen, roff = struct.unpack('<I2I4', string.sub(row, 34, 39))
-local blob = false
-if rlen == __BIG__ then
-  blob = redis.call('HGET', KEYS[4], id)
-elseif rlen > 0 then
-  blob = redis.call('GETRANGE', KEYS[3], roff, roff + rlen - 1)
-end
+local blob = stored_blob(KEYS[3], KEYS[4], id, rlen, roff)
 local sig = false
 if ARGV[3] == '1' then sig = redis.call('HGET', KEYS[7], id) end
 local body = false
 if ARGV[4] == '1' then body = redis.call('HGET', KEYS[8], id) end
 return {tonumber(id), row, blob, redis.call('HGET', KEYS[5], id),
   redis.call('HGET', KEYS[6], id), sig, body}
-""".replace("__ROWSIZE__", str(ROW_SIZE)).replace("__BIG__", str(BIG_BLOB))
+"""
+    )
+    .replace("__ROWSIZE__", str(ROW_SIZE))
+    .replace("__BIG__", str(BIG_BLOB))
+)
 assert ROW_DTYPE.fields is not None and ROW_DTYPE.fields["req_len"][1] == 33
 
 
