@@ -91,6 +91,12 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_SCORER": "aad+",  # measured best on average on the shared histories (docs/benchmarks.md)
     "RECRAWL_PRIOR": None,
     "RECRAWL_SEED": 0,
+    # the `nutch` preset (Nutch's AdaptiveFetchSchedule defaults, in cycles of one day)
+    "RECRAWL_NUTCH_INTERVAL": 30.0,  # db.fetch.interval.default: 30 days
+    "RECRAWL_NUTCH_MIN_INTERVAL": 1.0,  # db.fetch.schedule.adaptive.min_interval: 60 s
+    "RECRAWL_NUTCH_MAX_INTERVAL": 365.0,  # db.fetch.schedule.adaptive.max_interval: 1 year
+    "RECRAWL_NUTCH_INC_RATE": 0.4,  # db.fetch.schedule.adaptive.inc_rate
+    "RECRAWL_NUTCH_DEC_RATE": 0.2,  # db.fetch.schedule.adaptive.dec_rate
 }
 
 
@@ -272,6 +278,11 @@ KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "RECRAWL_SCORER": (_text, "a preset name, an expression or a JSON path"),
     "RECRAWL_PRIOR": (_optional(_numbers), "two numbers (a, b) or None"),
     "RECRAWL_SEED": (_int, "an integer"),
+    "RECRAWL_NUTCH_INTERVAL": (_number, "a number"),
+    "RECRAWL_NUTCH_MIN_INTERVAL": (_number, "a number"),
+    "RECRAWL_NUTCH_MAX_INTERVAL": (_number, "a number"),
+    "RECRAWL_NUTCH_INC_RATE": (_number, "a number"),
+    "RECRAWL_NUTCH_DEC_RATE": (_number, "a number"),
 }
 
 

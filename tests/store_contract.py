@@ -83,6 +83,30 @@ class StoreContract:
         gone = dict(zip(arrays.ids.tolist(), arrays.columns["gone"].tolist(), strict=True))
         assert [gone[i] for i in ids] == [False, False, True, False, False]
 
+    def test_arrays_give_the_first_cycle_and_the_last_change_cycle(self, store):
+        """first_cycle: the cycle a URL was first recorded in; last_change_cycle: the
+        cycle of the visit that last saw it changed (-1: none) -- what the `lam` and
+        `tc` terminals read, with the simulator's meaning (core/simulate.py)."""
+        store.record(Visit(fp(1), "http://h/a", 0.0, 200))
+        store.advance_cycle()
+        store.record(Visit(fp(2), "http://h/b", 1.0, 200))
+        store.record(Visit(fp(1), "http://h/a", 1.0, 200, changed=True))
+        for cycle in (2, 3):
+            store.advance_cycle()
+            store.record(Visit(fp(1), "http://h/a", float(cycle), 200, changed=False))
+            store.record(Visit(fp(2), "http://h/b", float(cycle), 200, changed=False))
+        store.advance_cycle()
+        store.record(Visit(fp(3), "http://h/c", 4.0, 0))  # a failed first download
+        store.flush()
+        arrays = store.arrays()
+        ids = [store.get(fp(i), signature=False).id for i in (1, 2, 3)]
+        row = {int(u): r for r, u in enumerate(arrays.ids)}
+        first = arrays.columns["first_cycle"]
+        last_change = arrays.columns["last_change_cycle"]
+        assert [int(first[row[i]]) for i in ids] == [0, 1, 4]
+        assert [int(last_change[row[i]]) for i in ids] == [1, -1, -1]
+        assert first.dtype == last_change.dtype == np.int64
+
     def test_the_visit_log_and_its_cycles(self, store):
         a = store.record(Visit(fp(1), "http://h/a", 0.0, 200)).id
         for cycle in range(1, 4):

@@ -43,13 +43,15 @@ def test_the_default_registry_is_the_core_then_the_builtin_plugins():
     reg = default_registry()
     names = list(reg)
     assert names[: len(CORE_TERMINALS)] == [t.name for t in CORE_TERMINALS]
-    assert names[len(CORE_TERMINALS) :] == [
+    policies = ["lam", "tc", "w", "chogm_f", "lc_f"]  # scoring/policies.py, core's too
+    assert names[len(CORE_TERMINALS) : len(CORE_TERMINALS) + 5] == policies
+    assert names[len(CORE_TERMINALS) + 5 :] == [
         "due",
         *(f"D{i}" for i in range(1, 6)),
         *(f"C{i}" for i in range(1, 6)),
         "Q",
     ]
-    assert reg.prior_names() == {"CGp", "NADp", "SADp", "AADp", "GADp"}
+    assert reg.prior_names() == {"CGp", "NADp", "SADp", "AADp", "GADp", "lam", "chogm_f", "lc_f"}
     assert reg.clock_names() == {"hours", "due"}
     assert registry_from_settings(None) is reg and registry_from_settings({}) is reg
 

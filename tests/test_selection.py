@@ -194,7 +194,8 @@ def _random_state(size, rng):
 @pytest.mark.parametrize(
     "spec",
     [
-        *[name for name in PRESETS if name not in ("rand", "basket", "experts")],
+        # chogm / lambdacrawl solve for the whole cycle: scored whole (test below)
+        *[n for n in PRESETS if n not in ("rand", "basket", "experts", "chogm", "lambdacrawl")],
         "log(1 + t) * (X + 0.5)/(n + 1) + exp(-GAD*t) * AAD - sqrt(hours)/(CG + 10) + SAD",
         "D * A / (R + M) + CGp * NADp - GADp",
         "t",
@@ -222,4 +223,6 @@ def test_rand_and_plugin_terminals_are_scored_whole():
     from scrapy_recrawl.core import selection
 
     assert not selection._blockwise(Scorer.from_spec("rand"))
+    assert not selection._blockwise(Scorer.from_spec("chogm"))  # one multiplier per cycle
+    assert not selection._blockwise(Scorer.from_spec("lambdacrawl"))
     assert not selection._blockwise(Scorer.from_spec("basket"))  # `due`: the baskets plug-in's

@@ -77,6 +77,11 @@ FROM_THE_COMMAND_LINE = {
     "RECRAWL_SCORER": ("nad+", "nad+"),
     "RECRAWL_PRIOR": ("0.5,100", [0.5, 100]),
     "RECRAWL_SEED": ("7", 7),
+    "RECRAWL_NUTCH_INTERVAL": ("45", 45),
+    "RECRAWL_NUTCH_MIN_INTERVAL": ("0.5", 0.5),
+    "RECRAWL_NUTCH_MAX_INTERVAL": ("730", 730),
+    "RECRAWL_NUTCH_INC_RATE": ("0.3", 0.3),
+    "RECRAWL_NUTCH_DEC_RATE": ("0.25", 0.25),
 }
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..history.base import HistoryArrays
 from ..scoring import CORE_TERMINALS, ExpressionScorer, Scorer, default_registry, top_k_indices
+from ..scoring.terminals import BUDGET
 
 
 def monitor_mask(ids: np.ndarray, share: float, seed: int) -> np.ndarray:
@@ -108,6 +109,14 @@ def hosts_of(urls: list[str]) -> list[str]:
     return out
 
 
+def with_budget(columns: Mapping[str, np.ndarray], k: int) -> dict[str, np.ndarray]:
+    """``columns`` and the cycle's recrawl budget ``k`` (pages), as the scalar entry
+    :data:`~scrapy_recrawl.scoring.terminals.BUDGET`: how the terminals that solve for a
+    whole cycle (``chogm_f``, ``lc_f``: scoring/policies.py) learn it. The one place
+    both the crawl (:func:`select_recrawls`) and the replay (core/simulate.py) put it."""
+    return {**columns, BUDGET: np.asarray(float(k))}
+
+
 class _Rows(Mapping[str, np.ndarray]):
     """The candidates' rows of each column, taken when a terminal first reads it: a
     scorer reading 4 of the 14 columns copies 4 (all candidates: no copy at all)."""
@@ -121,7 +130,7 @@ class _Rows(Mapping[str, np.ndarray]):
         col = self._taken.get(name)
         if col is None:
             col = self._columns[name]
-            if self._rows is not None:
+            if self._rows is not None and np.ndim(col):  # a scalar (the budget) as it is
                 col = self._taken[name] = col[self._rows]
         return col
 
@@ -198,8 +207,9 @@ def select_recrawls(
     live, waiting = candidate_mask(arrays, exclude)
     monitored = live & monitor_mask(arrays.ids, monitor_share, seed)
     candidates = np.flatnonzero(live & ~monitored)
-    scores = _score(scorer, cols, candidates, len(arrays.ids), arrays.cycle, now)
     want = len(candidates) if k is None else min(k, len(candidates))
+    cols = with_budget(cols, want)
+    scores = _score(scorer, cols, candidates, len(arrays.ids), arrays.cycle, now)
     if max_per_domain is None or urls_of is None:
         order = top_k_indices(scores, want)
     else:

@@ -46,6 +46,7 @@ from typing import Protocol
 import numpy as np
 
 from scrapy_recrawl.core.budget import budget_pages, parse_budget
+from scrapy_recrawl.core.selection import with_budget
 from scrapy_recrawl.history.state import observe
 from scrapy_recrawl.scoring import Scorer, top_k_indices
 
@@ -135,6 +136,10 @@ def new_state(pages: int) -> dict[str, np.ndarray]:
         "A": np.full(pages, np.nan),
         "R": np.full(pages, np.nan),
         "M": np.full(pages, np.nan),
+        # as the stores keep them: the cycle of the first fetch (the replay's warm-up
+        # fetches every page at cycle 0), the cycle that last saw a change (-1: none)
+        "first_cycle": np.zeros(pages, dtype=np.int64),
+        "last_change_cycle": np.full(pages, -1, dtype=np.int64),
     }
 
 
@@ -157,6 +162,11 @@ def _record_fetch(
         )
         for col, values in zip(("n", "X", "sad", "aad_sum", "gad"), new, strict=True):
             state[col][idx] = values
+        seen = np.asarray(changed, dtype=bool)
+        if isinstance(idx, slice):
+            state["last_change_cycle"][idx][seen] = cycle  # a view: assigned in place
+        else:
+            state["last_change_cycle"][np.asarray(idx)[seen]] = cycle
     state["last_visit_cycle"][idx] = cycle
     state["last_visit_time"][idx] = now
 
@@ -178,7 +188,7 @@ def simulate(
     ``policy`` is a :class:`Scorer`, anything :meth:`Scorer.from_spec`
     accepts (preset, expression, JSON path), ``"oracle"``, or a selection
     function ``select(state, cycle, k) -> row indices, best first`` (e.g. the
-    WebFountain planner; its ``state`` also has ``first_cycle``). ``seed`` seeds
+    WebFountain planner). ``seed`` seeds
     ``rand``; ``prior`` is RECRAWL_PRIOR for the ``...p`` terminals;
     ``cycle_hours`` is the length of a cycle for the ``hours`` terminal;
     ``name`` labels the result (default: the policy's); ``extension`` keeps
@@ -213,8 +223,6 @@ def simulate(
     by_cycle = np.ascontiguousarray(c.T != 0)  # [cycle, page], one row per cycle
     seconds = float(cycle_hours) * 3600.0
     state = new_state(pages)
-    if custom:
-        state["first_cycle"] = np.zeros(pages, dtype=np.int64)  # the warm-up fetches all at 0
     stale = np.zeros(pages, dtype=bool)  # changed since our last fetch
     everyone = slice(None)
 
@@ -244,6 +252,7 @@ def simulate(
         else:
             assert scorer is not None
             cols = state if extension is None else {**state, **extension.columns(cyc)}
+            cols = with_budget(cols, budget)  # as the crawl's select_recrawls gives it
             # the scorer's own terminals, from its registry (as in the crawl)
             idx = scorer.top_k(scorer.terminals(cols, cyc, now), budget)
         hit = stale[idx]

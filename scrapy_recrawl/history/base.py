@@ -110,7 +110,9 @@ class HistoryArrays:
 
     ``columns`` holds ``n``, ``X``, ``sad``, ``aad_sum``, ``gad``,
     ``last_visit_cycle``, ``last_visit_time``, ``D``, ``A``, ``R``, ``M``,
-    ``gone``, ``failures``, ``last_failure_cycle`` — the input of
+    ``gone``, ``failures``, ``last_failure_cycle``, ``first_cycle`` (the cycle the URL
+    was first recorded in) and ``last_change_cycle`` (the cycle of the visit that last
+    saw it changed, -1: none yet) — the input of
     :func:`scrapy_recrawl.scoring.registry.compute_terminals` and of the cycle
     core's candidate rule (``core/selection.py``).
     """

@@ -1266,6 +1266,8 @@ class RedisHistoryStore:
             "gone": (flags & GONE) > 0,
             "failures": table["failures"].astype(np.int64),
             "last_failure_cycle": table["last_failure_cycle"].astype(np.int64),
+            "first_cycle": table["first_cycle"].astype(np.int64),
+            "last_change_cycle": table["last_change_cycle"].astype(np.int64),
         }
         return HistoryArrays(ids=keep.astype(np.int64) + 1, columns=columns, cycle=cycle)
 

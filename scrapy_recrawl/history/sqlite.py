@@ -76,6 +76,8 @@ _ARRAY_COLUMNS: list[tuple[str, str, Any]] = [
     ("gone", "gone", np.bool_),
     ("failures", "failures", np.int64),
     ("last_failure_cycle", "last_failure_cycle", np.int64),
+    ("first_cycle", "first_cycle", np.int64),
+    ("last_change_cycle", "last_change_cycle", np.int64),
 ]
 
 

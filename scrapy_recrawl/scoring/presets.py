@@ -16,7 +16,11 @@ do not have that failure. See docs/scorers.md.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
+
+from scrapy_recrawl.settings import RecrawlSettingError, get
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,69 @@ class Preset:
     expression: str | None
     reference: str
     description: str
+
+
+def nutch_expression(
+    interval: float = 30.0,
+    min_interval: float = 1.0,
+    max_interval: float = 365.0,
+    inc_rate: float = 0.4,
+    dec_rate: float = 0.2,
+) -> str:
+    """``t / interval``, Nutch's AdaptiveFetchSchedule interval written from ``n`` and ``X``.
+
+    Nutch multiplies a page's interval by ``1 - dec_rate`` after a fetch that found it
+    modified and by ``1 + inc_rate`` after one that did not (the first fetch, with
+    nothing to compare, leaves it), then clamps it to ``[min_interval, max_interval]``.
+    The products commute, so while no bound is hit the interval after ``n``
+    observations with ``X`` changes is ``interval (1 + inc)^(n - X) (1 - dec)^X``,
+    whatever their order: a function of what every store keeps. Here it is clamped once,
+    at the end; Nutch clamps at every step (docs/scorers.md says where they part).
+    Written with ``exp`` of the logs: no ``inf * 0`` for long histories.
+    """
+    up = math.log1p(inc_rate)
+    down = -math.log1p(-dec_rate)
+    interval_expr = f"{interval!r}*exp({up!r}*(n - X) - {down!r}*X)"
+    return f"t/Min(Max({interval_expr}, {min_interval!r}), {max_interval!r})"
+
+
+#: RECRAWL_NUTCH_* -> nutch_expression's parameter
+NUTCH_SETTINGS: dict[str, str] = {
+    "RECRAWL_NUTCH_INTERVAL": "interval",
+    "RECRAWL_NUTCH_MIN_INTERVAL": "min_interval",
+    "RECRAWL_NUTCH_MAX_INTERVAL": "max_interval",
+    "RECRAWL_NUTCH_INC_RATE": "inc_rate",
+    "RECRAWL_NUTCH_DEC_RATE": "dec_rate",
+}
+
+
+def nutch_parameters(settings: Any) -> dict[str, float]:
+    """RECRAWL_NUTCH_*, each checked (RecrawlSettingError naming it), as
+    :func:`nutch_expression`'s keyword arguments."""
+    num = (int, float)
+    p = {
+        "interval": get(
+            settings, "RECRAWL_NUTCH_INTERVAL", num, lambda v: v > 0, "a number of cycles > 0"
+        ),
+        "min_interval": get(
+            settings, "RECRAWL_NUTCH_MIN_INTERVAL", num, lambda v: v > 0, "a number of cycles > 0"
+        ),
+        "max_interval": get(
+            settings, "RECRAWL_NUTCH_MAX_INTERVAL", num, lambda v: v > 0, "a number of cycles > 0"
+        ),
+        "inc_rate": get(
+            settings, "RECRAWL_NUTCH_INC_RATE", num, lambda v: 0 <= v <= 10, "a rate 0..10"
+        ),
+        "dec_rate": get(
+            settings, "RECRAWL_NUTCH_DEC_RATE", num, lambda v: 0 <= v < 1, "a rate 0 <= r < 1"
+        ),
+    }
+    if p["min_interval"] > p["max_interval"]:
+        raise RecrawlSettingError(
+            f"RECRAWL_NUTCH_MIN_INTERVAL={p['min_interval']!r}: expected at most "
+            f"RECRAWL_NUTCH_MAX_INTERVAL={p['max_interval']!r}"
+        )
+    return {k: float(v) for k, v in p.items()}
 
 
 _TAN_MITRA = "Tan & Mitra 2010, as used in GP4C (Santos et al. 2013 sec. 5.1; 2015 sec. 5.1)"
@@ -79,6 +146,27 @@ PRESETS: dict[str, Preset] = {
             "Meegahapola et al. 2018 (loop-time baskets, random forest)",
             "time since the last visit / the page's basket interval",
         ),
+        # Peers and freshness-optimal policies (issue 18): scoring/policies.py
+        Preset(
+            "nutch",
+            nutch_expression(),
+            "Apache Nutch AdaptiveFetchSchedule (StormCrawler's and Heritrix 1's adaptive "
+            "schedules have the same shape); RECRAWL_NUTCH_* set its numbers",
+            "most overdue relative to the adaptive interval: t / interval(n, X)",
+        ),
+        Preset(
+            "chogm",
+            "t*chogm_f",
+            "Cho & Garcia-Molina, TODS 2003 (optimal revisit frequencies for freshness)",
+            "visits missed at the freshness-optimal rate: t * f",
+        ),
+        Preset(
+            "lambdacrawl",
+            "t*lc_f",
+            "Kolobov, Peres, Lu & Horvitz, NeurIPS 2019 (LambdaCrawl, polled sources); "
+            "Kolobov et al. SIGIR 2019 (politeness: RECRAWL_MAX_PER_DOMAIN)",
+            "crawls missed at the w-weighted harmonic-optimal rate: t * rho",
+        ),
         # Content-aware prediction (paper 004): needs the Q column (scheduler, content replay).
         Preset(
             "experts",
@@ -93,6 +181,8 @@ PRESETS: dict[str, Preset] = {
 PAPER_PRESETS: tuple[str, ...] = ("cg", "nad", "sad", "aad", "gad", "age", "rand", "gp4c", "cg_raw")
 #: The variants that use the prior.
 SMOOTHED_PRESETS: tuple[str, ...] = ("cg+", "nad+", "sad+", "aad+", "gad+")
+#: The peers crawlers run today and the freshness-optimal policies (docs/scorers.md).
+POLICY_PRESETS: tuple[str, ...] = ("nutch", "chogm", "lambdacrawl")
 #: Presets that need more than the store's columns (the scheduler adds basket_seconds).
 BASKET_PRESETS: tuple[str, ...] = ("basket",)
 #: Presets that need the related-pages column Q (scheduler / content replay, paper 004).

@@ -27,7 +27,15 @@ import numpy as np
 
 from ..settings import DEFAULTS, RecrawlSettingError, closest, convert
 from .parse import RESERVED
-from .terminals import CORE_TERMINALS, DEFAULT_PRIOR, Terminal, check_prior, optional_column
+from .policies import POLICY_TERMINALS
+from .terminals import (
+    BUDGET,
+    CORE_TERMINALS,
+    DEFAULT_PRIOR,
+    Terminal,
+    check_prior,
+    optional_column,
+)
 
 __all__ = [
     "Terminal",
@@ -129,7 +137,12 @@ class TerminalRegistry:
         """:func:`compute_terminals` with this registry's terminals."""
         if needed is None:
             clock = frozenset() if now is not None else self.clock_names()
-            want = [n for n in self._terminals if n not in clock]
+            budgeted = BUDGET in state  # a cycle's (core/selection.py: with_budget)
+            want = [
+                n
+                for n, t in self._terminals.items()
+                if n not in clock and (budgeted or not t.needs_budget)
+            ]
         else:
             wanted = set(needed)
             unknown = sorted(wanted - self._terminals.keys())
@@ -207,7 +220,7 @@ def path_of(entry: Any) -> str:
 def registry_for(paths: Iterable[Any]) -> TerminalRegistry:
     """The core terminals plus those of the plug-ins at ``paths`` (each stamped with the
     path it was listed under as its ``provider``)."""
-    registry = TerminalRegistry(CORE_TERMINALS)
+    registry = TerminalRegistry(CORE_TERMINALS + POLICY_TERMINALS)
     for entry in paths:
         path = path_of(entry)
         declared = getattr(load_plugin(entry), "terminals", ())
@@ -257,7 +270,8 @@ def compute_terminals(
     the clock). ``prior`` is ``(a, b)`` for the ``...p`` terminals (None:
     :data:`~scrapy_recrawl.scoring.terminals.DEFAULT_PRIOR`). Only the terminals
     in ``needed`` are computed (None: all of the registry's, except those needing
-    ``now`` when it is None). ``registry``: :func:`default_registry` if None (a
+    ``now`` when it is None and those needing the cycle's budget when ``state`` has no
+    :data:`~scrapy_recrawl.scoring.terminals.BUDGET` entry). ``registry``: :func:`default_registry` if None (a
     scorer's :meth:`~scrapy_recrawl.scoring.Scorer.terminals` passes its own).
     """
     reg = default_registry() if registry is None else registry

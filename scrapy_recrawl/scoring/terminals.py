@@ -70,9 +70,17 @@ class Terminal:
     needs_now: bool = False
     #: depends on RECRAWL_PRIOR (the ``...p`` terminals)
     uses_prior: bool = False
+    #: needs the cycle's recrawl budget (the state's :data:`BUDGET` entry, which the
+    #: cycle core gives): computed only when it is there (scoring/policies.py)
+    needs_budget: bool = False
     #: the plug-in (as listed in the settings) that adds the columns it reads; None:
     #: the history store. Set by the registry when it loads the plug-in.
     provider: str | None = None
+
+
+#: The state entry (a 0-d array: pages per cycle) by which the cycle core hands a
+#: cycle's recrawl budget to the terminals that need it (core/selection.py: with_budget).
+BUDGET = "recrawl_budget"
 
 
 def optional_column(name: str) -> Callable[..., np.ndarray]:

@@ -1,0 +1,324 @@
+"""Freshness-optimal policies: the per-URL rate, importance, and the optimal revisit rates.
+
+Terminals (:data:`POLICY_TERMINALS`, registered after the core ones by
+:mod:`scrapy_recrawl.scoring.registry`):
+
+* ``lam``: each URL's Poisson change rate in changes per *cycle*;
+* ``tc``: cycles since the last observed change;
+* ``w``: the URL's importance (the optional column ``importance``, 1.0 where absent);
+* ``chogm_f``: the visits per cycle that maximise the average freshness of the
+  collection under the cycle's budget (Cho & Garcia-Molina, TODS 2003);
+* ``lc_f``: the crawls per cycle that minimise the importance-weighted harmonic
+  staleness under the same budget (Kolobov, Peres, Lu & Horvitz, NeurIPS 2019), for
+  pages whose changes are seen only by polling them.
+
+The last two solve one problem over every candidate of the cycle at once, so they
+need the cycle's recrawl budget ``k`` (pages per cycle). The cycle core puts it in
+the columns under :data:`~scrapy_recrawl.scoring.terminals.BUDGET`
+(``core/selection.py``: :func:`~scrapy_recrawl.core.selection.with_budget`, which
+both the live selection and the replay of ``core/simulate.py`` call); without it
+they raise a ValueError that says so.
+
+**Solving for the multiplier.** Both optima have the form
+``r_i = min(1, m_i * phi(z_i + theta))`` (at most one visit per cycle: a cycle
+fetches a URL once), with ``phi`` decreasing and one Lagrange multiplier
+``exp(theta)`` chosen so that ``sum r_i = k``. The sum is evaluated on a histogram
+of ``z`` (:data:`BINS` bins, each with its count, mean ``z`` and mean ``m``: one
+O(N) pass), so each step of the root search costs O(BINS), not O(N); then every
+URL's rate is computed once from its own ``z`` and ``m``. With at most
+:data:`BINS` URLs each is its own bin (exact). Within a bin the cap at one visit
+uses the bin's mean ``m``: exact when ``w`` is constant (``m`` is then a function
+of ``z``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from .terminals import BUDGET, Terminal
+
+__all__ = [
+    "BINS",
+    "POLICY_TERMINALS",
+    "chogm_rates",
+    "freshness_marginal",
+    "lambdacrawl_rates",
+]
+
+#: Histogram bins of the multiplier search (above this many URLs).
+BINS = 1024
+
+_Getter = Callable[[str], np.ndarray]
+
+
+def _column(state: Mapping[str, np.ndarray], name: str) -> np.ndarray | None:
+    col = state.get(name) if hasattr(state, "get") else None
+    return None if col is None else np.asarray(col, dtype=np.float64)
+
+
+def _nan_like(state: Mapping[str, np.ndarray]) -> np.ndarray:
+    return np.full(np.shape(state["n"]), np.nan)
+
+
+# ----------------------------------------------------------------- the rate lam
+
+
+def _lam(
+    state: Mapping[str, np.ndarray], _c: int, _now: object, _a: float, _b: float, get: _Getter
+) -> np.ndarray:
+    """Changes per cycle: ``CGp / s``, ``s`` the URL's mean interval between visits.
+
+    ``CGp = -log(1 - (X + a)/(n + b))`` is the rate per *access interval*: Cho &
+    Garcia-Molina's estimator (TODS 2003) assumes a page accessed at a regular
+    interval ``I`` and estimates ``lambda * I`` from the share of accesses that saw a
+    change, here smoothed by the prior so that a page never seen changing keeps a
+    rate above 0. A crawl's intervals are neither regular nor one cycle (a page
+    fetched every tenth cycle that changed at 9 of 10 visits changes about every
+    4.3 cycles, not every 0.43), so the rate per access is divided by the mean
+    interval ``s = (last_visit_cycle - first_cycle)/n`` to give changes per cycle,
+    the unit of the budget ``k``. ``n = 0`` (no observation): ``s = 1``, the
+    prior's rate.
+    """
+    first = _column(state, "first_cycle")
+    if first is None:
+        return _nan_like(state)
+    n = get("n")
+    span = np.asarray(state["last_visit_cycle"], dtype=np.float64) - first
+    spacing = np.ones_like(n)
+    ok = (n > 0) & (span > 0)
+    np.divide(span, n, out=spacing, where=ok)
+    return get("CGp") / spacing
+
+
+def _tc(state: Mapping[str, np.ndarray], cycle: int, *_: object) -> np.ndarray:
+    last = _column(state, "last_change_cycle")
+    first = _column(state, "first_cycle")
+    if last is None or first is None:
+        return _nan_like(state)
+    since = np.where(last >= 0, last, first)
+    return float(cycle) - since
+
+
+def _w(state: Mapping[str, np.ndarray], *_: object) -> np.ndarray:
+    col = _column(state, "importance")
+    if col is None:
+        return np.ones(np.shape(state["n"]))
+    return np.where(np.isnan(col), 1.0, col)
+
+
+def _budget(state: Mapping[str, np.ndarray], name: str) -> float:
+    if BUDGET not in state:
+        raise ValueError(
+            f"the {name!r} terminal needs the cycle's recrawl budget: it is given within a "
+            "cycle (core/selection.py with_budget, used by the crawl and core/simulate.py), "
+            "not outside one"
+        )
+    k = float(np.asarray(state[BUDGET]))
+    if not k >= 0:
+        raise ValueError(f"the {name!r} terminal: the cycle's budget {k!r} is not >= 0")
+    return k
+
+
+# ------------------------------------------------------- the multiplier search
+
+
+def _solve(
+    z: np.ndarray, m: np.ndarray, k: float, phi: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """``r = min(1, m * phi(z + theta))`` with ``sum r = k`` (``phi`` decreasing, 0 at
+    +inf); rows with ``m <= 0`` or an infinite ``z`` get 0, NaN rows NaN."""
+    out = np.zeros(z.shape)
+    bad = np.isnan(z) | np.isnan(m)
+    out[bad] = np.nan
+    live = ~bad & (m > 0) & np.isfinite(z)
+    zl, ml = z[live], m[live]
+    if zl.size == 0 or k <= 0:
+        return out
+    if k >= zl.size:  # the budget covers a visit of every page every cycle
+        out[live] = 1.0
+        return out
+    if zl.size <= BINS:
+        zb, mb, cb = zl, ml, np.ones(zl.size)
+    else:
+        lo, hi = float(zl.min()), float(zl.max())
+        scale = (BINS - 1) / (hi - lo) if hi > lo else 0.0
+        idx = ((zl - lo) * scale).astype(np.intp)
+        cb = np.bincount(idx, minlength=BINS).astype(np.float64)
+        zb = np.bincount(idx, zl, minlength=BINS)
+        mb = np.bincount(idx, ml, minlength=BINS)
+        keep = cb > 0
+        cb = cb[keep]
+        zb = zb[keep] / cb
+        mb = mb[keep] / cb
+
+    def excess(theta: float) -> float:
+        return float(cb @ np.minimum(1.0, mb * phi(zb + theta))) - k
+
+    # bracket the root: excess decreases with theta
+    a = -float(zb.min())
+    step = 1.0
+    fa = excess(a)
+    while fa < 0:
+        a -= step
+        step *= 2.0
+        fa = excess(a)
+    b, step = a + 1.0, 1.0
+    fb = excess(b)
+    while fb > 0:
+        b += step
+        step *= 2.0
+        fb = excess(b)
+    # Illinois regula falsi: a smooth monotone sum, a handful of steps
+    side = 0
+    for _ in range(200):
+        c = (a * fb - b * fa) / (fb - fa) if fb != fa else 0.5 * (a + b)
+        fc = excess(c)
+        if abs(fc) <= 1e-10 * k or abs(b - a) <= 1e-13 * max(1.0, abs(c)):
+            a = b = c
+            break
+        if (fc > 0) == (fa > 0):
+            a, fa = c, fc
+            if side == -1:
+                fb *= 0.5
+            side = -1
+        else:
+            b, fb = c, fc
+            if side == 1:
+                fa *= 0.5
+            side = 1
+    theta = 0.5 * (a + b)
+    out[live] = np.minimum(1.0, ml * phi(zl + theta))
+    return out
+
+
+# ------------------------------------------------- Cho & Garcia-Molina (freshness)
+
+
+def freshness_marginal(x: np.ndarray) -> np.ndarray:
+    """``g(x) = 1 - (1 + x) e^-x``: ``lam`` times the marginal freshness
+    ``dF/df`` of a page visited ``f`` times per unit time, ``x = lam/f``
+    (``F = (f/lam)(1 - e^(-lam/f))``); increasing from 0 to 1."""
+    x = np.asarray(x, dtype=np.float64)
+    small = x < 1e-2
+    series = x * x * (0.5 - x * (1.0 / 3.0 - x * (0.125 - x / 30.0)))
+    direct = -np.expm1(-x) - x * np.exp(-x)
+    return np.where(small, series, direct)
+
+
+def _inverse_table() -> tuple[np.ndarray, np.ndarray]:
+    # log g(x) against log x, tabulated once; log1p near 1 keeps 1 - g exact
+    x = np.concatenate([np.geomspace(1e-30, 1.0, 1500), np.linspace(1.0, 60.0, 2000)[1:]])
+    big = x >= 1.0
+    log_g = np.empty_like(x)
+    log_g[~big] = np.log(freshness_marginal(x[~big]))
+    log_g[big] = np.log1p(-(1.0 + x[big]) * np.exp(-x[big]))
+    return log_g, np.log(x)
+
+
+_LOG_G, _LOG_X = _inverse_table()
+_LOG2 = math.log(2.0)
+
+
+def _chogm_phi(s: np.ndarray) -> np.ndarray:
+    """``1/x`` where ``g(x) = e^s`` (so ``f = lam * phi``); 0 where ``e^s >= 1``."""
+    log_x = np.interp(s, _LOG_G, _LOG_X)
+    tiny = s < _LOG_G[0]
+    if tiny.any():  # g(x) ~ x^2/2 below the table
+        log_x = np.where(tiny, 0.5 * (s + _LOG2), log_x)
+    out = np.exp(-log_x)
+    out[s >= 0.0] = 0.0
+    return out
+
+
+def chogm_rates(lam: np.ndarray, k: float, w: np.ndarray | None = None) -> np.ndarray:
+    """Visits per cycle ``f_i`` maximising ``sum w_i F(lam_i, f_i)`` with
+    ``sum f_i = k``, ``0 <= f_i <= 1`` (Cho & Garcia-Molina, TODS 2003, sec. 4).
+
+    KKT: ``(w_i/lam_i) g(lam_i/f_i) = mu`` for every page visited, so
+    ``f_i = lam_i / g^-1(mu lam_i / w_i)``; a page with ``mu lam_i / w_i >= 1``
+    (changing too fast for its weight: even its first visit gains less than ``mu``)
+    gets ``f_i = 0``. ``w`` None: every page weighs 1 (the paper's case).
+    """
+    lam = np.asarray(lam, dtype=np.float64)
+    wt = np.ones_like(lam) if w is None else np.asarray(w, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.log(lam) - np.log(wt)  # log(lam/w): -inf (lam = 0) and +inf (w = 0) get 0
+    return _solve(z, lam, k, _chogm_phi)
+
+
+def _chogm_f(
+    state: Mapping[str, np.ndarray], _c: int, _now: object, _a: float, _b: float, get: _Getter
+) -> np.ndarray:
+    return chogm_rates(get("lam"), _budget(state, "chogm_f"), get("w"))
+
+
+# ------------------------------------------ Kolobov et al. (harmonic, polling)
+
+
+def _lc_phi(s: np.ndarray) -> np.ndarray:
+    """``h(e^-s)`` with ``h(c) = (sqrt(1 + 4c) - 1)/2``, written ``2c/(sqrt(1 + 4c) + 1)``
+    (no cancellation for small ``c``)."""
+    c = np.exp(-s)
+    den = np.sqrt(1.0 + 4.0 * c)
+    den += 1.0
+    return 2.0 * c / den
+
+
+def lambdacrawl_rates(lam: np.ndarray, k: float, w: np.ndarray | None = None) -> np.ndarray:
+    """Crawls per cycle ``rho_i`` minimising ``sum w_i ln(1 + lam_i/rho_i)`` with
+    ``sum rho_i = k``, ``0 <= rho_i <= 1`` (Kolobov, Peres, Lu & Horvitz, NeurIPS 2019,
+    sources with incomplete change observations).
+
+    ``w_i ln(1 + lam_i/rho_i)`` is the expected harmonic staleness penalty
+    (``H(N) = 1 + 1/2 + ... + 1/N`` for ``N`` changes missed) of a page changing at
+    ``lam_i`` polled at ``rho_i``. KKT: ``w_i lam_i / (rho_i (rho_i + lam_i)) = nu``,
+    so ``rho_i = (sqrt(lam_i^2 + 4 w_i lam_i / nu) - lam_i)/2``: every page with
+    ``lam_i w_i > 0`` gets a visit (no page is given up on, unlike freshness).
+    """
+    lam = np.asarray(lam, dtype=np.float64)
+    wt = np.ones_like(lam) if w is None else np.asarray(w, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # rho = lam * h(w / (nu lam)): z = log(lam/w), theta = log(nu)
+        z = np.log(lam) - np.log(wt)
+    return _solve(z, lam, k, _lc_phi)
+
+
+def _lc_f(
+    state: Mapping[str, np.ndarray], _c: int, _now: object, _a: float, _b: float, get: _Getter
+) -> np.ndarray:
+    return lambdacrawl_rates(get("lam"), _budget(state, "lc_f"), get("w"))
+
+
+#: The policies' terminals, registered after the core's (scoring/registry.py). Not
+#: among CORE_TERMINALS: ``chogm_f`` and ``lc_f`` solve one problem over all the
+#: candidates, so they are never scored block by block (core/selection.py).
+POLICY_TERMINALS: tuple[Terminal, ...] = (
+    Terminal(
+        "lam",
+        "changes per cycle: `CGp` over the mean interval between visits "
+        "`(last_visit_cycle - first_cycle)/n` (the prior's rate when `n = 0`)",
+        _lam,
+        uses_prior=True,
+    ),
+    Terminal("tc", "cycles since the last observed change (since the first visit if none)", _tc),
+    Terminal("w", "the URL's importance: the `importance` column, 1.0 where absent", _w),
+    Terminal(
+        "chogm_f",
+        "visits per cycle maximising mean freshness under the cycle's budget, from `lam` and "
+        "`w` (Cho & Garcia-Molina 2003); 0: changes too fast to keep",
+        _chogm_f,
+        uses_prior=True,
+        needs_budget=True,
+    ),
+    Terminal(
+        "lc_f",
+        "crawls per cycle minimising `w`-weighted harmonic staleness under the cycle's "
+        "budget, for polled pages (Kolobov et al. 2019)",
+        _lc_f,
+        uses_prior=True,
+        needs_budget=True,
+    ),
+)
