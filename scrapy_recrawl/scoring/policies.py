@@ -210,7 +210,8 @@ def freshness_marginal(x: np.ndarray) -> np.ndarray:
 
 def _inverse_table() -> tuple[np.ndarray, np.ndarray]:
     # log g(x) against log x, tabulated once; log1p near 1 keeps 1 - g exact
-    x = np.concatenate([np.geomspace(1e-30, 1.0, 1500), np.linspace(1.0, 60.0, 2000)[1:]])
+    # dense enough that interpolating log x against log g(x) is ~1e-7 off the root
+    x = np.concatenate([np.geomspace(1e-30, 1.0, 12_000), np.linspace(1.0, 60.0, 12_000)[1:]])
     big = x >= 1.0
     log_g = np.empty_like(x)
     log_g[~big] = np.log(freshness_marginal(x[~big]))
