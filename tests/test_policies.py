@@ -42,8 +42,8 @@ def test_chogm_two_pages_match_a_brute_force_search():
     assert f.sum() == pytest.approx(k, rel=1e-9)
     assert f[0] == pytest.approx(best, abs=2e-5)
     # KKT: equal marginal freshness at the optimum
-    # (the inverse of g is tabulated and interpolated: about 1e-6 off the root)
-    assert marginal(lam[0], f[0]) == pytest.approx(marginal(lam[1], f[1]), rel=1e-5)
+    # (the inverse of g is tabulated and interpolated: about 1e-7 off the root)
+    assert marginal(lam[0], f[0]) == pytest.approx(marginal(lam[1], f[1]), rel=1e-6)
 
 
 def test_chogm_reproduces_the_papers_five_page_example():
@@ -61,7 +61,7 @@ def test_chogm_gives_a_page_changing_too_fast_no_visit():
     assert f[2] == 0.0 and f.sum() == pytest.approx(k, rel=1e-9)
     # the multiplier of the two visited pages...
     mu = marginal(lam[0], f[0])
-    assert marginal(lam[1], f[1]) == pytest.approx(mu, rel=1e-5)
+    assert marginal(lam[1], f[1]) == pytest.approx(mu, rel=1e-6)
     # ...is above what a first visit of the fast page would gain (1/lam: dF/df at f -> 0)
     assert 1.0 / lam[2] < mu
     # and no split of the budget with some of it on the fast page does better (grid)
@@ -136,9 +136,9 @@ def test_the_histogram_search_agrees_with_an_exact_search_on_many_pages(kind):
     solve = chogm_rates if kind == "chogm" else lambdacrawl_rates
     got = solve(lam, k, w)
     want = exact_rates(lam, w, k, kind)
-    assert got.sum() == pytest.approx(k, rel=2e-3)
-    np.testing.assert_allclose(got, want, rtol=5e-3, atol=1e-6)
-    assert ((got == 0) == (want == 0)).mean() > 0.999
+    assert got.sum() == pytest.approx(k, rel=1e-4)
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-9)
+    np.testing.assert_array_equal(got == 0, want == 0)
 
 
 # ------------------------------------------------------------------- terminals

@@ -109,6 +109,11 @@ def _w(state: Mapping[str, np.ndarray], *_: object) -> np.ndarray:
     return np.where(np.isnan(col), 1.0, col)
 
 
+def _weights(state: Mapping[str, np.ndarray], get: _Getter) -> np.ndarray | None:
+    """``w``, or None when no URL has an importance (all 1: the unweighted problem)."""
+    return get("w") if "importance" in state else None
+
+
 def _budget(state: Mapping[str, np.ndarray], name: str) -> float:
     if BUDGET not in state:
         raise ValueError(
@@ -126,26 +131,38 @@ def _budget(state: Mapping[str, np.ndarray], name: str) -> float:
 
 
 def _solve(
-    z: np.ndarray, m: np.ndarray, k: float, phi: Callable[[np.ndarray], np.ndarray]
+    z: np.ndarray,
+    m: np.ndarray,
+    k: float,
+    phi: Callable[[np.ndarray], np.ndarray],
+    exact_from: float = math.inf,
 ) -> np.ndarray:
     """``r = min(1, m * phi(z + theta))`` with ``sum r = k`` (``phi`` decreasing, 0 at
-    +inf); rows with ``m <= 0`` or an infinite ``z`` get 0, NaN rows NaN."""
+    +inf); rows with ``m <= 0`` or an infinite ``z`` get 0, NaN rows NaN. Above
+    :data:`BINS` rows, ``phi`` is interpolated between bin edges, except where
+    ``z + theta > exact_from`` (where ``phi`` bends too sharply for that)."""
     out = np.zeros(z.shape)
-    bad = np.isnan(z) | np.isnan(m)
-    out[bad] = np.nan
-    live = ~bad & (m > 0) & np.isfinite(z)
-    zl, ml = z[live], m[live]
+    live = np.isfinite(z)
+    live &= m > 0  # False for NaN too
+    every = bool(live.all())  # the usual case: no copy of the rows
+    if not every:
+        out[np.isnan(z) | np.isnan(m)] = np.nan
+    zl, ml = (z, m) if every else (z[live], m[live])
     if zl.size == 0 or k <= 0:
         return out
     if k >= zl.size:  # the budget covers a visit of every page every cycle
         out[live] = 1.0
         return out
+    idx: np.ndarray | None = None
     if zl.size <= BINS:
         zb, mb, cb = zl, ml, np.ones(zl.size)
     else:
         lo, hi = float(zl.min()), float(zl.max())
         scale = (BINS - 1) / (hi - lo) if hi > lo else 0.0
-        idx = ((zl - lo) * scale).astype(np.intp)
+        pos = zl - lo
+        pos *= scale
+        idx = pos.astype(np.intp)
+        pos -= idx  # where each URL sits between its bin's edges
         cb = np.bincount(idx, minlength=BINS).astype(np.float64)
         zb = np.bincount(idx, zl, minlength=BINS)
         mb = np.bincount(idx, ml, minlength=BINS)
@@ -190,7 +207,26 @@ def _solve(
                 fa *= 0.5
             side = 1
     theta = 0.5 * (a + b)
-    out[live] = np.minimum(1.0, ml * phi(zl + theta))
+    if idx is None:
+        out[live] = np.minimum(1.0, ml * phi(zl + theta))
+        return out
+    del cb, zb, mb
+    # phi at the BINS + 1 bin edges, then a linear step per URL: a small table, read
+    # from cache, instead of phi (logs, exps, a table lookup) for every URL
+    edges = phi(lo + np.arange(BINS + 1) / scale + theta) if scale else phi(np.full(2, lo + theta))
+    left = edges[idx]
+    rate = edges[idx + 1]
+    rate -= left
+    rate *= pos
+    rate += left
+    if exact_from - theta < hi:  # some URLs past exact_from
+        sharp = np.flatnonzero(zl > exact_from - theta)
+        rate[sharp] = phi(zl[sharp] + theta)
+    rate *= ml
+    np.minimum(rate, 1.0, out=rate)
+    if every:
+        return rate
+    out[live] = rate
     return out
 
 
@@ -208,28 +244,64 @@ def freshness_marginal(x: np.ndarray) -> np.ndarray:
     return np.where(small, series, direct)
 
 
-def _inverse_table() -> tuple[np.ndarray, np.ndarray]:
-    # log g(x) against log x, tabulated once; log1p near 1 keeps 1 - g exact
-    # dense enough that interpolating log x against log g(x) is ~1e-7 off the root
-    x = np.concatenate([np.geomspace(1e-30, 1.0, 12_000), np.linspace(1.0, 60.0, 12_000)[1:]])
+def log_marginal(x: np.ndarray) -> np.ndarray:
+    """``log g(x)``, accurate at both ends (the series for small ``x``, ``log1p`` of
+    ``-(1 + x) e^-x`` for large ``x``)."""
+    x = np.asarray(x, dtype=np.float64)
     big = x >= 1.0
-    log_g = np.empty_like(x)
-    log_g[~big] = np.log(freshness_marginal(x[~big]))
-    log_g[big] = np.log1p(-(1.0 + x[big]) * np.exp(-x[big]))
-    return log_g, np.log(x)
+    out = np.empty_like(x)
+    out[~big] = np.log(freshness_marginal(x[~big]))
+    out[big] = np.log1p(-(1.0 + x[big]) * np.exp(-x[big]))
+    return out
 
 
-_LOG_G, _LOG_X = _inverse_table()
+def _u(s: np.ndarray) -> np.ndarray:
+    """``u = s - log(-s)`` of ``s = log g(x) < 0``: increasing, and ``log x`` is close to
+    linear in it at both ends (``s ~ 2 log x - log 2`` for small ``x``; ``-log(-s) ~
+    x - log(1 + x)`` for large ``x``), so one uniform grid in ``u`` serves all ``x``."""
+    return s - np.log(-s)
+
+
+#: the table's range of x: below it g(x) = x^2/2 to double precision; above it
+#: f = lam/x is below 2% of lam and g(x) is 1 within 1e-24
+_X_MIN, _X_MAX = 1e-30, 60.0
+
+
+def _inverse_table(size: int = 1 << 16) -> tuple[float, float, np.ndarray]:
+    """``log x`` on a uniform grid of ``u`` (:func:`_u`), built once from a dense
+    table: a URL's inverse is then an index and a linear step, no search (a binary
+    search per URL in a table this fine costs ~100 ns each in cache misses)."""
+    dense = np.concatenate(
+        [np.geomspace(_X_MIN, 1.0, 400_000), np.linspace(1.0, _X_MAX, 400_000)[1:]]
+    )
+    u = _u(log_marginal(dense))
+    grid = np.linspace(u[0], u[-1], size)
+    return float(grid[0]), float(grid[1] - grid[0]), np.interp(grid, u, np.log(dense))
+
+
+_U0, _DU, _LOG_X_OF_U = _inverse_table()
+_S_MIN = float(log_marginal(np.array([_X_MIN]))[0])
 _LOG2 = math.log(2.0)
 
 
 def _chogm_phi(s: np.ndarray) -> np.ndarray:
     """``1/x`` where ``g(x) = e^s`` (so ``f = lam * phi``); 0 where ``e^s >= 1``."""
-    log_x = np.interp(s, _LOG_G, _LOG_X)
-    tiny = s < _LOG_G[0]
-    if tiny.any():  # g(x) ~ x^2/2 below the table
+    neg = np.minimum(s, -1e-300)  # s >= 0: no visit (zeroed below)
+    pos = _u(neg)
+    pos -= _U0
+    pos /= _DU
+    np.clip(pos, 0.0, _LOG_X_OF_U.size - 1.000001, out=pos)  # past the table: its ends
+    at = pos.astype(np.intp)
+    pos -= at
+    lo = _LOG_X_OF_U[at]
+    log_x = _LOG_X_OF_U[at + 1]
+    log_x -= lo
+    log_x *= pos
+    log_x += lo
+    tiny = s < _S_MIN  # below the table: g(x) = x^2/2
+    if tiny.any():
         log_x = np.where(tiny, 0.5 * (s + _LOG2), log_x)
-    out = np.exp(-log_x)
+    out = np.exp(np.negative(log_x, out=log_x), out=log_x)
     out[s >= 0.0] = 0.0
     return out
 
@@ -244,16 +316,18 @@ def chogm_rates(lam: np.ndarray, k: float, w: np.ndarray | None = None) -> np.nd
     gets ``f_i = 0``. ``w`` None: every page weighs 1 (the paper's case).
     """
     lam = np.asarray(lam, dtype=np.float64)
-    wt = np.ones_like(lam) if w is None else np.asarray(w, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.log(lam) - np.log(wt)  # log(lam/w): -inf (lam = 0) and +inf (w = 0) get 0
-    return _solve(z, lam, k, _chogm_phi)
+        z = np.log(lam)  # log(lam/w): -inf (lam = 0) and +inf (w = 0) get 0
+        if w is not None:
+            z -= np.log(np.asarray(w, dtype=np.float64))
+    # phi = 1/x bends sharply as g(x) -> 1 (s -> 0): exact there (x > ~1.3)
+    return _solve(z, lam, k, _chogm_phi, exact_from=-1.0)
 
 
 def _chogm_f(
     state: Mapping[str, np.ndarray], _c: int, _now: object, _a: float, _b: float, get: _Getter
 ) -> np.ndarray:
-    return chogm_rates(get("lam"), _budget(state, "chogm_f"), get("w"))
+    return chogm_rates(get("lam"), _budget(state, "chogm_f"), _weights(state, get))
 
 
 # ------------------------------------------ Kolobov et al. (harmonic, polling)
@@ -280,17 +354,18 @@ def lambdacrawl_rates(lam: np.ndarray, k: float, w: np.ndarray | None = None) ->
     ``lam_i w_i > 0`` gets a visit (no page is given up on, unlike freshness).
     """
     lam = np.asarray(lam, dtype=np.float64)
-    wt = np.ones_like(lam) if w is None else np.asarray(w, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         # rho = lam * h(w / (nu lam)): z = log(lam/w), theta = log(nu)
-        z = np.log(lam) - np.log(wt)
+        z = np.log(lam)
+        if w is not None:
+            z -= np.log(np.asarray(w, dtype=np.float64))
     return _solve(z, lam, k, _lc_phi)
 
 
 def _lc_f(
     state: Mapping[str, np.ndarray], _c: int, _now: object, _a: float, _b: float, get: _Getter
 ) -> np.ndarray:
-    return lambdacrawl_rates(get("lam"), _budget(state, "lc_f"), get("w"))
+    return lambdacrawl_rates(get("lam"), _budget(state, "lc_f"), _weights(state, get))
 
 
 #: The policies' terminals, registered after the core's (scoring/registry.py). Not
