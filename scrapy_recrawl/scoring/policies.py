@@ -210,7 +210,6 @@ def _solve(
     if idx is None:
         out[live] = np.minimum(1.0, ml * phi(zl + theta))
         return out
-    del cb, zb, mb
     # phi at the BINS + 1 bin edges, then a linear step per URL: a small table, read
     # from cache, instead of phi (logs, exps, a table lookup) for every URL
     edges = phi(lo + np.arange(BINS + 1) / scale + theta) if scale else phi(np.full(2, lo + theta))
