@@ -14,6 +14,7 @@ from scrapy_recrawl.history.base import HistoryArrays
 from scrapy_recrawl.scoring import Scorer, compute_terminals, top_k_indices
 from scrapy_recrawl.scoring.policies import BINS, chogm_rates, lambdacrawl_rates
 from scrapy_recrawl.scoring.presets import PRESETS, nutch_expression
+from scrapy_recrawl.scoring.registry import registry_for
 from scrapy_recrawl.settings import RecrawlSettingError
 
 from .helpers import LocalSite, Page, run_crawl
@@ -47,7 +48,7 @@ def test_chogm_two_pages_match_a_brute_force_search():
 
 
 def test_chogm_reproduces_the_papers_five_page_example():
-    """TODS 2003, sec. 4 (Table 2): pages changing 1..5 times a day, 5 visits a day:
+    """The example of TODS 2003: pages changing 1..5 times a day, 5 visits a day:
     1.15, 1.36, 1.35, 1.14 and 0 for the fastest. Scaled to cycles of 1/10 day (the
     cap of one visit per cycle is then not reached: F depends on lam/f alone)."""
     f = chogm_rates(np.arange(1, 6) / 10.0, 0.5) * 10.0
@@ -191,7 +192,7 @@ def test_presets_typed_by_hand_score_identically():
         a = Scorer.from_spec(preset).score_state(cols, 60)
         b = Scorer.from_spec(typed).score_state(cols, 60)
         np.testing.assert_allclose(a, b, rtol=1e-12)
-    assert PRESETS["nutch"].expression == nutch_expression()
+    assert PRESETS["nutch"].expression == "t/nutch_interval"
 
 
 # ------------------------------------------------------------------------ nutch
@@ -207,7 +208,9 @@ def nutch_select(record: list[float], lo: float, hi: float):
     """A replay policy keeping Nutch's interval per page step by step (from each new
     observation), fetching the most overdue relative to it; it records, every cycle,
     how far the nutch preset's closed form is from its intervals."""
-    scorer = Scorer.from_spec(nutch_expression(min_interval=lo, max_interval=hi))
+    # the preset itself, with a registry of these bounds (as RECRAWL_NUTCH_* give one)
+    registry = registry_for([], {"min_interval": lo, "max_interval": hi})
+    scorer = Scorer.from_spec("nutch", registry=registry)
     memory: dict[str, np.ndarray] = {}
 
     def select(state, cycle, k):
@@ -234,7 +237,8 @@ def test_nutch_interval_is_the_step_by_step_replay_while_no_bound_is_hit():
     lo, hi = 1e-12, 1e12
     replay = simulate(changes, nutch_select(record, lo, hi), k=0.1)
     assert len(record) == 88 and max(record) < 1e-12  # every page, every cycle
-    preset = simulate(changes, nutch_expression(min_interval=lo, max_interval=hi), k=0.1)
+    formula = nutch_expression(min_interval=lo, max_interval=hi)  # written out
+    preset = simulate(changes, formula, k=0.1)
     assert preset.mean_freshness == pytest.approx(replay.mean_freshness, abs=0.01)
     # with Nutch's own bounds (1, 365) this history hits them: the closed form parts
     record.clear()
@@ -258,7 +262,12 @@ def test_nutch_past_a_bound_remembers_what_the_step_by_step_interval_forgets():
 
 def test_nutch_settings_set_its_numbers_and_a_bad_one_is_one_line():
     s = Scorer.from_settings({"RECRAWL_SCORER": "nutch", "RECRAWL_NUTCH_INTERVAL": "7"})
-    assert s.name == "nutch" and str(s).startswith("t/Min(Max(7.0*exp(")
+    state = new_state(2)
+    state["n"][:], state["X"][:], state["last_visit_cycle"][:] = [0, 2], [0, 1], 0
+    # 7 cycles, then 7 * 1.4 * 0.8; Nutch's defaults elsewhere: 30, 30 * 1.4 * 0.8
+    np.testing.assert_allclose(s.score_state(state, 14), [2.0, 14 / (7 * 1.4 * 0.8)])
+    default = Scorer.from_spec("nutch").score_state(state, 14)
+    np.testing.assert_allclose(default, [14 / 30, 14 / (30 * 1.4 * 0.8)])
     for name, value in (
         ("RECRAWL_NUTCH_DEC_RATE", "1"),
         ("RECRAWL_NUTCH_INTERVAL", "0"),

@@ -43,9 +43,10 @@ def test_the_default_registry_is_the_core_then_the_builtin_plugins():
     reg = default_registry()
     names = list(reg)
     assert names[: len(CORE_TERMINALS)] == [t.name for t in CORE_TERMINALS]
-    policies = ["lam", "tc", "w", "chogm_f", "lc_f"]  # scoring/policies.py, core's too
-    assert names[len(CORE_TERMINALS) : len(CORE_TERMINALS) + 5] == policies
-    assert names[len(CORE_TERMINALS) + 5 :] == [
+    # scoring/policies.py's, always there too
+    policies = ["lam", "tc", "w", "nutch_interval", "chogm_f", "lc_f"]
+    assert names[len(CORE_TERMINALS) : len(CORE_TERMINALS) + 6] == policies
+    assert names[len(CORE_TERMINALS) + 6 :] == [
         "due",
         *(f"D{i}" for i in range(1, 6)),
         *(f"C{i}" for i in range(1, 6)),

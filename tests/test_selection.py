@@ -8,6 +8,7 @@ import pytest
 from scrapy_recrawl.core.budget import Budget, cycle_budget
 from scrapy_recrawl.core.selection import monitor_mask, select_recrawls
 from scrapy_recrawl.scoring import PRESETS, Scorer
+from scrapy_recrawl.scoring.presets import POLICY_PRESETS
 
 from .helpers import history_arrays as arrays
 
@@ -194,8 +195,8 @@ def _random_state(size, rng):
 @pytest.mark.parametrize(
     "spec",
     [
-        # chogm / lambdacrawl solve for the whole cycle: scored whole (test below)
-        *[n for n in PRESETS if n not in ("rand", "basket", "experts", "chogm", "lambdacrawl")],
+        # the policies' terminals are not the core's: scored whole (test below)
+        *[n for n in PRESETS if n not in ("rand", "basket", "experts", *POLICY_PRESETS)],
         "log(1 + t) * (X + 0.5)/(n + 1) + exp(-GAD*t) * AAD - sqrt(hours)/(CG + 10) + SAD",
         "D * A / (R + M) + CGp * NADp - GADp",
         "t",
@@ -225,4 +226,5 @@ def test_rand_and_plugin_terminals_are_scored_whole():
     assert not selection._blockwise(Scorer.from_spec("rand"))
     assert not selection._blockwise(Scorer.from_spec("chogm"))  # one multiplier per cycle
     assert not selection._blockwise(Scorer.from_spec("lambdacrawl"))
+    assert not selection._blockwise(Scorer.from_spec("nutch"))
     assert not selection._blockwise(Scorer.from_spec("basket"))  # `due`: the baskets plug-in's

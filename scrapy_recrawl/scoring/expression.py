@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from scrapy_recrawl.scoring.kernel import Kernel, compile_kernel
-from scrapy_recrawl.scoring.presets import PRESETS, nutch_expression, nutch_parameters
+from scrapy_recrawl.scoring.presets import PRESETS
 from scrapy_recrawl.scoring.terminals import check_prior, prior_from_settings
 from scrapy_recrawl.settings import DEFAULTS, RecrawlSettingError, closest, get
 
@@ -240,15 +240,8 @@ class Scorer:
         )
         prior = prior_from_settings(settings)
         seed = get(settings, "RECRAWL_SEED", int, expect="an integer")
-        registry = registry_from_settings(settings)
-        nutch = nutch_parameters(settings)  # checked whatever the scorer: start-up fails early
-        scorer: Scorer
-        if spec.strip().lower() == "nutch":  # the preset with this crawl's RECRAWL_NUTCH_*
-            scorer = ExpressionScorer(
-                nutch_expression(**nutch), name="nutch", prior=prior, registry=registry
-            )
-        else:
-            scorer = cls.from_spec(spec, prior=prior, seed=seed, registry=registry)
+        registry = registry_from_settings(settings)  # RECRAWL_NUTCH_* checked there
+        scorer = cls.from_spec(spec, prior=prior, seed=seed, registry=registry)
         check_window(scorer, spec, get(settings, "RECRAWL_WINDOW", int, expect="1..5"))
         _warn_related(scorer, spec, settings)
         return scorer

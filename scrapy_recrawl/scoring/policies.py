@@ -35,17 +35,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
+from ..settings import RecrawlSettingError, get
 from .terminals import BUDGET, Terminal
 
 __all__ = [
     "BINS",
+    "NUTCH_DEFAULTS",
     "POLICY_TERMINALS",
     "chogm_rates",
     "freshness_marginal",
     "lambdacrawl_rates",
+    "nutch_interval",
+    "nutch_parameters",
+    "nutch_terminal",
 ]
 
 #: Histogram bins of the multiplier search (above this many URLs).
@@ -107,6 +113,91 @@ def _w(state: Mapping[str, np.ndarray], *_: object) -> np.ndarray:
     if col is None:
         return np.ones(np.shape(state["n"]))
     return np.where(np.isnan(col), 1.0, col)
+
+
+# ------------------------------------------------------- Nutch's adaptive interval
+
+#: Nutch's AdaptiveFetchSchedule defaults in cycles of one day (docs/scorers.md):
+#: RECRAWL_NUTCH_INTERVAL, _MIN_INTERVAL, _MAX_INTERVAL, _INC_RATE, _DEC_RATE
+NUTCH_DEFAULTS: dict[str, float] = {
+    "interval": 30.0,
+    "min_interval": 1.0,
+    "max_interval": 365.0,
+    "inc_rate": 0.4,
+    "dec_rate": 0.2,
+}
+
+
+def nutch_parameters(settings: Any) -> dict[str, float]:
+    """RECRAWL_NUTCH_*, each checked (RecrawlSettingError naming it), as
+    :func:`nutch_interval`'s keyword arguments."""
+    num = (int, float)
+    cycles = "a number of cycles > 0"
+    p = {
+        "interval": get(settings, "RECRAWL_NUTCH_INTERVAL", num, lambda v: v > 0, cycles),
+        "min_interval": get(settings, "RECRAWL_NUTCH_MIN_INTERVAL", num, lambda v: v > 0, cycles),
+        "max_interval": get(settings, "RECRAWL_NUTCH_MAX_INTERVAL", num, lambda v: v > 0, cycles),
+        "inc_rate": get(
+            settings, "RECRAWL_NUTCH_INC_RATE", num, lambda v: 0 <= v <= 10, "a rate 0..10"
+        ),
+        "dec_rate": get(
+            settings, "RECRAWL_NUTCH_DEC_RATE", num, lambda v: 0 <= v < 1, "a rate 0 <= r < 1"
+        ),
+    }
+    if p["min_interval"] > p["max_interval"]:
+        raise RecrawlSettingError(
+            f"RECRAWL_NUTCH_MIN_INTERVAL={p['min_interval']!r}: expected at most "
+            f"RECRAWL_NUTCH_MAX_INTERVAL={p['max_interval']!r}"
+        )
+    return {k: float(v) for k, v in p.items()}
+
+
+def nutch_interval(
+    n: np.ndarray,
+    X: np.ndarray,
+    interval: float = 30.0,
+    min_interval: float = 1.0,
+    max_interval: float = 365.0,
+    inc_rate: float = 0.4,
+    dec_rate: float = 0.2,
+) -> np.ndarray:
+    """Nutch's AdaptiveFetchSchedule interval (cycles) after ``n`` observations with
+    ``X`` changes: ``interval (1 + inc)^(n - X) (1 - dec)^X``, clamped.
+
+    Nutch scales the interval by ``1 - dec_rate`` after a fetch that found the page
+    modified, by ``1 + inc_rate`` after one that did not (the first fetch, with nothing
+    to compare, leaves it), and clamps it to ``[min_interval, max_interval]``. The
+    products commute, so while no bound is hit the interval is this function of what
+    every store keeps, whatever the order of the changes; here it is clamped once, at
+    the end, where Nutch clamps at every step (docs/scorers.md says where they part).
+    Through the logs: no ``inf * 0`` on long histories."""
+    up = math.log1p(inc_rate)
+    down = -math.log1p(-dec_rate)
+    nf = np.asarray(n, dtype=np.float64)
+    xf = np.asarray(X, dtype=np.float64)
+    out = nf * up
+    out -= xf * (up + down)  # up (n - X) - down X
+    out += math.log(interval)
+    np.clip(out, math.log(min_interval), math.log(max_interval), out=out)
+    return np.exp(out, out=out)
+
+
+def nutch_terminal(params: Mapping[str, float] | None = None) -> Terminal:
+    """The ``nutch_interval`` terminal with these RECRAWL_NUTCH_* numbers (None: Nutch's
+    defaults); a crawl's registry holds the one of its settings (scoring/registry.py)."""
+    p = {**NUTCH_DEFAULTS, **(params or {})}
+
+    def compute(
+        _s: object, _c: int, _now: object, _a: float, _b: float, get: _Getter
+    ) -> np.ndarray:
+        return nutch_interval(get("n"), get("X"), **p)
+
+    return Terminal(
+        "nutch_interval",
+        "Nutch's adaptive interval (cycles): `30*1.4^(n - X)*0.8^X` clamped to [1, 365] "
+        "(RECRAWL_NUTCH_* set the numbers)",
+        compute,
+    )
 
 
 def _weights(state: Mapping[str, np.ndarray], get: _Getter) -> np.ndarray | None:
@@ -380,6 +471,7 @@ POLICY_TERMINALS: tuple[Terminal, ...] = (
     ),
     Terminal("tc", "cycles since the last observed change (since the first visit if none)", _tc),
     Terminal("w", "the URL's importance: the `importance` column, 1.0 where absent", _w),
+    nutch_terminal(),
     Terminal(
         "chogm_f",
         "visits per cycle maximising mean freshness under the cycle's budget, from `lam` and "

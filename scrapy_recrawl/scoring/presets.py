@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
-
-from scrapy_recrawl.settings import RecrawlSettingError, get
 
 
 @dataclass(frozen=True)
@@ -40,7 +37,8 @@ def nutch_expression(
     inc_rate: float = 0.4,
     dec_rate: float = 0.2,
 ) -> str:
-    """``t / interval``, Nutch's AdaptiveFetchSchedule interval written from ``n`` and ``X``.
+    """The ``nutch`` preset written out as a formula of ``n``, ``X`` and ``t`` (what the
+    ``nutch_interval`` terminal computes, scoring/policies.py): ``t / interval``.
 
     Nutch multiplies a page's interval by ``1 - dec_rate`` after a fetch that found it
     modified and by ``1 + inc_rate`` after one that did not (the first fetch, with
@@ -55,45 +53,6 @@ def nutch_expression(
     down = -math.log1p(-dec_rate)
     interval_expr = f"{interval!r}*exp({up!r}*(n - X) - {down!r}*X)"
     return f"t/Min(Max({interval_expr}, {min_interval!r}), {max_interval!r})"
-
-
-#: RECRAWL_NUTCH_* -> nutch_expression's parameter
-NUTCH_SETTINGS: dict[str, str] = {
-    "RECRAWL_NUTCH_INTERVAL": "interval",
-    "RECRAWL_NUTCH_MIN_INTERVAL": "min_interval",
-    "RECRAWL_NUTCH_MAX_INTERVAL": "max_interval",
-    "RECRAWL_NUTCH_INC_RATE": "inc_rate",
-    "RECRAWL_NUTCH_DEC_RATE": "dec_rate",
-}
-
-
-def nutch_parameters(settings: Any) -> dict[str, float]:
-    """RECRAWL_NUTCH_*, each checked (RecrawlSettingError naming it), as
-    :func:`nutch_expression`'s keyword arguments."""
-    num = (int, float)
-    p = {
-        "interval": get(
-            settings, "RECRAWL_NUTCH_INTERVAL", num, lambda v: v > 0, "a number of cycles > 0"
-        ),
-        "min_interval": get(
-            settings, "RECRAWL_NUTCH_MIN_INTERVAL", num, lambda v: v > 0, "a number of cycles > 0"
-        ),
-        "max_interval": get(
-            settings, "RECRAWL_NUTCH_MAX_INTERVAL", num, lambda v: v > 0, "a number of cycles > 0"
-        ),
-        "inc_rate": get(
-            settings, "RECRAWL_NUTCH_INC_RATE", num, lambda v: 0 <= v <= 10, "a rate 0..10"
-        ),
-        "dec_rate": get(
-            settings, "RECRAWL_NUTCH_DEC_RATE", num, lambda v: 0 <= v < 1, "a rate 0 <= r < 1"
-        ),
-    }
-    if p["min_interval"] > p["max_interval"]:
-        raise RecrawlSettingError(
-            f"RECRAWL_NUTCH_MIN_INTERVAL={p['min_interval']!r}: expected at most "
-            f"RECRAWL_NUTCH_MAX_INTERVAL={p['max_interval']!r}"
-        )
-    return {k: float(v) for k, v in p.items()}
 
 
 _TAN_MITRA = "Tan & Mitra 2010, as used in GP4C (Santos et al. 2013 sec. 5.1; 2015 sec. 5.1)"
@@ -149,7 +108,7 @@ PRESETS: dict[str, Preset] = {
         # Peers and freshness-optimal policies (issue 18): scoring/policies.py
         Preset(
             "nutch",
-            nutch_expression(),
+            "t/nutch_interval",
             "Apache Nutch AdaptiveFetchSchedule (StormCrawler's and Heritrix 1's adaptive "
             "schedules have the same shape); RECRAWL_NUTCH_* set its numbers",
             "most overdue relative to the adaptive interval: t / interval(n, X)",

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..settings import DEFAULTS, RecrawlSettingError, closest, convert
 from .parse import RESERVED
-from .policies import POLICY_TERMINALS
+from .policies import NUTCH_DEFAULTS, POLICY_TERMINALS, nutch_parameters, nutch_terminal
 from .terminals import (
     BUDGET,
     CORE_TERMINALS,
@@ -217,10 +217,16 @@ def path_of(entry: Any) -> str:
     return f"{entry.__module__}.{entry.__qualname__}"
 
 
-def registry_for(paths: Iterable[Any]) -> TerminalRegistry:
+def registry_for(
+    paths: Iterable[Any], nutch: Mapping[str, float] | None = None
+) -> TerminalRegistry:
     """The core terminals plus those of the plug-ins at ``paths`` (each stamped with the
-    path it was listed under as its ``provider``)."""
-    registry = TerminalRegistry(CORE_TERMINALS + POLICY_TERMINALS)
+    path it was listed under as its ``provider``); ``nutch``: RECRAWL_NUTCH_*'s numbers
+    for ``nutch_interval`` (None: Nutch's defaults)."""
+    policies = [
+        nutch_terminal(nutch) if t.name == "nutch_interval" else t for t in POLICY_TERMINALS
+    ]
+    registry = TerminalRegistry((*CORE_TERMINALS, *policies))
     for entry in paths:
         path = path_of(entry)
         declared = getattr(load_plugin(entry), "terminals", ())
@@ -246,11 +252,13 @@ def default_registry() -> TerminalRegistry:
 
 
 def registry_from_settings(settings: Any) -> TerminalRegistry:
-    """The registry a crawl with these settings uses (its listed plug-ins' terminals)."""
+    """The registry a crawl with these settings uses (its listed plug-ins' terminals, its
+    RECRAWL_NUTCH_* numbers)."""
     paths = plugin_paths(settings)
-    if paths == plugin_paths(None):
+    nutch = nutch_parameters(settings)  # checked whatever the scorer: start-up fails early
+    if paths == plugin_paths(None) and nutch == NUTCH_DEFAULTS:
         return default_registry()
-    return registry_for(paths)
+    return registry_for(paths, nutch)
 
 
 def compute_terminals(
