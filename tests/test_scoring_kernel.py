@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from scrapy_recrawl.core.selection import with_budget
 from scrapy_recrawl.scoring import PRESETS, Scorer, compute_terminals
 from scrapy_recrawl.scoring.kernel import BLOCK
 
@@ -81,7 +82,10 @@ def test_presets_score_bit_for_bit_as_the_reference(name):
         "gad": rng.random(size) * (n > 0),
         "last_visit_cycle": rng.integers(0, 60, size),
         "last_visit_time": 1.7e9 + rng.random(size) * 86400 * 60,
+        "first_cycle": np.zeros(size, dtype=np.int64),
+        "last_change_cycle": np.full(size, -1),
     }
+    state = with_budget(state, 100)  # chogm and lambdacrawl solve for a cycle's budget
     s = Scorer.from_spec(name)
     tm = compute_terminals(state, 60, 1.7e9 + 61 * 86400, needed=s.terminals_needed)
     np.testing.assert_array_equal(s.score(tm), s.score_reference(tm))
