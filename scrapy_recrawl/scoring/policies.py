@@ -6,6 +6,8 @@ Terminals (:data:`POLICY_TERMINALS`, registered after the core ones by
 * ``lam``: each URL's Poisson change rate in changes per *cycle*;
 * ``tc``: cycles since the last observed change;
 * ``w``: the URL's importance (the optional column ``importance``, 1.0 where absent);
+* ``nutch_interval``: Apache Nutch's adaptive fetch interval from ``n`` and ``X``, with
+  the crawl's RECRAWL_NUTCH_* (its registry's: :func:`nutch_terminal`);
 * ``chogm_f``: the visits per cycle that maximise the average freshness of the
   collection under the cycle's budget (Cho & Garcia-Molina, TODS 2003);
 * ``lc_f``: the crawls per cycle that minimise the importance-weighted harmonic
@@ -25,10 +27,12 @@ fetches a URL once), with ``phi`` decreasing and one Lagrange multiplier
 ``exp(theta)`` chosen so that ``sum r_i = k``. The sum is evaluated on a histogram
 of ``z`` (:data:`BINS` bins, each with its count, mean ``z`` and mean ``m``: one
 O(N) pass), so each step of the root search costs O(BINS), not O(N); then every
-URL's rate is computed once from its own ``z`` and ``m``. With at most
+URL's rate is its own ``m`` times ``phi`` interpolated between its bin's edges
+(``phi`` itself where it bends too sharply: near chogm's cut-off). With at most
 :data:`BINS` URLs each is its own bin (exact). Within a bin the cap at one visit
-uses the bin's mean ``m``: exact when ``w`` is constant (``m`` is then a function
-of ``z``).
+uses the bin's mean ``m`` during the search: exact when ``w`` is constant (``m`` is
+then a function of ``z``). Measured against an exact search over every URL
+(tests/test_policies.py): within 1e-3 of each rate, the same pages at 0.
 """
 
 from __future__ import annotations
@@ -188,9 +192,9 @@ def nutch_terminal(params: Mapping[str, float] | None = None) -> Terminal:
     p = {**NUTCH_DEFAULTS, **(params or {})}
 
     def compute(
-        _s: object, _c: int, _now: object, _a: float, _b: float, get: _Getter
+        _s: object, _c: int, _now: object, _a: float, _b: float, term: _Getter
     ) -> np.ndarray:
-        return nutch_interval(get("n"), get("X"), **p)
+        return nutch_interval(term("n"), term("X"), **p)
 
     return Terminal(
         "nutch_interval",
