@@ -12,7 +12,8 @@ Santos et al. 2013 sec. 5.2 / 2015 sec. 5.2:
   :meth:`Scorer.terminals <scrapy_recrawl.scoring.Scorer.terminals>`, with the
   scorer's terminal registry) and the :class:`~scrapy_recrawl.scoring.Scorer`
   (the same code the live scheduler runs), and the top ``k`` (default 5% of
-  the pages) are fetched.
+  the pages) are fetched. The scorer's terminals get that ``k`` as the crawl's do
+  (:func:`~scrapy_recrawl.core.selection.with_budget`: ``chogm_f``, ``lc_f``).
 * **No failures.** A change matrix has no failed downloads, so the back-off of
   failing URLs (``core/selection.py: backed_off``, the rule the crawl applies) never
   applies here: its state has no ``failures`` column.
