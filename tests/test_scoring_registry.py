@@ -21,6 +21,7 @@ from scrapy_recrawl.scoring import (
     optional_column,
     registry_from_settings,
 )
+from scrapy_recrawl.scoring.pooled import POOLED_NAMES, POOLED_TERMINALS
 from scrapy_recrawl.settings import RecrawlSettingError
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "scorers.md"
@@ -44,12 +45,13 @@ def test_the_default_registry_is_the_core_then_the_builtin_plugins():
     names = list(reg)
     assert names[: len(CORE_TERMINALS)] == [t.name for t in CORE_TERMINALS]
     assert names[len(CORE_TERMINALS) :] == [
+        *(t.name for t in POOLED_TERMINALS),  # the pooled priors (scoring/pooled.py)
         "due",
         *(f"D{i}" for i in range(1, 6)),
         *(f"C{i}" for i in range(1, 6)),
         "Q",
     ]
-    assert reg.prior_names() == {"CGp", "NADp", "SADp", "AADp", "GADp"}
+    assert reg.prior_names() == {"CGp", "NADp", "SADp", "AADp", "GADp", *POOLED_NAMES}
     assert reg.clock_names() == {"hours", "due"}
     assert registry_from_settings(None) is reg and registry_from_settings({}) is reg
 

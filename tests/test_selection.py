@@ -194,7 +194,8 @@ def _random_state(size, rng):
 @pytest.mark.parametrize(
     "spec",
     [
-        *[name for name in PRESETS if name not in ("rand", "basket", "experts")],
+        # the pooled presets read every URL of a group: scored whole (tests/test_pooled.py)
+        *[name for name in PRESETS if name not in ("rand", "basket", "experts", "aad+h", "nad+h")],
         "log(1 + t) * (X + 0.5)/(n + 1) + exp(-GAD*t) * AAD - sqrt(hours)/(CG + 10) + SAD",
         "D * A / (R + M) + CGp * NADp - GADp",
         "t",

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..settings import DEFAULTS, RecrawlSettingError, closest, convert
 from .parse import RESERVED
+from .pooled import POOLED_TERMINALS
 from .terminals import CORE_TERMINALS, DEFAULT_PRIOR, Terminal, check_prior, optional_column
 
 __all__ = [
@@ -207,7 +208,7 @@ def path_of(entry: Any) -> str:
 def registry_for(paths: Iterable[Any]) -> TerminalRegistry:
     """The core terminals plus those of the plug-ins at ``paths`` (each stamped with the
     path it was listed under as its ``provider``)."""
-    registry = TerminalRegistry(CORE_TERMINALS)
+    registry = TerminalRegistry((*CORE_TERMINALS, *POOLED_TERMINALS))
     for entry in paths:
         path = path_of(entry)
         declared = getattr(load_plugin(entry), "terminals", ())
