@@ -129,3 +129,36 @@ def test_a_quiet_history_costs_fewer_pages_and_loses_almost_no_changes():
     # the oracle is not cut: it is the bound the policies are measured against
     oracle = simulate(changes, "oracle", k="5%", adaptive_budget=0.5)
     assert oracle.fetched.sum() == full.fetched.sum()
+
+
+@pytest.mark.slow
+def test_a_crawl_of_a_quiet_site_spends_less_than_its_budget(tmp_path):
+    """Three crawls of a local site of 12 pages (two warm-up cycles, then a budget of 6)
+    scored with the pooled prior ``aad+h``: only "/" changed. Its chance is
+    1 - exp(-1.5/101) = 0.0148, each unchanged page's 1 - exp(-0.5/101) = 0.0049: the
+    five after "/" expect 0.025 changes, below RECRAWL_ADAPTIVE_BUDGET = 0.03, so the
+    third cycle fetches "/" alone and says it cut five recrawls."""
+    from .helpers import LocalSite, Page, run_crawl
+
+    settings = {
+        "ADDONS": {"scrapy_recrawl.RecrawlAddon": 100},
+        "RECRAWL_STORE": str(tmp_path / "history.sqlite3"),
+        "RECRAWL_SCORER": "aad+h",
+        "RECRAWL_BUDGET": 6,
+        "RECRAWL_NEW_SHARE": 0.0,
+        "RECRAWL_ADAPTIVE_BUDGET": 0.03,
+    }
+    with LocalSite() as site:
+        paths = [f"/p{i}" for i in range(11)]
+        links = "".join(f'<a href="{p}">{p}</a>' for p in paths)
+        for p in paths:
+            site.pages[p] = Page(f"<html><body><p>{p} stays as it is</p></body></html>".encode())
+        for version in range(3):
+            body = f"<html><body>{links}<h1>edition {version}</h1><p>{'news ' * version}</p>"
+            site.pages["/"] = Page(f"{body}</body></html>".encode())
+            site.log.clear()
+            result = run_crawl([site.url + "/"], settings, tmp_path, follow=True)
+        fetched = [e["path"] for e in site.log]
+    stats = result["stats"]
+    assert fetched == ["/"], fetched
+    assert stats["recrawl/cycle"] == 3 and stats["recrawl/adaptive_budget_cut"] == 5
