@@ -179,6 +179,23 @@ def test_the_replay_groups_a_shared_history_by_directory():
         simulate(changes, "aad+h", groups=groups[:-1])
 
 
+def test_a_learners_history_has_the_same_column(tmp_path):
+    from scrapy_recrawl.learn.histories import History, load
+
+    csv = tmp_path / "h.csv"
+    rows = ["url,cycle,changed"]
+    for url in ("http://a.example/1", "http://b.example/1", "http://a.example/2"):
+        rows += [f"{url},{c},{int(c == 2)}" for c in (1, 2, 3)]
+    csv.write_text("\n".join(rows) + "\n")
+    history = load(str(csv))
+    hosts = [u.split("/")[2] for u in history.names]
+    assert history.groups.tolist() == group_codes(history.names).tolist()
+    assert (history.groups[0] == history.groups[1]) == (hosts[0] == hosts[1])
+    assert len(set(history.groups.tolist())) == 2
+    bare = History(np.zeros((3, 4), dtype=np.uint8), source="matrix")
+    assert bare.groups.tolist() == [0, 0, 0]
+
+
 def _sqlite(tmp_path, request):
     store = SqliteHistoryStore(tmp_path / "history.sqlite3")
     store.open()
