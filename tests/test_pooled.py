@@ -274,6 +274,14 @@ def test_an_emptied_store_starts_the_cache_afresh():
     got = index.codes(np.array([1, 3, 5]), lambda ids: [f"http://b/{int(i)}" for i in ids])
     assert got.tolist() == [0, 0, 1] and index.urls_read == 6
 
+    # emptied and refilled past the highest id kept: the cycle counter went back to 0
+    index = GroupIndex()
+    index.codes(np.array([1, 2]), lambda ids: ["http://a/", "http://b/"], cycle=7)
+    got = index.codes(np.array([1, 2, 3]), lambda ids: ["http://c/"] * len(ids), cycle=1)
+    assert got.tolist() == [0, 0, 0] and index.urls_read == 5
+    got = index.codes(np.array([1, 2, 3, 4]), lambda ids: ["http://d/"] * len(ids), cycle=2)
+    assert got.tolist() == [0, 0, 0, 1] and index.urls_read == 6  # id 4 only
+
 
 def test_the_pooled_terminals_cost_a_few_passes_at_a_million_urls():
     rng = np.random.default_rng(0)

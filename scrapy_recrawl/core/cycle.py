@@ -118,7 +118,7 @@ def plan_cycle(
     for provider in providers:
         arrays.columns.update(provider.columns(arrays, now))
     if groups is not None and urls_of is not None and scorer.terminals_needed & POOLED_NAMES:
-        arrays.columns[GROUP_COLUMN] = groups.codes(arrays.ids, urls_of)
+        arrays.columns[GROUP_COLUMN] = groups.codes(arrays.ids, urls_of, arrays.cycle)
     cycle = arrays.cycle
     warmup = cycle <= config.warmup_cycles
     known = int((~arrays.columns["gone"]).sum())

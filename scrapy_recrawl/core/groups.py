@@ -72,9 +72,10 @@ def history_groups(names: Sequence[str] | None, pages: int) -> np.ndarray:
 class GroupIndex:
     """Each URL id's group code, kept between cycles in the scheduler's process.
 
-    :meth:`codes` asks ``urls_of`` only for ids it has not seen; a store emptied
-    under the crawl (its ids start again below the highest one kept) starts the
-    cache afresh, so a reused id never keeps another URL's group.
+    :meth:`codes` asks ``urls_of`` only for ids it has not seen. A store emptied under
+    the crawl (``clear()``, or a shared store lost and started afresh) starts the cache
+    afresh, so a reused id never keeps another URL's group: seen as its cycle counter
+    going back (it restarts at 0) or its ids starting again below the highest one kept.
     """
 
     def __init__(self) -> None:
@@ -83,6 +84,7 @@ class GroupIndex:
         self.urls_read = 0
 
     def _reset(self) -> None:
+        self._cycle = -1
         self._ids = np.empty(0, dtype=np.int64)  # ascending
         self._codes = np.empty(0, dtype=np.int32)
         self._code_of: dict[str, int] = {}
@@ -90,11 +92,20 @@ class GroupIndex:
     def __len__(self) -> int:
         return int(self._ids.size)
 
-    def codes(self, ids: np.ndarray, urls_of: Callable[[np.ndarray], list[str]]) -> np.ndarray:
-        """The group codes of ``ids`` (ascending, as ``store.arrays()`` gives them)."""
+    def codes(
+        self,
+        ids: np.ndarray,
+        urls_of: Callable[[np.ndarray], list[str]],
+        cycle: int | None = None,
+    ) -> np.ndarray:
+        """The group codes of ``ids`` (ascending, as ``store.arrays()`` gives them) in the
+        store's ``cycle`` (None: not checked)."""
         ids = np.asarray(ids, dtype=np.int64)
-        if ids.size and self._ids.size and ids[-1] < self._ids[-1]:
+        emptied = cycle is not None and cycle < self._cycle
+        if emptied or (ids.size and self._ids.size and ids[-1] < self._ids[-1]):
             self._reset()  # the store was emptied: its ids are reused
+        if cycle is not None:
+            self._cycle = cycle
         pos = np.searchsorted(self._ids, ids)
         known = pos < self._ids.size
         known[known] = self._ids[pos[known]] == ids[known]
