@@ -24,10 +24,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..scoring.pooled import GROUP
 from .selection import hosts_of
 
-#: the per-URL column the pooled terminals read (int codes, one per group)
-GROUP_COLUMN = "group"
+#: the per-URL column the pooled terminals read (int codes, one per group), as they name it
+GROUP_COLUMN = GROUP
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 

@@ -23,7 +23,8 @@ it every URL is in one group. For each URL ``i`` of group ``g``:
   ``b_g = 1/rho - 1``. A group's ``rho`` is trusted in proportion
   ``K/(K + 10)`` and blended with the one of all groups together; it is kept in
   ``[1/(1 + 1000), 1/2]`` (``1 <= b_g <= 1000``); with no group able to tell
-  (every URL observed at most once) ``b_g`` is RECRAWL_PRIOR's ``b``.
+  (every URL observed at most once, or no group's rate strictly between 0 and 1)
+  ``b_g`` is RECRAWL_PRIOR's ``b``.
 
 The terminals are the core's smoothed estimators with that prior: ``NADh =
 (X + b_g Gm)/(n + b_g)``, ``AADh = (m AAD + b_g Gm)/(m + b_g)`` (``m`` the
@@ -40,7 +41,7 @@ import numpy as np
 
 from .terminals import Terminal, effective_observations
 
-#: the column holding each URL's group code (core/groups.py: GROUP_COLUMN)
+#: the column holding each URL's group code (its one definition: core/groups.py fills it)
 GROUP = "group"
 #: pseudo-URLs of the global mean in each group's mean; a group's own ``rho`` weighs
 #: ``K/(K + GROUP_URLS)`` against all groups' one
