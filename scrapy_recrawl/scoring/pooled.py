@@ -89,17 +89,18 @@ def prior_strength(
     ``b`` (RECRAWL_PRIOR's) when no group tells the spread."""
     X = np.asarray(X, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
+    seen = n > 0
     xg = np.bincount(group, weights=X, minlength=groups)
     ng = np.bincount(group, weights=n, minlength=groups)
+    k = np.bincount(group, weights=seen, minlength=groups)
+    # sum_i (X_i - n_i m)^2 / n_i = sum_i X_i^2/n_i - m X_g (with m = X_g/n_g): one
+    # pass over the URLs for the squares, the rest per group
+    sq = np.square(X)
+    np.divide(sq, n, out=sq, where=seen)
+    sq[~seen] = 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
         m = np.where(ng > 0, xg / ng, 0.0)
-    seen = n > 0
-    # (X_i - n_i m)^2 / n_i = n_i (p_i - m)^2; 0 for a URL never observed
-    dev = X - n * m[group]
-    dev *= dev
-    dev = np.divide(dev, n, out=np.zeros_like(dev), where=seen)
-    v = np.bincount(group, weights=dev, minlength=groups)
-    k = np.bincount(group, weights=seen.astype(np.float64), minlength=groups)
+    v = np.bincount(group, weights=sq, minlength=groups) - m * xg
     mm = m * (1.0 - m)
     e0 = mm * k
     e1 = mm * (ng - k)
