@@ -78,6 +78,8 @@ def make_state(size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         "A": d,
         "R": d,
         "M": d,
+        # hosts (5000) for the pooled-prior terminals (scoring/pooled.py)
+        "group": rng.integers(0, 5000, size).astype(np.int32),
     }
 
 

@@ -53,6 +53,7 @@ from twisted.internet.defer import Deferred
 
 from .core.budget import Budget
 from .core.cycle import CycleConfig, CyclePlan, plan_cycle
+from .core.groups import GroupIndex
 from .core.meta import KIND_NEW, KIND_PROBE, META_CYCLE, META_KIND
 from .core.plugins import ProbeSource
 from .cycle_summary import CycleTally, tally_for_crawler
@@ -121,6 +122,8 @@ class RecrawlScheduler(Scheduler):
         try:
             check_settings(crawler.settings)  # once per crawl; the add-on may have done it
             self.config = CycleConfig.from_settings(crawler.settings)
+            # each URL id's group (the pooled priors' column), read once per process
+            self.group_index = GroupIndex()
             # Parsed now: a bad RECRAWL_SCORER stops the crawl before it starts.
             self.scorer = scorer_for_crawler(crawler)
             # as configured (a preset name or the expression), its default when unset:
@@ -346,6 +349,7 @@ class RecrawlScheduler(Scheduler):
             urls_of=store.urls,
             providers=self.plugins.column_providers,
             selector=self.plugins.selector,
+            groups=self.group_index,
         )
         self._save_plan(plan)
         return plan
@@ -401,6 +405,8 @@ class RecrawlScheduler(Scheduler):
                 stats.set_value("recrawl/unreadable_stored_requests", unreadable)
             if plan.selection.backed_off:
                 stats.inc_value("recrawl/backed_off", plan.selection.backed_off)
+            if plan.adaptive_cut:  # RECRAWL_ADAPTIVE_BUDGET: pages not spent
+                stats.inc_value("recrawl/adaptive_budget_cut", plan.adaptive_cut)
         logger.info(
             "recrawl cycle %d: %s; scored %d known URLs with %s in %.2fs, %d recrawls queued "
             "(%d monitored), %d new URLs from the frontier, %d failing URLs backed off",

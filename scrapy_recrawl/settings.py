@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_MAX_CYCLES": 0,
     "RECRAWL_MONITOR_SHARE": 0.0,
     "RECRAWL_MAX_PER_DOMAIN": None,
+    "RECRAWL_ADAPTIVE_BUDGET": None,  # expected changes below which a cycle stops recrawling
     # loop-time baskets (paper 001; docs/baskets.md): probing new URLs, the basket model
     "RECRAWL_PROBE": None,  # None: probe when the scorer uses the `due` terminal
     "RECRAWL_PROBE_OFFSETS": [4, 6, 9, 14, 21, 32, 48, 72],  # hours after the first fetch
@@ -241,6 +242,7 @@ KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "RECRAWL_MAX_CYCLES": (_int, "an integer"),
     "RECRAWL_MONITOR_SHARE": (_number, "a number"),
     "RECRAWL_MAX_PER_DOMAIN": (_optional(_int), "an integer or None"),
+    "RECRAWL_ADAPTIVE_BUDGET": (_optional(_number), "a number or None"),
     "RECRAWL_PROBE": (_optional(_bool), "True, False or None"),
     "RECRAWL_PROBE_OFFSETS": (_numbers, "a list of numbers"),
     "RECRAWL_PROBE_SHARE": (_number, "a number"),

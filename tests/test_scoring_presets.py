@@ -17,7 +17,12 @@ from scrapy_recrawl.scoring import (
     Scorer,
     compute_terminals,
 )
-from scrapy_recrawl.scoring.presets import BASKET_PRESETS, CONTENT_PRESETS, POLICY_PRESETS
+from scrapy_recrawl.scoring.presets import (
+    BASKET_PRESETS,
+    CONTENT_PRESETS,
+    POLICY_PRESETS,
+    POOLED_PRESETS,
+)
 from scrapy_recrawl.settings import DEFAULTS
 
 # p0: I = 1 0 1, last visit 2 cycles ago; p1: never observed, 1 cycle ago;
@@ -80,8 +85,9 @@ def test_preset_against_hand_computed_values(name):
 def test_every_preset_is_covered():
     # the basket preset needs a trained model: tests/test_baskets.py checks it by hand;
     # the experts preset needs the Q column: tests/test_content.py checks it
-    # the policies' presets: tests/test_policies.py
-    extra = set(BASKET_PRESETS) | set(CONTENT_PRESETS) | set(POLICY_PRESETS)
+    # the policies' presets: tests/test_policies.py; the pooled presets (a group
+    # column): tests/test_pooled.py
+    extra = set(BASKET_PRESETS) | set(CONTENT_PRESETS) | set(POLICY_PRESETS) | set(POOLED_PRESETS)
     everything = set(PAPER_PRESETS) | set(SMOOTHED_PRESETS) | extra
     assert set(EXPECTED) | {"rand"} | extra == set(PRESETS) == everything
 

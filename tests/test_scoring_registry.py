@@ -21,6 +21,7 @@ from scrapy_recrawl.scoring import (
     optional_column,
     registry_from_settings,
 )
+from scrapy_recrawl.scoring.pooled import POOLED_NAMES, POOLED_TERMINALS
 from scrapy_recrawl.settings import RecrawlSettingError
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "scorers.md"
@@ -47,12 +48,23 @@ def test_the_default_registry_is_the_core_then_the_builtin_plugins():
     policies = ["lam", "tc", "w", "nutch_interval", "chogm_f", "lc_f"]
     assert names[len(CORE_TERMINALS) : len(CORE_TERMINALS) + 6] == policies
     assert names[len(CORE_TERMINALS) + 6 :] == [
+        *(t.name for t in POOLED_TERMINALS),  # the pooled priors (scoring/pooled.py)
         "due",
         *(f"D{i}" for i in range(1, 6)),
         *(f"C{i}" for i in range(1, 6)),
         "Q",
     ]
-    assert reg.prior_names() == {"CGp", "NADp", "SADp", "AADp", "GADp", "lam", "chogm_f", "lc_f"}
+    assert reg.prior_names() == {
+        "CGp",
+        "NADp",
+        "SADp",
+        "AADp",
+        "GADp",
+        "lam",
+        "chogm_f",
+        "lc_f",
+        *POOLED_NAMES,
+    }
     assert reg.clock_names() == {"hours", "due"}
     assert registry_from_settings(None) is reg and registry_from_settings({}) is reg
 

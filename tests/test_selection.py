@@ -195,8 +195,13 @@ def _random_state(size, rng):
 @pytest.mark.parametrize(
     "spec",
     [
-        # the policies' terminals are not the core's: scored whole (test below)
-        *[n for n in PRESETS if n not in ("rand", "basket", "experts", *POLICY_PRESETS)],
+        # the policies' terminals are not the core's: scored whole (test below); the
+        # pooled presets read every URL of a group: scored whole (tests/test_pooled.py)
+        *[
+            n
+            for n in PRESETS
+            if n not in ("rand", "basket", "experts", "aad+h", "nad+h", *POLICY_PRESETS)
+        ],
         "log(1 + t) * (X + 0.5)/(n + 1) + exp(-GAD*t) * AAD - sqrt(hours)/(CG + 10) + SAD",
         "D * A / (R + M) + CGp * NADp - GADp",
         "t",

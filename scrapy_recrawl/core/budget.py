@@ -6,16 +6,26 @@ fetch, and how they split.
 and from the command line alike. The live schedulers and the offline replay both
 call :func:`budget_pages`, so "5% of 50 pages" means the same number of pages in
 a crawl and in a replay.
+
+``RECRAWL_ADAPTIVE_BUDGET`` (None: off) spends less on a quiet site: a cycle's
+ranked recrawls stop where the expected changes of the rest of the list fall below
+that number (:func:`adaptive_cut`, applied by both the crawl and the replay).
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from ..scoring import compute_terminals
 from ..settings import RecrawlSettingError
+
+Prior = tuple[float, float] | None
 
 
 class Share(float):
@@ -138,3 +148,61 @@ def cycle_budget(
         return Budget(None, None)
     total = budget_pages(budget, known)
     return Budget(total, int(round(total * new_share)))
+
+
+# -- the adaptive budget (RECRAWL_ADAPTIVE_BUDGET) ----------------------------------
+
+
+def change_chance(state: Mapping[str, np.ndarray], cycle: int, prior: Prior) -> np.ndarray:
+    """Each URL's chance of a change since its last visit: ``1 - exp(-AADp * t)``, the
+    prior-smoothed AAD rate (RECRAWL_PRIOR, the default scorer's rate) over the cycles
+    ``t`` since the visit; ``state`` holds the store's columns of those URLs only."""
+    terms = compute_terminals(state, cycle, prior=prior, needed=("AADp", "t"))
+    rate = terms["AADp"]
+    rate *= terms["t"]
+    np.negative(rate, out=rate)
+    return np.negative(np.expm1(rate, out=rate), out=rate)
+
+
+def adaptive_keep(chance: np.ndarray, threshold: float) -> int:
+    """How many of a ranked list (``chance``: each pick's chance of a change, best pick
+    first) to fetch: up to the first pick from which the expected changes of the rest
+    of the list, ``sum(chance[j:])``, fall below ``threshold`` (all of it if never)."""
+    rest = np.cumsum(chance[::-1])[::-1]  # rest[j] = sum(chance[j:]), non-increasing
+    below = np.flatnonzero(rest < threshold)
+    return int(below[0]) if below.size else int(chance.size)
+
+
+def adaptive_cut(
+    columns: Mapping[str, np.ndarray],
+    rows: np.ndarray,
+    cycle: int,
+    prior: Prior,
+    threshold: float,
+) -> int:
+    """Picks to keep of a cycle's ranked recrawls (``rows`` of ``columns``, best first)
+    under RECRAWL_ADAPTIVE_BUDGET ``threshold``: the crawl (core/cycle.py) and the
+    replay (core/simulate.py) both cut with this."""
+    if rows.size == 0:
+        return 0
+    state = {name: columns[name][rows] for name in _CHANCE_COLUMNS}
+    return adaptive_keep(change_chance(state, cycle, prior), threshold)
+
+
+#: the columns change_chance() reads (AADp: n, aad_sum; t: last_visit_cycle)
+_CHANCE_COLUMNS = ("n", "aad_sum", "last_visit_cycle")
+
+
+def check_adaptive_budget(value: Any, name: str = "RECRAWL_ADAPTIVE_BUDGET") -> float | None:
+    """None (off) or a number of expected changes > 0; anything else is refused."""
+    if value is None:
+        return None
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not ok or not math.isfinite(float(value)) or not float(value) > 0:
+        raise _refuse(
+            name,
+            value,
+            "expected None (off) or a number > 0 of expected changes below which a "
+            "cycle's remaining recrawls are not fetched",
+        )
+    return float(value)

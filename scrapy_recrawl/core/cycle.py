@@ -8,6 +8,7 @@ split or the top-k.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -17,8 +18,10 @@ import numpy as np
 
 from ..history.base import HistoryArrays
 from ..scoring import Scorer
+from ..scoring.pooled import POOLED_NAMES
 from ..settings import get
-from .budget import Budget, Share, cycle_budget, parse_budget
+from .budget import Budget, Share, adaptive_cut, check_adaptive_budget, cycle_budget, parse_budget
+from .groups import GROUP_COLUMN, GroupIndex
 from .plugins import ColumnProvider, Selector
 from .selection import Selection, candidate_mask, select_recrawls
 
@@ -36,6 +39,9 @@ class CycleConfig:
     monitor_share: float = 0.0
     max_per_domain: int | None = None
     seed: int = 0
+    #: RECRAWL_ADAPTIVE_BUDGET: None (off) or the expected changes below which the rest
+    #: of a cycle's ranked recrawls is not fetched (core/budget.py: adaptive_cut)
+    adaptive_budget: float | None = None
 
     @classmethod
     def from_settings(cls, s: Any) -> CycleConfig:
@@ -68,6 +74,7 @@ class CycleConfig:
                 "a number of pages >= 1, or None",
             ),
             seed=get(s, "RECRAWL_SEED", int, expect="an integer"),
+            adaptive_budget=check_adaptive_budget(get(s, "RECRAWL_ADAPTIVE_BUDGET")),
         )
 
 
@@ -81,6 +88,8 @@ class CyclePlan:
     selection: Selection
     new_quota: int  # frontier URLs to take for this cycle's new share
     score_seconds: float
+    #: scored picks not fetched under RECRAWL_ADAPTIVE_BUDGET (taken off the budget)
+    adaptive_cut: int = 0
 
 
 def plan_cycle(
@@ -94,17 +103,22 @@ def plan_cycle(
     urls_of: Callable[[np.ndarray], list[str]] | None = None,
     providers: Sequence[ColumnProvider] = (),
     selector: Selector | None = None,
+    groups: GroupIndex | None = None,
 ) -> CyclePlan:
     """Decide cycle ``arrays.cycle``: its budget, its recrawls and its new-URL quota.
 
     ``pending_new`` frontier URLs wait from earlier cycles; ``exclude`` holds ids
     still in flight (not candidates); ``providers`` add columns first; a
     ``selector`` (plan mode) replaces the scored top-k once the warm-up is over.
+    ``groups`` (with ``urls_of``) gives the ``group`` column of the pooled-prior
+    terminals when the scorer uses one (core/groups.py: URLs of new ids only).
     """
     t0 = time.perf_counter()
     now = time.time() if now is None else now
     for provider in providers:
         arrays.columns.update(provider.columns(arrays, now))
+    if groups is not None and urls_of is not None and scorer.terminals_needed & POOLED_NAMES:
+        arrays.columns[GROUP_COLUMN] = groups.codes(arrays.ids, urls_of, arrays.cycle)
     cycle = arrays.cycle
     warmup = cycle <= config.warmup_cycles
     known = int((~arrays.columns["gone"]).sum())
@@ -131,10 +145,39 @@ def plan_cycle(
             max_per_domain=config.max_per_domain,
             urls_of=urls_of,
         )
+    cut = 0
+    if config.adaptive_budget is not None and selector is None and budget.total is not None:
+        selection, cut = _cut(arrays, selection, scorer, config.adaptive_budget)
+        if cut:
+            # the recrawls kept, and the new URLs' share as it was (a quiet site may still
+            # grow); the rest of the budget is not spent
+            kept = len(selection.ids) - selection.monitored
+            budget = Budget(min(budget.total, kept + (budget.new or 0)), budget.new)
     if selection.monitored and budget.total is not None:
         # the monitoring sample is fetched on top of the budget
         budget = Budget(budget.total + selection.monitored, budget.new)
-    return CyclePlan(cycle, warmup, budget, selection, new_quota, time.perf_counter() - t0)
+    return CyclePlan(
+        cycle, warmup, budget, selection, new_quota, time.perf_counter() - t0, adaptive_cut=cut
+    )
+
+
+def _cut(
+    arrays: HistoryArrays, selection: Selection, scorer: Scorer, threshold: float
+) -> tuple[Selection, int]:
+    """The selection without the scored picks RECRAWL_ADAPTIVE_BUDGET leaves out (the
+    monitoring sample is kept: it is outside the budget), and how many those are."""
+    mon = selection.monitored
+    picks = selection.ids[mon:]
+    rows = np.searchsorted(arrays.ids, picks)  # arrays.ids ascending
+    keep = adaptive_cut(arrays.columns, rows, arrays.cycle, scorer.prior, threshold)
+    cut = len(picks) - keep
+    if cut:
+        selection = dataclasses.replace(
+            selection,
+            ids=selection.ids[: mon + keep],
+            scores=selection.scores[: mon + keep],
+        )
+    return selection, cut
 
 
 def cycle_over(config: CycleConfig, *, budget_left: bool, elapsed: float, cycles_run: int) -> bool:

@@ -46,7 +46,13 @@ from typing import Protocol
 
 import numpy as np
 
-from scrapy_recrawl.core.budget import budget_pages, parse_budget
+from scrapy_recrawl.core.budget import (
+    adaptive_cut,
+    budget_pages,
+    check_adaptive_budget,
+    parse_budget,
+)
+from scrapy_recrawl.core.groups import GROUP_COLUMN, history_groups
 from scrapy_recrawl.core.selection import with_budget
 from scrapy_recrawl.history.state import observe
 from scrapy_recrawl.scoring import Scorer, top_k_indices
@@ -85,6 +91,8 @@ class ReplayResult:
     changed_fetched: np.ndarray = field(repr=False)
     #: per-URL state at the end of the replay (the store's columns)
     state: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: pages fetched per cycle (below ``k`` where the adaptive budget cut the list)
+    fetched: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
 
     @property
     def mean_change_rate(self) -> float:
@@ -183,6 +191,8 @@ def simulate(
     cycle_hours: float = 24.0,
     name: str | None = None,
     extension: ReplayExtension | None = None,
+    groups: np.ndarray | None = None,
+    adaptive_budget: float | None = None,
 ) -> ReplayResult:
     """Replay ``policy`` over ``changes[page, cycle]``; returns per-cycle metrics.
 
@@ -194,7 +204,12 @@ def simulate(
     ``cycle_hours`` is the length of a cycle for the ``hours`` terminal;
     ``name`` labels the result (default: the policy's); ``extension`` keeps
     extra per-page state and terminal columns (the content replay's window and
-    related pages) through the same loop.
+    related pages) through the same loop; ``groups`` is the pages' ``group`` column
+    (int codes, :func:`scrapy_recrawl.core.groups.history_groups` of their names) for
+    the pooled-prior terminals (none: one group). ``adaptive_budget`` is
+    RECRAWL_ADAPTIVE_BUDGET: a policy's ranked picks are cut as the crawl cuts them
+    (:func:`scrapy_recrawl.core.budget.adaptive_cut`; not the oracle's); ChangeRate
+    stays per budget page, ``fetched`` says what each cycle spent.
     """
     c = np.asarray(changes)
     if c.ndim != 2:
@@ -224,6 +239,12 @@ def simulate(
     by_cycle = np.ascontiguousarray(c.T != 0)  # [cycle, page], one row per cycle
     seconds = float(cycle_hours) * 3600.0
     state = new_state(pages)
+    if groups is not None:
+        if np.shape(groups) != (pages,):
+            raise ValueError(
+                f"groups must hold one code per page ({pages}), got {np.shape(groups)}"
+            )
+        state[GROUP_COLUMN] = np.asarray(groups)
     stale = np.zeros(pages, dtype=bool)  # changed since our last fetch
     everyone = slice(None)
 
@@ -239,6 +260,9 @@ def simulate(
     ndcg = np.zeros(evaluated)
     freshness = np.zeros(evaluated)
     changed_fetched = np.zeros(evaluated, dtype=np.int64)
+    fetched = np.zeros(evaluated, dtype=np.int64)
+    threshold = check_adaptive_budget(adaptive_budget, "adaptive_budget")
+    cut_prior = scorer.prior if scorer is not None else prior
     discount = 1.0 / np.log2(np.arange(2, budget + 2, dtype=np.float64))
     ideal = np.concatenate(([0.0], np.cumsum(discount)))  # ideal[m] = IDCG with m relevant
 
@@ -256,6 +280,9 @@ def simulate(
             cols = with_budget(cols, budget)  # as the crawl's select_recrawls gives it
             # the scorer's own terminals, from its registry (as in the crawl)
             idx = scorer.top_k(scorer.terminals(cols, cyc, now), budget)
+        if threshold is not None and not oracle:
+            idx = idx[: adaptive_cut(state, idx, cyc, cut_prior, threshold)]
+        fetched[j] = idx.size
         hit = stale[idx]
         n_stale = int(np.count_nonzero(stale))
         found = int(np.count_nonzero(hit))
@@ -279,6 +306,7 @@ def simulate(
         freshness=freshness,
         changed_fetched=changed_fetched,
         state=state,
+        fetched=fetched,
     )
 
 
@@ -286,6 +314,15 @@ def load_changes(path: str) -> np.ndarray:
     """The ``changes`` matrix (uint8 [pages, days]) of a shared-data ``.npz``."""
     with np.load(path, allow_pickle=False) as data:
         return np.asarray(data["changes"])
+
+
+def load_groups(path: str) -> np.ndarray:
+    """The ``group`` column of a shared-data ``.npz``: its page names' directories
+    (:func:`scrapy_recrawl.core.groups.history_groups`; no ``pages`` array: one group)."""
+    with np.load(path, allow_pickle=False) as data:
+        names = [str(p) for p in data["pages"]] if "pages" in data.files else None
+        pages = int(data["changes"].shape[0])
+    return history_groups(names, pages)
 
 
 def replay_many(

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scrapy_recrawl.core.groups import history_groups
 from scrapy_recrawl.core.selection import monitor_mask
 from scrapy_recrawl.history.state import good_status
 
@@ -55,6 +56,13 @@ class History:
     @property
     def cycles(self) -> int:
         return int(self.changes.shape[1])
+
+    @property
+    def groups(self) -> np.ndarray:
+        """Each page's ``group`` code for the pooled priors (scoring/pooled.py): its URL's
+        host or its name's directory (core/groups.py); one group when names are unknown.
+        ``simulate(history.changes, ..., groups=history.groups)`` replays with them."""
+        return history_groups(self.names, self.pages)
 
 
 def load(path: str) -> History:

@@ -98,6 +98,18 @@ PRESETS: dict[str, Preset] = {
         Preset("sad+", "1 - exp(-SADp*t)", "this package: SAD with the prior", "SAD shrunk to a/b"),
         Preset("aad+", "1 - exp(-AADp*t)", "this package: AAD with the prior", "AAD shrunk to a/b"),
         Preset("gad+", "1 - exp(-GADp*t)", "this package: GAD with the prior", "GAD shrunk to a/b"),
+        Preset(
+            "aad+h",
+            "1 - exp(-AADh*t)",
+            "this package: AAD with its group's empirical-Bayes prior (scoring/pooled.py)",
+            "AAD shrunk to the rate of the other URLs of its host (or directory)",
+        ),
+        Preset(
+            "nad+h",
+            "1 - exp(-NADh*t)",
+            "this package: NAD with its group's empirical-Bayes prior (scoring/pooled.py)",
+            "(X + Gb*Gm)/(n + Gb) as rate",
+        ),
         # Loop-time baskets (paper 001): needs probing (RECRAWL_PROBE) and a basket model.
         Preset(
             "basket",
@@ -142,6 +154,8 @@ PAPER_PRESETS: tuple[str, ...] = ("cg", "nad", "sad", "aad", "gad", "age", "rand
 SMOOTHED_PRESETS: tuple[str, ...] = ("cg+", "nad+", "sad+", "aad+", "gad+")
 #: The peers crawlers run today and the freshness-optimal policies (docs/scorers.md).
 POLICY_PRESETS: tuple[str, ...] = ("nutch", "chogm", "lambdacrawl")
+#: The variants whose prior is the URL's group's (scoring/pooled.py: the group column).
+POOLED_PRESETS: tuple[str, ...] = ("aad+h", "nad+h")
 #: Presets that need more than the store's columns (the scheduler adds basket_seconds).
 BASKET_PRESETS: tuple[str, ...] = ("basket",)
 #: Presets that need the related-pages column Q (scheduler / content replay, paper 004).

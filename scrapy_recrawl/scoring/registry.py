@@ -28,6 +28,7 @@ import numpy as np
 from ..settings import DEFAULTS, RecrawlSettingError, closest, convert
 from .parse import RESERVED
 from .policies import NUTCH_DEFAULTS, POLICY_TERMINALS, nutch_parameters, nutch_terminal
+from .pooled import POOLED_TERMINALS
 from .terminals import (
     BUDGET,
     CORE_TERMINALS,
@@ -226,7 +227,7 @@ def registry_for(
     policies = [
         nutch_terminal(nutch) if t.name == "nutch_interval" else t for t in POLICY_TERMINALS
     ]
-    registry = TerminalRegistry((*CORE_TERMINALS, *policies))
+    registry = TerminalRegistry((*CORE_TERMINALS, *policies, *POOLED_TERMINALS))
     for entry in paths:
         path = path_of(entry)
         declared = getattr(load_plugin(entry), "terminals", ())
