@@ -80,6 +80,35 @@ class Selection:
     backed_off: int = 0  # candidates skipped for their failed downloads (backed_off())
 
 
+#: A boolean column a ColumnProvider may add: candidates marked in it are *due now* and
+#: are taken first, ahead of the scored top-k, best score first among them, within ``k``
+#: and the per-host cap (the sitemaps' announced changes: scrapy_recrawl/evidence/).
+#: A convention of names, so the core ranks them without importing the plug-in.
+DUE_NOW = "due_now"
+
+
+def due_first(scores: np.ndarray, due: np.ndarray) -> np.ndarray:
+    """Ranking keys: ``scores`` where ``due`` is False, and above every one of them, in
+    the due rows' own score order (best first; NaN last), where it is True.
+
+    Keys rather than a second selection, so :func:`top_k_indices` and the per-host cap
+    rank both groups in one pass. A due key is ``top + step * place``: ``step`` is far
+    above the spacing of floats near ``top`` and far below ``top`` itself, so the keys
+    stay distinct and finite for any number of due rows a store can hold.
+    """
+    rows = np.flatnonzero(due)
+    if len(rows) == 0:
+        return scores
+    keys = np.array(scores, dtype=np.float64)  # a copy: the picks keep their own scores
+    rest = np.delete(keys, rows)
+    rest = rest[np.isfinite(rest)]
+    top = float(rest.max()) if len(rest) else 0.0
+    step = max(abs(top), 1.0) * 2.0**-30
+    best_first = rows[top_k_indices(keys[rows], len(rows))]
+    keys[best_first] = top + step * np.arange(len(rows), 0, -1, dtype=np.float64)
+    return keys
+
+
 def host_of(url: str) -> str:
     return urlsplit(url).hostname or ""
 
@@ -191,8 +220,9 @@ def select_recrawls(
 
     Candidates: :func:`candidate_mask` (not gone, not in ``exclude``, not backed off).
     The monitoring sample comes first and outside ``k``; then the top ``k``
-    by score (all candidates when ``k`` is None), at most ``max_per_domain``
-    per host (``urls_of`` maps ids to URLs for that).
+    by score (all candidates when ``k`` is None), those a plug-in marked due now
+    (:data:`DUE_NOW`) ahead of the rest, at most ``max_per_domain`` per host
+    (``urls_of`` maps ids to URLs for that).
     """
     cols = arrays.columns
     live, waiting = candidate_mask(arrays, exclude)
@@ -200,10 +230,12 @@ def select_recrawls(
     candidates = np.flatnonzero(live & ~monitored)
     scores = _score(scorer, cols, candidates, len(arrays.ids), arrays.cycle, now)
     want = len(candidates) if k is None else min(k, len(candidates))
+    # a plug-in's due-now URLs (DUE_NOW) rank first; the picks keep their own scores
+    keys = scores if DUE_NOW not in cols else due_first(scores, cols[DUE_NOW][candidates])
     if max_per_domain is None or urls_of is None:
-        order = top_k_indices(scores, want)
+        order = top_k_indices(keys, want)
     else:
-        order = _capped_order(scores, want, max_per_domain, arrays.ids[candidates], urls_of)
+        order = _capped_order(keys, want, max_per_domain, arrays.ids[candidates], urls_of)
     mon = np.flatnonzero(monitored)
     ids = np.concatenate([arrays.ids[mon], arrays.ids[candidates[order]]])
     sel_scores = np.concatenate([np.full(len(mon), np.inf), scores[order]])
