@@ -280,3 +280,46 @@ def test_announcements_are_checked_and_liars_stop_being_trusted(store):
     assert cols["sitemap_trust"].tolist() == [1.0, 0.0]
     assert cols["cfreq"].tolist() == pytest.approx([100 / 3600] * 2)  # 100 s cycles
     assert cols["lastmod"].tolist() == [t - 50] * 2
+
+
+# -- the mixin ---------------------------------------------------------------------------
+
+_SITEMAP = b"""<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
+<url><loc>http://s.test/a</loc><lastmod>2024-05-01</lastmod><changefreq>daily</changefreq></url>
+<url><loc>http://s.test/b b</loc><lastmod>2024-05-02T10:00:00Z</lastmod></url>
+<url><loc>http://s.test/c</loc></url>
+<url><loc>http://s.test/skip</loc><lastmod>2024-05-03</lastmod></url>
+</urlset>"""
+
+
+def test_the_mixin_carries_each_entrys_dates_into_its_request():
+    from scrapy.http import XmlResponse
+    from scrapy.spiders import SitemapSpider
+
+    from scrapy_recrawl.evidence import SitemapEvidenceMixin
+
+    class Shop(SitemapEvidenceMixin, SitemapSpider):
+        name = "shop"
+
+        def sitemap_filter(self, entries):  # the spider's own filter still decides
+            return (e for e in entries if not e["loc"].endswith("/skip"))
+
+    settings = Settings()
+    Shop.update_settings(settings)
+    assert settings.getbool("RECRAWL_EVIDENCE") is True  # the mixin turns the plug-in on
+    spider = Shop()
+    response = XmlResponse("http://s.test/sitemap.xml", body=_SITEMAP)
+    requests = {r.url: r for r in spider._parse_sitemap(response)}
+    assert sorted(requests) == ["http://s.test/a", "http://s.test/b%20b", "http://s.test/c"]
+    assert requests["http://s.test/a"].meta == {
+        "recrawl_lastmod": "2024-05-01",
+        "recrawl_changefreq": "daily",
+    }
+    assert requests["http://s.test/b%20b"].meta == {"recrawl_lastmod": "2024-05-02T10:00:00Z"}
+    assert requests["http://s.test/c"].meta == {}
+    assert "sitemap_filter" not in vars(spider)  # the class's filter is back in place
+    # a project that set RECRAWL_EVIDENCE keeps its word
+    settings = Settings({"RECRAWL_EVIDENCE": False})
+    Shop.update_settings(settings)
+    assert settings.getbool("RECRAWL_EVIDENCE") is False
