@@ -132,6 +132,7 @@ def test_due_now_urls_come_first_within_the_budget_and_the_host_cap():
     # of the rest
     assert sel.ids.tolist() == [3, 1, 6]
     assert sel.scores.tolist() == [2.0, 0.0, 5.0]  # the picks keep their own scores
+    assert sel.due == 2  # the scorer's own picks (its cut-off) start after them
     # budget below the due count: the best-scored due URLs
     assert select_recrawls(arrays, scorer, 1, now=0.0).ids.tolist() == [3]
     # the per-host cap holds for due URLs too: ids 1 and 3 share a host
@@ -142,7 +143,8 @@ def test_due_now_urls_come_first_within_the_budget_and_the_host_cap():
     assert sel.ids.tolist() == [3, 6, 5]
     # without the column: the scorer's order alone
     del arrays.columns[DUE_NOW]
-    assert select_recrawls(arrays, scorer, 3, now=0.0).ids.tolist() == [6, 5, 4]
+    sel = select_recrawls(arrays, scorer, 3, now=0.0)
+    assert sel.ids.tolist() == [6, 5, 4] and sel.due == 0
 
 
 # -- settings --------------------------------------------------------------------------

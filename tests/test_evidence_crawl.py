@@ -151,6 +151,18 @@ def test_truthful_lastmods_are_fetched_next_cycle_and_lying_ones_stop_being_trus
         assert picks[p]["rank"] == 0 and "recrawl:changed" in picks[p]["flags"]
         assert not {"/l0", "/l1"} & set(picks)
         assert len(picks) == 3  # the rest of the budget went to the scorer's picks
+    if kind == "sqlite":
+        # the cycle's kept cut-off is the scorer's (10 * t of a quiet page), not lowered
+        # by the due pick's score (1 * t); a cycle of due picks only has none
+        from scrapy_recrawl.history import SqliteHistoryStore
+        from scrapy_recrawl.history.cycle_log import cycle_records
+
+        store = SqliteHistoryStore(tmp_path / "history.sqlite3", read_only=True)
+        store.open()
+        plans = {r.cycle: r.plan for r in cycle_records(store)}
+        store.close()
+        assert plans[3].cutoff is None and plans[3].picks == 3
+        assert plans[5].cutoff >= 10 and plans[6].cutoff >= 10
 
 
 @pytest.mark.slow

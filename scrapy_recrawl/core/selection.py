@@ -78,6 +78,9 @@ class Selection:
     monitored: int
     scored: int
     backed_off: int = 0  # candidates skipped for their failed downloads (backed_off())
+    # picks a plug-in marked due now (DUE_NOW): right after the monitored ones, ahead of
+    # the scorer's own picks, whose lowest score is the cycle's cut-off
+    due: int = 0
 
 
 #: A boolean column a ColumnProvider may add: candidates marked in it are *due now* and
@@ -231,7 +234,8 @@ def select_recrawls(
     scores = _score(scorer, cols, candidates, len(arrays.ids), arrays.cycle, now)
     want = len(candidates) if k is None else min(k, len(candidates))
     # a plug-in's due-now URLs (DUE_NOW) rank first; the picks keep their own scores
-    keys = scores if DUE_NOW not in cols else due_first(scores, cols[DUE_NOW][candidates])
+    due = None if DUE_NOW not in cols else cols[DUE_NOW][candidates]
+    keys = scores if due is None else due_first(scores, due)
     if max_per_domain is None or urls_of is None:
         order = top_k_indices(keys, want)
     else:
@@ -240,7 +244,12 @@ def select_recrawls(
     ids = np.concatenate([arrays.ids[mon], arrays.ids[candidates[order]]])
     sel_scores = np.concatenate([np.full(len(mon), np.inf), scores[order]])
     return Selection(
-        ids=ids, scores=sel_scores, monitored=len(mon), scored=len(candidates), backed_off=waiting
+        ids=ids,
+        scores=sel_scores,
+        monitored=len(mon),
+        scored=len(candidates),
+        backed_off=waiting,
+        due=0 if due is None else int(np.count_nonzero(due[order])),
     )
 
 
