@@ -90,26 +90,36 @@ class Selection:
 DUE_NOW = "due_now"
 
 
-def due_first(scores: np.ndarray, due: np.ndarray) -> np.ndarray:
-    """Ranking keys: ``scores`` where ``due`` is False, and above every one of them, in
-    the due rows' own score order (best first; NaN last), where it is True.
+def due_first(scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Ranking keys: ``scores``, except at ``rows`` (the due ones), whose keys rank above
+    every other, in their own score order (best first; NaN last).
 
     Keys rather than a second selection, so :func:`top_k_indices` and the per-host cap
-    rank both groups in one pass. A due key is ``top + step * place``: ``step`` is far
-    above the spacing of floats near ``top`` and far below ``top`` itself, so the keys
-    stay distinct and finite for any number of due rows a store can hold.
+    rank both groups in one pass. A due key is ``top + step * place`` with ``top`` the
+    largest finite score: ``step`` is far above the spacing of floats near ``top``, so
+    the keys stay distinct and finite for any number of due rows a store can hold.
     """
-    rows = np.flatnonzero(due)
     if len(rows) == 0:
         return scores
     keys = np.array(scores, dtype=np.float64)  # a copy: the picks keep their own scores
-    rest = np.delete(keys, rows)
-    rest = rest[np.isfinite(rest)]
-    top = float(rest.max()) if len(rest) else 0.0
+    top = float(keys.max()) if len(keys) else 0.0
+    if not np.isfinite(top):  # a NaN or an inf among them: the finite ones' largest
+        finite = keys[np.isfinite(keys)]
+        top = float(finite.max()) if len(finite) else 0.0
     step = max(abs(top), 1.0) * 2.0**-30
     best_first = rows[top_k_indices(keys[rows], len(rows))]
     keys[best_first] = top + step * np.arange(len(rows), 0, -1, dtype=np.float64)
     return keys
+
+
+def _due_rows(columns: Mapping[str, np.ndarray], candidates: np.ndarray) -> np.ndarray:
+    """Positions in ``candidates`` (row indices, ascending) of the rows marked DUE_NOW:
+    from the few marked rows, not a pass over every candidate."""
+    flagged = np.flatnonzero(columns[DUE_NOW])
+    pos = np.searchsorted(candidates, flagged)
+    inside = pos < len(candidates)
+    inside[inside] = candidates[pos[inside]] == flagged[inside]
+    return pos[inside]
 
 
 def host_of(url: str) -> str:
@@ -234,8 +244,8 @@ def select_recrawls(
     scores = _score(scorer, cols, candidates, len(arrays.ids), arrays.cycle, now)
     want = len(candidates) if k is None else min(k, len(candidates))
     # a plug-in's due-now URLs (DUE_NOW) rank first; the picks keep their own scores
-    due = None if DUE_NOW not in cols else cols[DUE_NOW][candidates]
-    keys = scores if due is None else due_first(scores, due)
+    due = _due_rows(cols, candidates) if DUE_NOW in cols else np.empty(0, dtype=np.intp)
+    keys = due_first(scores, due)
     if max_per_domain is None or urls_of is None:
         order = top_k_indices(keys, want)
     else:
@@ -249,7 +259,8 @@ def select_recrawls(
         monitored=len(mon),
         scored=len(candidates),
         backed_off=waiting,
-        due=0 if due is None else int(np.count_nonzero(due[order])),
+        # the due picks lead the order (their keys rank above every other)
+        due=int(np.count_nonzero(np.isin(order[: len(due)], due))) if len(due) else 0,
     )
 
 
