@@ -136,6 +136,8 @@ def test_truthful_lastmods_are_fetched_next_cycle_and_lying_ones_stop_being_trus
     assert set(picks) == {"/t0", "/l0", "/l1"}
     assert "recrawl:changed" in picks["/t0"]["flags"]
     assert all("recrawl:unchanged" in picks[p]["flags"] for p in ("/l0", "/l1"))
+    # a recrawl is rebuilt from the stored request, which keeps no announcement
+    assert picks["/t0"]["lastmod"] is None and picks["/l0"]["changefreq"] is None
     # crawl 4: the check of crawl 3's fetches: /t0 confirmed, both liars not; their
     # host has 2 unconfirmed announcements (RECRAWL_SITEMAP_CHECKS): no longer trusted
     picks, stats = cycle(4)
@@ -190,3 +192,18 @@ def test_importance_reaches_scoring(tmp_path):
     # weights other than 1.0 kept at the first fetch (5, 2, 9); none to write again
     assert first["stats"]["recrawl/importance/set"] == 3
     assert "recrawl/importance/set" not in second["stats"]
+
+
+@pytest.mark.slow
+def test_an_importance_callable_that_does_not_import_stops_the_crawl_in_one_line(tmp_path):
+    from .cli_project import make_project, scrapy
+
+    project = make_project(tmp_path)
+    run = scrapy(
+        project,
+        *("crawl", "pages", "-a", "start_url=http://127.0.0.1:9/"),
+        *("-s", f"RECRAWL_STORE={project}/h.db", "-s", "RECRAWL_IMPORTANCE=myproject.weights.of"),
+    )
+    assert run.returncode == 1, run.stderr
+    assert len(run.lines) == 1 and "Traceback" not in run.stderr, run.stderr
+    assert "RECRAWL_IMPORTANCE='myproject.weights.of': cannot import it" in run.lines[0]
