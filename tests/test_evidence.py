@@ -174,6 +174,32 @@ def test_bad_settings_name_themselves(settings, message):
         check_plugins(Settings(settings), frozenset())
 
 
+def test_a_weight_comes_from_meta_then_the_setting_then_the_spider():
+    class ByMethod(Spider):
+        name = "m"
+
+        def recrawl_importance(self, request, response):
+            return 4 if request.url.endswith("/x") else None
+
+    class ByNumber(Spider):
+        name = "n"
+        recrawl_importance = 2
+
+    plain, x = Request("http://s.test/"), Request("http://s.test/x")
+    heavy = Request("http://s.test/x", meta={"recrawl_importance": 7})
+    assert importance.weight_of(heavy, None, ByNumber(), weigh_by_path)[:2] == (7.0, 7)
+    assert importance.weight_of(x, None, ByNumber(), lambda r, s: 3)[:2] == (3.0, 3)
+    assert importance.weight_of(x, None, ByMethod(), None)[:2] == (4.0, 4)
+    assert importance.weight_of(plain, None, ByMethod(), None)[:2] == (None, None)  # none
+    assert importance.weight_of(plain, None, ByNumber(), None)[:2] == (2.0, 2)
+    assert importance.weight_of(plain, None, _Spider(), None)[:2] == (None, None)
+    assert importance.weight_of(x, None, None, lambda r, s: "heavy") == (
+        None,
+        "heavy",
+        "RECRAWL_IMPORTANCE",
+    )
+
+
 def weigh_by_path(request, response):
     """A RECRAWL_IMPORTANCE callable: /vip pages weigh 5, /bad ones return nonsense."""
     if "/vip" in request.url:
@@ -236,8 +262,13 @@ def test_importance_is_kept_per_url_and_handed_out_as_a_column(store, caplog):
         response, request = _response(f"http://s.test{path}", meta)
         plugin._on_response(response, request, spider)
     # one warning per bad value, naming the URL; only non-default weights get a row
-    warned = [r.getMessage() for r in caplog.records if "recrawl_importance" in r.getMessage()]
-    assert len(warned) == 2 and any("http://s.test/bad" in w for w in warned)
+    warned = [r.getMessage() for r in caplog.records if "importance of" in r.getMessage()]
+    assert warned == [
+        "recrawl: the importance of http://s.test/bad from RECRAWL_IMPORTANCE is -2, "
+        "not a number > 0: ignored",
+        "recrawl: the importance of http://s.test/nan from meta['recrawl_importance'] is "
+        "nan, not a number > 0: ignored",
+    ]
     assert dict(importance.read_weights(store)) == {ids["/vip"]: 5.0, ids["/meta"]: 2.5}
     assert crawler.stats.get_value("recrawl/importance/invalid") == 2
     # a known URL's weight from a request the scheduler will not fetch; back to 1: no row

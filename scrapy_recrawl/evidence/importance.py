@@ -63,21 +63,23 @@ def valid_weight(value: Any) -> float | None:
 
 def weight_of(
     request: Any, response: Any, spider: Any, fn: Source | None
-) -> tuple[float | None, Any]:
+) -> tuple[float | None, Any, str]:
     """The weight given for this fetch, first of: the request's meta, ``fn`` (the
-    RECRAWL_IMPORTANCE callable), the spider's attribute; ``(None, None)`` when none gives
-    one (the stored weight stays). Returns ``(weight, raw)``: weight None with a raw
-    value not None is a bad value (the caller warns, naming the URL)."""
+    RECRAWL_IMPORTANCE callable), the spider's attribute. Returns ``(weight, raw,
+    source)``: ``raw`` None when none gives one (the stored weight stays); weight None
+    with a raw value is a bad value, which the caller warns about naming ``source``."""
     raw: Any = None
+    source = ""
     if META_IMPORTANCE in request.meta:
-        raw = request.meta[META_IMPORTANCE]
+        raw, source = request.meta[META_IMPORTANCE], f"meta[{META_IMPORTANCE!r}]"
     elif fn is not None:
-        raw = fn(request, response)
+        raw, source = fn(request, response), "RECRAWL_IMPORTANCE"
     elif spider is not None and (attr := getattr(spider, SPIDER_ATTRIBUTE, None)) is not None:
         raw = attr(request, response) if callable(attr) else attr
+        source = f"the spider's {SPIDER_ATTRIBUTE}"
     if raw is None:
-        return None, None
-    return valid_weight(raw), raw
+        return None, None, source
+    return valid_weight(raw), raw, source
 
 
 def pack(weight: float) -> bytes:

@@ -199,14 +199,21 @@ class EvidencePlugin:
 
     def _weigh(self, request: Any, response: Any, spider: Any, url_id: int) -> None:
         try:
-            weight, raw = importance.weight_of(request, response, spider, self.settings.importance)
+            weight, raw, source = importance.weight_of(
+                request, response, spider, self.settings.importance
+            )
         except Exception as exc:  # the user's callable: one warning, the crawl goes on
             logger.warning("recrawl: the importance of %s could not be had: %r", request.url, exc)
             self._inc("recrawl/importance/invalid")
             return
         if weight is None:
             if raw is not None:
-                self._warn_bad(request, importance.META_IMPORTANCE, "a number > 0", raw)
+                logger.warning(
+                    "recrawl: the importance of %s from %s is %r, not a number > 0: ignored",
+                    request.url,
+                    source,
+                    raw,
+                )
                 self._inc("recrawl/importance/invalid")
             return
         weights = self._stored_weights()
@@ -226,9 +233,14 @@ class EvidencePlugin:
             self._weights = importance.read_weights(self.store)
         return self._weights
 
-    def _warn_bad(self, request: Any, key: str, expect: str, value: Any = None) -> None:
-        value = request.meta.get(key) if value is None else value
-        logger.warning("recrawl: %s of %s is %r, not %s: ignored", key, request.url, value, expect)
+    def _warn_bad(self, request: Any, key: str, expect: str) -> None:
+        logger.warning(
+            "recrawl: meta[%r] of %s is %r, not %s: ignored",
+            key,
+            request.url,
+            request.meta.get(key),
+            expect,
+        )
 
     # -- ColumnProvider ------------------------------------------------------------
 
