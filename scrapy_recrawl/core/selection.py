@@ -96,8 +96,9 @@ def due_first(scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
     Keys rather than a second selection, so :func:`top_k_indices` and the per-host cap
     rank both groups in one pass. A due key is ``top + step * place`` with ``top`` the
-    largest finite score: ``step`` is far above the spacing of floats near ``top``, so
-    the keys stay distinct and finite for any number of due rows a store can hold.
+    largest finite score: ``step`` (``|top|`` / 2**30) is far above the spacing of floats
+    near ``top``, so the keys stay distinct, and finite unless ``top`` is within a
+    factor (1 + due rows / 2**30) of the largest float.
     """
     if len(rows) == 0:
         return scores
