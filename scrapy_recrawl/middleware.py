@@ -53,9 +53,12 @@ from .core.meta import (
     FLAG_NEW,
     FLAG_NOT_MODIFIED,
     FLAG_UNCHANGED,
+    META_CHANGEFREQ,
     META_CYCLE,
     META_ID,
+    META_IMPORTANCE,
     META_KIND,
+    META_LASTMOD,
     META_RANK,
     META_RESULT,
     META_SCORE,
@@ -108,6 +111,11 @@ _VOLATILE_META = {
     "redirect_urls",
     "redirect_reasons",
     "_slot",
+    # what the spider told the evidence plug-in this time (core/meta.py): a recrawl
+    # rebuilt from the stored request must not repeat it
+    META_IMPORTANCE,
+    META_LASTMOD,
+    META_CHANGEFREQ,
 }
 # Headers of a stored body that would lie about it when it is handed out again.
 _DROPPED_HEADERS = {"content-length", "content-encoding", "transfer-encoding", "set-cookie"}

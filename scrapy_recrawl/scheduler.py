@@ -365,7 +365,9 @@ class RecrawlScheduler(Scheduler):
         sel = plan.selection
         ids, scores = sel.ids[sel.monitored :], sel.scores[sel.monitored :]
         scored = not plan.warmup and self.plugins.selector is None and len(scores) > 0
-        cutoff = float(np.min(scores)) if scored and np.isfinite(scores).all() else None
+        # the cut-off is the scorer's: not lowered by the picks a plug-in made due now
+        own = scores[sel.due :]
+        cutoff = float(np.min(own)) if scored and len(own) and np.isfinite(own).all() else None
         record = cycle_log.CyclePlan(
             cycle=plan.cycle,
             planned_at=time.time(),

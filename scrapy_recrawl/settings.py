@@ -70,6 +70,11 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_PLAN_PERIODS": 14,
     "RECRAWL_PLAN_EVERY": 7,
     "RECRAWL_BUCKETS": 64,
+    # importance and sitemaps as evidence (docs/evidence.md)
+    "RECRAWL_EVIDENCE": None,  # None: on with RECRAWL_IMPORTANCE, `w` or its terminals
+    "RECRAWL_IMPORTANCE": None,  # a callable's path: (request, response) -> weight > 0
+    "RECRAWL_SITEMAP_CHECKS": 3,  # checked announcements before a URL's own share decides
+    "RECRAWL_SITEMAP_TRUST": 0.5,  # least confirmed share for a lastmod to make a URL due
     # Redis (docs/distributed.md)
     "RECRAWL_REDIS_KEY": "%(spider)s:history",  # one history per spider
     "RECRAWL_REDIS_LOG_MAXLEN": 10_000_000,
@@ -87,6 +92,7 @@ DEFAULTS: dict[str, Any] = {
         "scrapy_recrawl.estimate.plugin.BasketsPlugin": 100,
         "scrapy_recrawl.content.plugin.ContentPlugin": 200,
         "scrapy_recrawl.planning.plugin.WebFountainPlugin": 300,
+        "scrapy_recrawl.evidence.plugin.EvidencePlugin": 400,
     },
     "RECRAWL_PLUGINS": {},
     "RECRAWL_SCORER": "aad+",  # measured best on average on the shared histories (docs/benchmarks.md)
@@ -265,6 +271,10 @@ KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "RECRAWL_PLAN_PERIODS": (_int, "an integer"),
     "RECRAWL_PLAN_EVERY": (_int, "an integer"),
     "RECRAWL_BUCKETS": (_int, "an integer"),
+    "RECRAWL_EVIDENCE": (_optional(_bool), "True, False or None"),
+    "RECRAWL_IMPORTANCE": (_optional(_text), "a callable's dotted path or None"),
+    "RECRAWL_SITEMAP_CHECKS": (_int, "an integer"),
+    "RECRAWL_SITEMAP_TRUST": (_number, "a number"),
     "RECRAWL_REDIS_KEY": (_text, "a key prefix"),
     "RECRAWL_REDIS_LOG_MAXLEN": (_int, "an integer"),
     "RECRAWL_REDIS_SHARDS": (_int, "an integer"),

@@ -23,7 +23,7 @@ DEPTH = "tests.third_party_plugin.UrlDepth"
 
 def test_the_builtin_papers_are_listed_and_off_by_default():
     names = [c.__name__ for c in plugin_classes(Settings())]
-    assert names == ["BasketsPlugin", "ContentPlugin", "WebFountainPlugin"]
+    assert names == ["BasketsPlugin", "ContentPlugin", "WebFountainPlugin", "EvidencePlugin"]
     assert check_plugins(Settings(), frozenset({"t", "X"})) == []
 
 

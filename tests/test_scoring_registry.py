@@ -53,6 +53,9 @@ def test_the_default_registry_is_the_core_then_the_builtin_plugins():
         *(f"D{i}" for i in range(1, 6)),
         *(f"C{i}" for i in range(1, 6)),
         "Q",
+        "cfreq",
+        "lmod",
+        "strust",
     ]
     assert reg.prior_names() == {
         "CGp",

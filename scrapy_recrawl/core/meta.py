@@ -27,3 +27,14 @@ KIND_RECRAWL = "recrawl"  # a scored recrawl of the cycle's top-k
 KIND_NEW = "new"  # a URL never fetched before
 KIND_MONITOR = "monitor"  # the monitoring sample (RECRAWL_MONITOR_SHARE)
 KIND_PROBE = "probe"  # a loop-time probe (paper 001)
+
+# What a spider (or scrapy_recrawl.evidence.SitemapEvidenceMixin) tells the crawl about a
+# URL (docs/evidence.md). Read by the evidence plug-in when the request is scheduled or
+# its response received; never kept in the stored request, so a recrawl rebuilt from it
+# cannot repeat an old announcement or put back an old weight.
+#: the URL's weight, a float > 0 (1.0 when never given)
+META_IMPORTANCE = "recrawl_importance"
+#: the sitemap's <lastmod>: a W3C datetime string, a datetime or unix seconds
+META_LASTMOD = "recrawl_lastmod"
+#: the sitemap's <changefreq>: always, hourly, daily, weekly, monthly, yearly or never
+META_CHANGEFREQ = "recrawl_changefreq"

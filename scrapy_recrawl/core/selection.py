@@ -79,6 +79,49 @@ class Selection:
     monitored: int
     scored: int
     backed_off: int = 0  # candidates skipped for their failed downloads (backed_off())
+    # picks a plug-in marked due now (DUE_NOW): right after the monitored ones, ahead of
+    # the scorer's own picks, whose lowest score is the cycle's cut-off
+    due: int = 0
+
+
+#: A boolean column a ColumnProvider may add: candidates marked in it are *due now* and
+#: are taken first, ahead of the scored top-k, best score first among them, within ``k``
+#: and the per-host cap (the sitemaps' announced changes: scrapy_recrawl/evidence/).
+#: A convention of names, so the core ranks them without importing the plug-in.
+DUE_NOW = "due_now"
+
+
+def due_first(scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Ranking keys: ``scores``, except at ``rows`` (the due ones), whose keys rank above
+    every other, in their own score order (best first; NaN last).
+
+    Keys rather than a second selection, so :func:`top_k_indices` and the per-host cap
+    rank both groups in one pass. A due key is ``top + step * place`` with ``top`` the
+    largest finite score: ``step`` (``|top|`` / 2**30) is far above the spacing of floats
+    near ``top``, so the keys stay distinct, and finite unless ``top`` is within a
+    factor (1 + due rows / 2**30) of the largest float.
+    """
+    if len(rows) == 0:
+        return scores
+    keys = np.array(scores, dtype=np.float64)  # a copy: the picks keep their own scores
+    top = float(keys.max()) if len(keys) else 0.0
+    if not np.isfinite(top):  # a NaN or an inf among them: the finite ones' largest
+        finite = keys[np.isfinite(keys)]
+        top = float(finite.max()) if len(finite) else 0.0
+    step = max(abs(top), 1.0) * 2.0**-30
+    best_first = rows[top_k_indices(keys[rows], len(rows))]
+    keys[best_first] = top + step * np.arange(len(rows), 0, -1, dtype=np.float64)
+    return keys
+
+
+def _due_rows(columns: Mapping[str, np.ndarray], candidates: np.ndarray) -> np.ndarray:
+    """Positions in ``candidates`` (row indices, ascending) of the rows marked DUE_NOW:
+    from the few marked rows, not a pass over every candidate."""
+    flagged = np.flatnonzero(columns[DUE_NOW])
+    pos = np.searchsorted(candidates, flagged)
+    inside = pos < len(candidates)
+    inside[inside] = candidates[pos[inside]] == flagged[inside]
+    return pos[inside]
 
 
 def host_of(url: str) -> str:
@@ -200,8 +243,9 @@ def select_recrawls(
 
     Candidates: :func:`candidate_mask` (not gone, not in ``exclude``, not backed off).
     The monitoring sample comes first and outside ``k``; then the top ``k``
-    by score (all candidates when ``k`` is None), at most ``max_per_domain``
-    per host (``urls_of`` maps ids to URLs for that).
+    by score (all candidates when ``k`` is None), those a plug-in marked due now
+    (:data:`DUE_NOW`) ahead of the rest, at most ``max_per_domain`` per host
+    (``urls_of`` maps ids to URLs for that).
     """
     cols = arrays.columns
     live, waiting = candidate_mask(arrays, exclude)
@@ -210,15 +254,24 @@ def select_recrawls(
     want = len(candidates) if k is None else min(k, len(candidates))
     cols = with_budget(cols, want)
     scores = _score(scorer, cols, candidates, len(arrays.ids), arrays.cycle, now)
+    # a plug-in's due-now URLs (DUE_NOW) rank first; the picks keep their own scores
+    due = _due_rows(cols, candidates) if DUE_NOW in cols else np.empty(0, dtype=np.intp)
+    keys = due_first(scores, due)
     if max_per_domain is None or urls_of is None:
-        order = top_k_indices(scores, want)
+        order = top_k_indices(keys, want)
     else:
-        order = _capped_order(scores, want, max_per_domain, arrays.ids[candidates], urls_of)
+        order = _capped_order(keys, want, max_per_domain, arrays.ids[candidates], urls_of)
     mon = np.flatnonzero(monitored)
     ids = np.concatenate([arrays.ids[mon], arrays.ids[candidates[order]]])
     sel_scores = np.concatenate([np.full(len(mon), np.inf), scores[order]])
     return Selection(
-        ids=ids, scores=sel_scores, monitored=len(mon), scored=len(candidates), backed_off=waiting
+        ids=ids,
+        scores=sel_scores,
+        monitored=len(mon),
+        scored=len(candidates),
+        backed_off=waiting,
+        # the due picks lead the order (their keys rank above every other)
+        due=int(np.count_nonzero(np.isin(order[: len(due)], due))) if len(due) else 0,
     )
 
 
