@@ -6,8 +6,9 @@ import json
 import sys
 
 import scrapy
-from scrapy.crawler import CrawlerProcess
 from scrapy.http import HtmlResponse
+
+from tests.spider_script import crawl_and_print
 
 args = json.loads(sys.argv[1])
 items = []
@@ -62,28 +63,4 @@ class TestSpider(scrapy.Spider):
         )
 
 
-settings = {
-    "LOG_LEVEL": "WARNING",
-    "TELNETCONSOLE_ENABLED": False,
-    "ROBOTSTXT_OBEY": False,
-    "RETRY_ENABLED": False,
-    **args["settings"],
-}
-process = CrawlerProcess(settings)
-crawler = process.create_crawler(TestSpider)
-failures = []
-process.crawl(crawler).addErrback(lambda f: failures.append(f.getTraceback()))
-process.start()
-if failures:  # as `scrapy crawl` does: a crawler that failed to start exits non-zero
-    sys.stderr.write("\n".join(failures))
-    sys.exit(1)
-json.dump(
-    {
-        "items": items,
-        "stats": {
-            k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, (int, float, str))
-        },
-    },
-    sys.stdout,
-    default=str,
-)
+crawl_and_print(TestSpider, args["settings"], items)

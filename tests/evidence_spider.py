@@ -5,10 +5,10 @@
 import json
 import sys
 
-from scrapy.crawler import CrawlerProcess
 from scrapy.spiders import SitemapSpider
 
 from scrapy_recrawl.evidence import SitemapEvidenceMixin
+from tests.spider_script import crawl_and_print
 
 args = json.loads(sys.argv[1])
 items = []
@@ -31,28 +31,4 @@ class EvidenceSpider(SitemapEvidenceMixin, SitemapSpider):
         )
 
 
-settings = {
-    "LOG_LEVEL": "WARNING",
-    "TELNETCONSOLE_ENABLED": False,
-    "ROBOTSTXT_OBEY": False,
-    "RETRY_ENABLED": False,
-    **args["settings"],
-}
-process = CrawlerProcess(settings)
-crawler = process.create_crawler(EvidenceSpider)
-failures = []
-process.crawl(crawler).addErrback(lambda f: failures.append(f.getTraceback()))
-process.start()
-if failures:
-    sys.stderr.write("\n".join(failures))
-    sys.exit(1)
-json.dump(
-    {
-        "items": items,
-        "stats": {
-            k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, (int, float, str))
-        },
-    },
-    sys.stdout,
-    default=str,
-)
+crawl_and_print(EvidenceSpider, args["settings"], items)

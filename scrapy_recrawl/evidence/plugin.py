@@ -132,18 +132,9 @@ class EvidencePlugin:
         meta = request.meta
         sitemap = META_LASTMOD in meta or META_CHANGEFREQ in meta
         weighs = importance.META_IMPORTANCE in meta
-        if not (sitemap or weighs):
-            return
-        try:
-            rec = self.store.get(self._fingerprint(request), signature=False)
-            if rec is None:
-                return  # a new URL: kept at its first fetch (_on_response)
-            if sitemap:
-                self._announce(request, rec)
-            if weighs:
-                self._weigh(request, None, spider, rec.id)
-        except HistoryStoreError as exc:
-            logger.error("recrawl: could not keep what %s announced: %s", request.url, exc)
+        if sitemap or weighs:
+            # None: a new URL, kept at its first fetch (_on_response)
+            self._keep(request, None, spider, sitemap=sitemap, weighs=weighs)
 
     def _on_response(self, response: Any, request: Any, spider: Any) -> None:
         meta = request.meta
@@ -153,10 +144,15 @@ class EvidencePlugin:
             or self.settings.importance is not None
             or getattr(spider, importance.SPIDER_ATTRIBUTE, None) is not None
         )
-        if not (sitemap or weighs):
-            return
-        try:
+        if sitemap or weighs:
             # recorded by the middleware just before; None: not one of the spider's pages
+            self._keep(request, response, spider, sitemap=sitemap, weighs=weighs)
+
+    def _keep(
+        self, request: Any, response: Any, spider: Any, *, sitemap: bool, weighs: bool
+    ) -> None:
+        """Keep what ``request`` (and ``response``) say of a URL the store knows."""
+        try:
             rec = self.store.get(self._fingerprint(request), signature=False)
             if rec is None:
                 return
