@@ -13,11 +13,14 @@ from typing import Any
 import numpy as np
 
 from scrapy_recrawl.content import window as win
+from scrapy_recrawl.core.simulate import ReplayResult
 from scrapy_recrawl.learn import gp
 from scrapy_recrawl.learn.gp import Tree
 from scrapy_recrawl.scoring import (
     Scorer,
 )
+
+from .config import combine
 
 
 def top_k_by_index(scores: np.ndarray, k: int) -> np.ndarray:
@@ -137,9 +140,18 @@ class PopulationFitness:
     per_cycle: dict[str, np.ndarray] | None = None
 
     def of(self, fitness: str) -> np.ndarray:
-        return {"changerate": self.change_rate, "ndcg": self.ndcg, "freshness": self.freshness}[
-            fitness
-        ]
+        """Each individual's fitness ``fitness`` (a metric or a mix: config.fitness_weights)."""
+        return np.asarray(
+            combine(
+                fitness,
+                {"changerate": self.change_rate, "ndcg": self.ndcg, "freshness": self.freshness},
+            )
+        )
+
+    def cycles_of(self, fitness: str, start: int = 0) -> np.ndarray:
+        """``[individual, cycle]``: the fitness per budgeted cycle, from the ``start``-th on."""
+        assert self.per_cycle is not None
+        return np.asarray(combine(fitness, {m: v[:, start:] for m, v in self.per_cycle.items()}))
 
 
 class _Group:
@@ -191,3 +203,18 @@ class _Group:
 
     def cum_of(self, order: np.ndarray) -> np.ndarray:
         return np.cumsum(self._cum[order])
+
+
+def replay_fitness(fitness: str, result: ReplayResult, start: int = 0) -> float:
+    """The fitness ``fitness`` (a metric or a mix) of one replay, over its budgeted cycles
+    from the ``start``-th on (0: all, as the means of :class:`ReplayResult`)."""
+    return float(
+        combine(
+            fitness,
+            {
+                "changerate": float(result.change_rate[start:].mean()),
+                "ndcg": float(result.ndcg[start:].mean()),
+                "freshness": float(result.freshness[start:].mean()),
+            },
+        )
+    )

@@ -29,9 +29,8 @@ import numpy as np
 from scrapy_recrawl.core.simulate import ORACLE, simulate
 
 from .config import EvolveConfig
+from .fitness import replay_fitness
 from .search import Candidate, _replay, select_final
-
-_MEAN = {"changerate": "mean_change_rate", "ndcg": "mean_ndcg", "freshness": "mean_freshness"}
 
 
 @dataclass
@@ -148,7 +147,7 @@ def held_out_spread(
         Spread(
             name,
             np.array(
-                [getattr(simulate(fold, name, **kw), _MEAN[config.fitness]) for fold in folds]
+                [replay_fitness(config.fitness, simulate(fold, name, **kw)) for fold in folds]
             ),
             f"{len(folds)} folds",
         )
