@@ -89,13 +89,16 @@ def replayable_presets(registry: TerminalRegistry | None = None) -> tuple[str, .
 
     PRESETS is iterated, so a preset added there is compared with (and guarded
     against) without a change here; left out are those reading a terminal a plug-in
-    adds (``basket``'s ``due``, ``experts``' ``Q``): a change matrix has no columns
-    for them. ``rand`` needs nothing and is in.
+    adds (``basket``'s ``due``, ``experts``' ``Q``), or one ``registry`` does not know:
+    a change matrix has no columns for them. ``rand`` needs nothing and is in.
     """
     reg = default_registry() if registry is None else registry
     out = []
     for name in PRESETS:
-        needed = Scorer.from_spec(name, registry=reg).terminals_needed
+        try:
+            needed = Scorer.from_spec(name, registry=reg).terminals_needed
+        except ValueError:  # a terminal this registry has not (no plug-in loaded for it)
+            continue
         if not reg.providers(needed):
             out.append(name)
     return tuple(out)

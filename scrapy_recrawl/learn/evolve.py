@@ -84,6 +84,7 @@ from scrapy_recrawl.core.simulate import (
 from scrapy_recrawl.learn import gp
 from scrapy_recrawl.scoring import (
     Scorer,
+    TerminalRegistry,
 )
 
 from .config import EvolveConfig, related_parameters, replayable_presets
@@ -116,18 +117,20 @@ def evolve(
     stream: TextIO | None = None,
     source: str = "",
     baselines: Sequence[str] | None = None,
+    registry: TerminalRegistry | None = None,
 ) -> EvolveResult:
     """GP4C on ``changes[page, cycle]``: evolve, select, guard, and report on the test fold.
 
     ``baselines``: the presets compared on the test fold (and the held-out folds), then
     the oracle; None: every preset the replay can run (:func:`replayable_presets`).
+    ``registry``: the terminals the GP may draw (None: the default registry's).
     """
     c = np.asarray(changes)
     if c.ndim != 2:
         raise ValueError(f"changes must be a 2-d [page, cycle] matrix, got shape {c.shape}")
     config.check(cycles=c.shape[1], pages=c.shape[0])
-    terminals = gp.terminal_set(config.terminals, content=content)
-    presets = replayable_presets()
+    terminals = gp.terminal_set(config.terminals, content=content, registry=registry)
+    presets = replayable_presets(registry)
     if baselines is None:
         baselines = (*presets, ORACLE)
     stream = sys.stderr if stream is None else stream
@@ -154,7 +157,7 @@ def evolve(
     bar = RunProgress(stream, config.seeds * config.generations) if progress else None
     with bar if bar is not None else contextlib.nullcontext():
         if jobs == 1:
-            _init_worker(train, config, terminals, not progress)
+            _init_worker(train, config, terminals, not progress, registry)
             _WORKER["quiet"] = not progress
             cache: FitnessCache = _WORKER["cache"]
             for i, s in enumerate(seeds):
@@ -166,7 +169,9 @@ def evolve(
         else:
             results: dict[int, list[Candidate]] = {}
             with ProcessPoolExecutor(
-                jobs, initializer=_init_worker, initargs=(train, config, terminals, not progress)
+                jobs,
+                initializer=_init_worker,
+                initargs=(train, config, terminals, not progress, registry),
             ) as ex:
                 futures = {ex.submit(_seed_job, job): job[0] for job in enumerate(seeds)}
                 # the bar moves by whole seeds: a worker's generations are not heard of
@@ -183,7 +188,7 @@ def evolve(
                 candidates.extend(results[i])
     # validation (Listing 1, lines 14-16), one replay for all seeds' best
     window = gp.window_of(terminals)
-    vreplay = _replay(valid, config, terminals)
+    vreplay = _replay(valid, config, terminals, registry)
     trees = gp.unique(cand.tree for cand in candidates)
     vres = vreplay.evaluate(trees)
     vcycles = vres.cycles_of(config.fitness, vstart)
@@ -203,7 +208,9 @@ def evolve(
     }
 
     def replay(matrix: np.ndarray, expression: str, uses: frozenset[str]) -> ReplayResult:
-        scorer = Scorer.from_spec(expression, prior=config.prior, seed=config.seed)
+        scorer = Scorer.from_spec(
+            expression, prior=config.prior, seed=config.seed, registry=registry
+        )
         if gp.window_of(uses) or gp.uses_related(uses):
             # simulate() has no window / Q columns; simulate_content is simulate plus them
             from scrapy_recrawl.content.replay import simulate_content
@@ -237,7 +244,12 @@ def evolve(
         test_results[name] = simulate(test, name, **kw)
     # the spread over seeds and held-out folds (validation folds and the test fold)
     noise = held_out_spread(
-        [c[folds[i]] for i in (*valid_f, test_f)], config, terminals, candidates, baselines
+        [c[folds[i]] for i in (*valid_f, test_f)],
+        config,
+        terminals,
+        candidates,
+        baselines,
+        registry,
     )
     return EvolveResult(
         winner=winner,

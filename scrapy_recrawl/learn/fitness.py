@@ -6,7 +6,7 @@ trees at once with the numbers :func:`scrapy_recrawl.core.simulate.simulate` wou
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,10 +169,21 @@ class _Group:
         "size",
         "terms",
         "url_memo",
+        "url_terms",
+        "_url_only",
     )
 
-    def __init__(self, page_class: np.ndarray, size: int, terms: Mapping[str, np.ndarray]):
+    def __init__(
+        self,
+        page_class: np.ndarray,
+        size: int,
+        terms: Mapping[str, np.ndarray],
+        url_terms: Callable[[np.ndarray], dict[str, np.ndarray]] | None = None,
+    ):
         self.page_class = page_class
+        #: computes the terminals known only per URL (PopulationReplay._url_terms)
+        self.url_terms = url_terms
+        self._url_only: dict[str, np.ndarray] | None = None
         self.size = size
         self.terms = terms
         self.counts = np.bincount(page_class, minlength=size)
@@ -186,10 +197,19 @@ class _Group:
         self._url: dict[str, np.ndarray] = {}
 
     def per_url(self, used: Sequence[str]) -> dict[str, np.ndarray]:
-        """The terminals of every URL (class values gathered), ``Q`` included: for Q trees."""
+        """The terminals of every URL (class values gathered; ``Q`` and the terminals known
+        only per URL added): for the trees that use any of those."""
         for name in used:
             if name not in self._url:
-                col = self.q if name == "Q" else self.terms[name][self.page_class]
+                if name == "Q":
+                    col = self.q
+                elif name in self.terms:
+                    col = self.terms[name][self.page_class]
+                else:
+                    if self._url_only is None:
+                        assert self.url_terms is not None, f"{name} is no per-URL terminal"
+                        self._url_only = self.url_terms(self.page_class)
+                    col = self._url_only[name]
                 assert col is not None, "Q asked for before the Q column was set"
                 self._url[name] = col
         return self._url

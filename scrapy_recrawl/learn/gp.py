@@ -105,15 +105,40 @@ def window_of(terminals: Iterable[str]) -> int:
     return max(3, *used) if used else 0
 
 
-def terminal_set(spec: str, *, content: bool = False) -> tuple[str, ...]:
+def registry_terminals(registry: TerminalRegistry | None = None) -> tuple[str, ...]:
+    """The ``registry`` set: ``all``, then every other terminal of the registry the replay
+    gives from a change matrix (the store's columns: no plug-in's, no wall clock, no
+    change magnitude), in the registry's order. A terminal registered in scoring/ (the
+    policies', the pooled priors') joins the GP's set without a change here; it is
+    evaluated per URL unless it is one of the core's (population.py: ``_class_local``)."""
+    reg = default_registry() if registry is None else registry
+    base = TERMINAL_SETS["all"]
+    clock = reg.clock_names()
+    extra = [
+        n
+        for n in reg
+        if n not in base
+        and n not in clock
+        and n not in CONTENT_TERMINALS
+        and not reg.providers((n,))
+    ]
+    return base + tuple(extra)
+
+
+def terminal_set(
+    spec: str, *, content: bool = False, registry: TerminalRegistry | None = None
+) -> tuple[str, ...]:
     """``basic``, ``all`` (plus D A R M when ``content``), ``window`` (``all`` + C1..C3
-    D1..D3 + Q, paper 004) or a comma list of terminal names."""
+    D1..D3 + Q, paper 004), ``registry`` (:func:`registry_terminals`) or a comma list of
+    terminal names (of ``registry``; None: the default one)."""
     key = spec.strip()
+    if key.lower() == "registry":
+        return registry_terminals(registry)
     if key.lower() in TERMINAL_SETS:
         names = TERMINAL_SETS[key.lower()]
         return names + CONTENT_TERMINALS if content and key.lower() in ("all", "window") else names
     names = tuple(dict.fromkeys(s.strip() for s in key.split(",") if s.strip()))
-    registry = default_registry()
+    registry = default_registry() if registry is None else registry
     known = replayed(registry)
     bad = [s for s in names if s not in known]
     if not names or bad:
@@ -125,7 +150,8 @@ def terminal_set(spec: str, *, content: bool = False) -> tuple[str, ...]:
                 hints.append(f"did you mean {close!r} for {s!r}?")
         hint = f" ({'; '.join(hints)})" if hints else ""
         raise ValueError(
-            f"--terminals={spec!r}: expected 'basic', 'all', 'window' or a comma list of terminal names "
+            f"--terminals={spec!r}: expected 'basic', 'all', 'window', 'registry' or a comma list "
+            "of terminal names "
             f"({', '.join(known)}); unknown: {', '.join(bad) or '(empty)'}{hint}"
         )
     if not content and set(names) & set(CONTENT_TERMINALS):

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from scrapy_recrawl.core.simulate import ORACLE, simulate
+from scrapy_recrawl.scoring import TerminalRegistry
 
 from .config import EvolveConfig
 from .fitness import replay_fitness
@@ -120,6 +121,7 @@ def held_out_spread(
     terminals: Sequence[str],
     candidates: Sequence[Candidate],
     baselines: Sequence[str],
+    registry: TerminalRegistry | None = None,
 ) -> NoiseReport:
     """Replay each seed's pick and every preset on each held-out fold (``folds``: the
     change rows of each validation fold and of the test fold)."""
@@ -134,7 +136,7 @@ def held_out_spread(
         [
             v
             for fold in folds
-            for v in _replay(fold, config, terminals).evaluate(trees).of(config.fitness)
+            for v in _replay(fold, config, terminals, registry).evaluate(trees).of(config.fitness)
         ]
     )
     kw: dict[str, Any] = {
