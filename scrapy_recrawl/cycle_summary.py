@@ -24,9 +24,8 @@ from collections import Counter
 from dataclasses import fields
 from typing import Any
 
-from scrapy import Request
-
 import numpy as np
+from scrapy import Request
 
 from .core.budget import Budget
 from .core.meta import KIND_MONITOR, KIND_NEW, KIND_PROBE, KIND_RECRAWL, META_KIND
