@@ -17,7 +17,12 @@ from scrapy_recrawl.core.simulate import simulate
 from scrapy_recrawl.learn import gp
 from scrapy_recrawl.learn.config import EvolveConfig, fitness_weights, replayable_presets
 from scrapy_recrawl.learn.evolve import evolve
-from scrapy_recrawl.learn.fitness import IndexTieScorer, TreeScorer, replay_fitness
+from scrapy_recrawl.learn.fitness import (
+    IndexTieScorer,
+    TreeScorer,
+    replay_fitness,
+    top_k_by_index,
+)
 from scrapy_recrawl.learn.guard import GuardResult
 from scrapy_recrawl.learn.population import PopulationReplay
 from scrapy_recrawl.learn.report import save_json
@@ -260,3 +265,15 @@ def test_selftrain_quick_runs_and_ends_with_its_summary(tmp_path):
     assert last["fitness"] == "changerate:0.5,freshness:0.5"
     assert 0.0 < float(last["learned_share"]) <= 1.0 + 1e-9
     assert 0.0 < float(last["learned_freshness"]) <= 1.0
+
+
+def test_top_k_by_index_is_score_then_index_order():
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        n = int(rng.integers(1, 300))
+        s = rng.integers(0, 6, n).astype(float)
+        s[rng.random(n) < 0.1] = np.nan
+        s[rng.random(n) < 0.05] = -np.inf
+        k = int(rng.integers(0, n + 3))
+        want = np.lexsort((np.arange(n), -np.where(np.isfinite(s), s, -np.inf)))[: min(k, n)]
+        assert (top_k_by_index(s, k) == want).all()

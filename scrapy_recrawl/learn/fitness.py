@@ -32,8 +32,16 @@ def top_k_by_index(scores: np.ndarray, k: int) -> np.ndarray:
     """
     s = np.asarray(scores, dtype=np.float64)
     s = np.where(np.isfinite(s), s, -np.inf)
-    k = max(0, min(int(k), s.shape[0]))
-    return np.lexsort((np.arange(s.shape[0]), -s))[:k]
+    n = s.shape[0]
+    k = max(0, min(int(k), n))
+    if k == 0 or 2 * k >= n:
+        return np.lexsort((np.arange(n), -s))[:k]
+    # the k-th best value, then everything above it and the lowest indices at it: one
+    # pass (the per-URL trees run this per cycle, where a full sort was most of the cost)
+    v = np.partition(s, n - k)[n - k]
+    above = np.flatnonzero(s > v)
+    chosen = np.concatenate((above, np.flatnonzero(s == v)[: k - above.shape[0]]))
+    return chosen[np.lexsort((chosen, -s[chosen]))]
 
 
 def top_k_by_class(class_scores: np.ndarray, page_class: np.ndarray, k: int) -> np.ndarray:
