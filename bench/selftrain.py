@@ -55,6 +55,9 @@ from scrapy_recrawl.learn.fitness import replay_fitness  # noqa: E402
 DATA = ROOT.parent / "shared" / "data" / "changes"
 SITE = "example_site"
 METRICS = ("share", "ndcg", "freshness")
+#: the presets whose freshness the summary shows beside the learned scorer's (those of
+#: them scoring/presets.py has: the issue's bar for --fitness freshness)
+FRESHNESS_REFERENCES = ("age", "nutch", "chogm", "lambdacrawl")
 
 
 def site_changes() -> np.ndarray:
@@ -228,7 +231,9 @@ def main(argv: list[str] | None = None) -> None:
                 "best": best,
                 "best_share": candidates[best]["share"],
                 "best_freshness": candidates[best]["freshness"],
-                "age_freshness": candidates["age"]["freshness"],
+                "references": {
+                    p: candidates[p]["freshness"] for p in FRESHNESS_REFERENCES if p in candidates
+                },
                 "at_least": bool(lf.mean() + sd >= bf),
                 "kept": len(kept),
             }
@@ -236,18 +241,20 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(f"### Summary (fitness {args.fitness})")
     print()
+    refs = [p for p in FRESHNESS_REFERENCES if all(p in r["references"] for r in summary_rows)]
     print(
         "| history | learned CR / oracle | learned NDCG | learned freshness | best preset "
-        "(for the fitness) | its CR / oracle | its freshness | age freshness | "
-        "learned >= best within sd | guard kept a preset |"
+        "(for the fitness) | its CR / oracle | its freshness | "
+        + "".join(f"{p} freshness | " for p in refs)
+        + "learned >= best within sd | guard kept a preset |"
     )
-    print("|---|---:|---:|---:|---|---:|---:|---:|---|---:|")
+    print("|---|---:|---:|---:|---|---:|---:|" + "---:|" * len(refs) + "---|---:|")
     for r in summary_rows:
         print(
             f"| {r['name']} | {_fmt(r['share'])} | {_fmt(r['ndcg'])} | {_fmt(r['freshness'])} "
-            f"| {r['best']} | {r['best_share']:.3f} | {r['best_freshness']:.3f} "
-            f"| {r['age_freshness']:.3f} | {'yes' if r['at_least'] else 'no'} "
-            f"| {r['kept']}/{args.seeds} |"
+            f"| {r['best']} | {r['best_share']:.3f} | {r['best_freshness']:.3f} | "
+            + "".join(f"{r['references'][p]:.3f} | " for p in refs)
+            + f"{'yes' if r['at_least'] else 'no'} | {r['kept']}/{args.seeds} |"
         )
     share = [float(np.mean(r["share"])) for r in summary_rows]
     fresh = [float(np.mean(r["freshness"])) for r in summary_rows]
@@ -255,9 +262,9 @@ def main(argv: list[str] | None = None) -> None:
     best_fresh = [r["best_freshness"] for r in summary_rows]
     print(
         f"| mean | {np.mean(share):.3f} | {np.mean([np.mean(r['ndcg']) for r in summary_rows]):.3f} "
-        f"| {np.mean(fresh):.3f} | | {np.mean(best_share):.3f} | {np.mean(best_fresh):.3f} "
-        f"| {np.mean([r['age_freshness'] for r in summary_rows]):.3f} "
-        f"| {sum(r['at_least'] for r in summary_rows)}/{len(summary_rows)} | |"
+        f"| {np.mean(fresh):.3f} | | {np.mean(best_share):.3f} | {np.mean(best_fresh):.3f} | "
+        + "".join(f"{np.mean([r['references'][p] for r in summary_rows]):.3f} | " for p in refs)
+        + f"{sum(r['at_least'] for r in summary_rows)}/{len(summary_rows)} | |"
     )
     cpu = sum(r["cpu_seconds"] for rows in learned.values() for r in rows)
     print()
