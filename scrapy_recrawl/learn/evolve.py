@@ -18,6 +18,18 @@ replayed on the test pages with :func:`~scrapy_recrawl.core.simulate.simulate`
 itself, scoring with ``Scorer.from_spec(<printed expression>)``: the numbers
 reported are what ``RECRAWL_SCORER`` would do.
 
+**Validation by time** (``validation="time"``, ``--validation time``; not in the
+papers). The training replays only the cycles before ``config.time_split`` (the last
+``validation_cycles`` held out); the validation pages are replayed over the whole
+history and scored on the held-out cycles only, so the final pick is made on the
+future of the training window, on pages it has not seen either.
+
+**The preset guard** (``preset_guard``, on by default; learn/guard.py). The final
+pick and every preset that needs only the store's columns are replayed on the same
+validation data with the same fitness; when no learned scorer beats the best preset
+there, the run returns that preset (``EvolveResult.returned_preset``), and the test
+fold's ``winner`` row is the preset's.
+
 **Seeding with the presets** (``seed_presets``, ``--seed-presets``; off by
 default: the papers' purely random start). Every
 seed's initial population starts with the presets that can be written over

@@ -82,6 +82,17 @@ class PopulationReplay:
     defaults, i.e. ``RECRAWL_EXPERTS``, ``RECRAWL_EXPERTS_LAG``,
     ``RECRAWL_EXPERTS_CANDIDATES``, ``RECRAWL_EXPERTS_HISTORY``); the numbers
     then equal ``simulate_content(changes, scorer, **related)`` (tests check it).
+
+    **Any terminal of the registry** (``registry``; None: the default one). The class
+    table holds every column of the simulator's state (``new_state``), each fetch
+    applied by the simulator's own ``_record_fetch``, so a column added there is kept
+    here too. The core terminals (and the window's) are functions of a URL's own
+    columns: computed once per class. Any other terminal may read what a class does
+    not determine (a per-URL column given as ``columns``, e.g. a host group or an
+    importance; the cycle's budget) or depend on every URL (a Lagrange multiplier over
+    the collection, a group's pooled rate), so it is computed per URL from every URL's
+    state, as simulate() computes it, and the trees using it are evaluated per URL
+    like Q trees (tests/test_learn_objectives.py checks the numbers equal simulate's).
     """
 
     def __init__(
