@@ -27,7 +27,15 @@ from scrapy_recrawl.learn.guard import GuardResult
 from scrapy_recrawl.learn.population import PopulationReplay
 from scrapy_recrawl.learn.report import save_json
 from scrapy_recrawl.learn.search import fold_roles, split_folds
-from scrapy_recrawl.scoring import CORE_TERMINALS, PRESETS, Preset, Terminal, TerminalRegistry
+from scrapy_recrawl.scoring import (
+    CORE_TERMINALS,
+    PRESETS,
+    Preset,
+    Scorer,
+    Terminal,
+    TerminalRegistry,
+    compute_terminals,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = dict(population=16, generations=3, seeds=2, keep_best=8, folds=5)
@@ -277,3 +285,28 @@ def test_top_k_by_index_is_score_then_index_order():
         k = int(rng.integers(0, n + 3))
         want = np.lexsort((np.arange(n), -np.where(np.isfinite(s), s, -np.inf)))[: min(k, n)]
         assert (top_k_by_index(s, k) == want).all()
+
+
+# ----------------------------------------------------------------- presets as seeds
+
+
+def test_preset_expressions_become_trees_that_score_alike(monkeypatch):
+    state = simulate(_history(pages=300, seed=11), "age").state
+    terms = compute_terminals(state, 40)
+    converted = 0
+    for name, preset in PRESETS.items():
+        if preset.expression is None:
+            continue
+        tree = gp.tree_of_expression(preset.expression)
+        if tree is None or not gp.terminals_used(tree) <= set(terms):
+            continue
+        converted += 1
+        want = Scorer.from_spec(name).score(terms)
+        np.testing.assert_allclose(gp.evaluate(tree, terms), want, rtol=1e-12, err_msg=name)
+    assert converted >= 13
+    assert gp.tree_of_expression("Min(t, 3)") is None  # no Min in the GP's functions
+    # a preset added to PRESETS is a seed of the first generation, without a change in learn/
+    monkeypatch.setitem(PRESETS, "recent", Preset("recent", "t/(n + 1)", "a test's", "seed"))
+    tree = ("*", "t", ("/", 1.0, ("+", "n", 1.0)))
+    assert gp.tree_of_expression("t/(n + 1)") == tree
+    assert tree in gp.preset_trees(("t", "n")) and tree not in gp.preset_trees(("t",))

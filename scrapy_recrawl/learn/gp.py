@@ -399,8 +399,61 @@ PRESET_TREES: dict[str, Tree] = {
 }
 
 
-def preset_trees(terminals: Sequence[str]) -> list[Tree]:
-    """The :data:`PRESET_TREES` whose terminals are all in ``terminals`` (seeding the population).
+def tree_of_expression(text: str, registry: TerminalRegistry | None = None) -> Tree | None:
+    """A scorer expression as a GP tree, or None when it uses a function the GP has not
+    (``Min``, ``Max``, ``sqrt``, ``Abs``: ``nutch``'s clamp, for one).
+
+    Parsed by the scorer's own parser (scoring/parse.py), then rewritten with the GP's
+    functions: a sum or product of many terms as nested pairs, ``-x`` as ``0 - x``,
+    ``x**-1`` as ``1 / x`` (both protected as the scorer protects them), numbers as
+    constants. The tree scores what the expression scores (up to rounding: sympy
+    reorders sums and products)."""
+    import sympy
+
+    from scrapy_recrawl.scoring.parse import parse_expression
+
+    reg = default_registry() if registry is None else registry
+    try:
+        expr = parse_expression(text, registry=reg)
+    except ValueError:
+        return None
+
+    def pair(op: str, parts: list[Tree]) -> Tree:
+        out = parts[0]
+        for p in parts[1:]:
+            out = (op, out, p)
+        return out
+
+    def conv(e: Any) -> Tree | None:
+        if isinstance(e, sympy.Symbol):
+            return str(e.name)
+        if isinstance(e, sympy.Number):
+            return float(e)
+        args = [conv(a) for a in e.args]
+        if any(a is None for a in args):
+            return None
+        if isinstance(e, sympy.Add):
+            return pair("+", args)
+        if isinstance(e, sympy.Mul):
+            if len(args) == 2 and args[0] == -1.0:
+                return ("-", 0.0, args[1])
+            return pair("*", args)
+        if isinstance(e, sympy.Pow):
+            base, power = args
+            return ("/", 1.0, base) if power == -1.0 else ("pow", base, power)
+        name = type(e).__name__.lstrip("_").lower()  # exp, and the protected _PLog
+        if name in ("exp", "plog", "log") and len(args) == 1:
+            return ("exp" if name == "exp" else "log", args[0])
+        return None
+
+    return conv(expr)
+
+
+def preset_trees(terminals: Sequence[str], registry: TerminalRegistry | None = None) -> list[Tree]:
+    """The presets whose terminals are all in ``terminals``, as trees (seeding the population):
+    :data:`PRESET_TREES`, then every other preset of scoring/presets.py that
+    :func:`tree_of_expression` can write (those added there, such as ``chogm`` or
+    ``lambdacrawl``, join without a change here).
 
     Seeding a GP's initial population with known good solutions is a standard
     practice (Langdon & Poli, *Foundations of GP*; Koza's "seeding"): the search
@@ -408,7 +461,14 @@ def preset_trees(terminals: Sequence[str]) -> list[Tree]:
     can recombine their parts (``1 - exp(-AADp*t)``'s ``AADp*t``, ...).
     """
     allowed = set(terminals)
-    return [t for t in PRESET_TREES.values() if terminals_used(t) <= allowed]
+    trees = list(PRESET_TREES.values())
+    for name, preset in PRESETS.items():
+        if name in PRESET_TREES or preset.expression is None:
+            continue
+        tree = tree_of_expression(preset.expression, registry)
+        if tree is not None:
+            trees.append(tree)
+    return [t for t in unique(trees) if terminals_used(t) <= allowed]
 
 
 # --------------------------------------------------------------------------- operators
