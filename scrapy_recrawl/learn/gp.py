@@ -429,8 +429,9 @@ def tree_of_expression(text: str, registry: TerminalRegistry | None = None) -> T
             return str(e.name)
         if isinstance(e, sympy.Number):
             return float(e)
-        args = [conv(a) for a in e.args]
-        if any(a is None for a in args):
+        maybe = [conv(a) for a in e.args]
+        args: list[Tree] = [a for a in maybe if a is not None]
+        if len(args) < len(maybe):
             return None
         if isinstance(e, sympy.Add):
             return pair("+", args)
