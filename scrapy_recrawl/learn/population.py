@@ -402,6 +402,8 @@ class PopulationReplay:
         def compute(page_class: np.ndarray) -> dict[str, np.ndarray]:
             state = {col: table[col][page_class] for col in self.state_columns}
             state.update(self.static)
+            # a terminal solving for the whole cycle (the policies' chogm_f, lc_f) also
+            # needs the cycle's budget here, as simulate() hands it over (merge note)
             return self.registry.compute(state, cycle, now, prior=self.prior, needed=names)
 
         return compute
