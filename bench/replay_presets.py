@@ -31,11 +31,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from scrapy_recrawl.core.simulate import load_changes, simulate  # noqa: E402
-from scrapy_recrawl.scoring import DEFAULT_PRIOR, PAPER_PRESETS, SMOOTHED_PRESETS  # noqa: E402
-from scrapy_recrawl.scoring.presets import POLICY_PRESETS  # noqa: E402
+from scrapy_recrawl.learn.config import replayable_presets  # noqa: E402
+from scrapy_recrawl.scoring import DEFAULT_PRIOR, SMOOTHED_PRESETS  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "changes"
-POLICIES = (*PAPER_PRESETS, *SMOOTHED_PRESETS, *POLICY_PRESETS, "oracle")
+#: every preset a change matrix can replay (scoring/presets.py iterated: new ones too)
+POLICIES = (*replayable_presets(), "oracle")
 GRID_A = (0.05, 0.1, 0.25, 0.5, 1.0)
 GRID_B = (1.0, 2.0, 5.0, 20.0, 100.0, 1000.0)
 

@@ -340,8 +340,11 @@ class RecrawlScheduler(Scheduler):
         """Start the next cycle in the store and let the cycle core decide it."""
         store = self.store
         store.advance_cycle()
+        arrays = store.arrays()
+        # the previous cycle's estimated freshness, from the columns read here anyway
+        self.tally.note_state(arrays.columns, arrays.cycle)
         plan = plan_cycle(
-            store.arrays(),
+            arrays,
             self.config,
             self.scorer,
             pending_new=store.frontier_size(),

@@ -11,9 +11,17 @@ import numpy as np
 import pytest
 
 from example_project.site import RunningSite
+from scrapy_recrawl.cycle_summary import (
+    FRESHNESS_CYCLE_STAT,
+    FRESHNESS_STAT,
+    CycleTally,
+    freshness_estimate,
+)
 from scrapy_recrawl.history import SqliteHistoryStore
 from scrapy_recrawl.history.cycle_log import COUNTS, cycle_records, pick_of, picks
 from scrapy_recrawl.history.redis import RedisHistoryStore
+from scrapy_recrawl.insight.cycles import freshness_by_cycle
+from scrapy_recrawl.insight.log import VisitLog
 
 from .helpers import LocalSite, Page, run_crawl
 from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
@@ -81,7 +89,8 @@ def crawled(tmp_path_factory):
         for item in runs[2]["items"]:
             if item["rank"] is not None and item["url"] in ids:
                 found[item["url"]] = pick_of(store, 3, ids[item["url"]])
-    return runs, records, log, kept, found
+        has_first_cycle = "first_cycle" in store.arrays().columns
+    return runs, records, log, kept, found, has_first_cycle
 
 
 def test_each_cycle_ends_in_one_info_line_with_its_figures_in_the_stats(crawled):
@@ -102,8 +111,52 @@ def test_each_cycle_ends_in_one_info_line_with_its_figures_in_the_stats(crawled)
     assert int(first[4]) == PAGES + 1 and int(first[1]) == PAGES + 1
 
 
+def test_a_cycle_opening_estimates_the_freshness_at_the_end_of_the_one_before(crawled):
+    runs, log, has_first_cycle = crawled[0], crawled[2], crawled[5]
+    # cycles 1 (warm-up: first fetches) and 2 open with no URL observed twice: no estimate
+    assert FRESHNESS_STAT not in runs[0]["stats"] and FRESHNESS_STAT not in runs[1]["stats"]
+    if not has_first_cycle:  # a store that hands out no first_cycle: no interval, no figure
+        assert FRESHNESS_STAT not in runs[2]["stats"]
+        return
+    stats = runs[2]["stats"]
+    assert stats[FRESHNESS_CYCLE_STAT] == 2
+    # recrawl-report's estimate from the visit log (it keeps the gone URL in: close)
+    report, pages = freshness_by_cycle(VisitLog(log), np.array([2]))[2]
+    assert pages > 0 and 0.0 < stats[FRESHNESS_STAT] <= 1.0
+    assert abs(stats[FRESHNESS_STAT] - report) < 0.05
+
+
+def test_the_freshness_estimate_is_the_one_estimator_over_the_live_urls():
+    columns = {
+        "n": np.array([4, 2, 0, 3]),
+        "X": np.array([2, 0, 0, 3]),
+        "first_cycle": np.array([1, 5, 9, 1]),
+        "last_visit_cycle": np.array([9, 9, 9, 4]),
+        "gone": np.array([False, False, False, True]),
+    }
+    share, pages = freshness_estimate(columns, 10)
+    # URL 0: CG = -log(2.5/4.5) per 2-cycle interval, age 1; URL 1: X = 0, CG = 0;
+    # URL 2: no observation (no rate); URL 3: gone
+    p0 = np.exp(np.log(2.5 / 4.5) / 2.0 * 1.0)
+    assert pages == 2 and share == pytest.approx((p0 + 1.0) / 2)
+    assert freshness_estimate({k: v for k, v in columns.items() if k != "first_cycle"}, 10) is None
+    tally = CycleTally(StatsStub())
+    tally.note_state(columns, 10)
+    assert tally.stats.values == {FRESHNESS_STAT: round(share, 4), FRESHNESS_CYCLE_STAT: 9}
+
+
+class StatsStub:
+    """crawler.stats's set_value, all the tally calls here."""
+
+    def __init__(self) -> None:
+        self.values: dict = {}
+
+    def set_value(self, key, value) -> None:
+        self.values[key] = value
+
+
 def test_the_record_agrees_with_the_visit_log_and_the_server(crawled):
-    runs, records, log, _, _ = crawled
+    runs, records, log = crawled[:3]
     assert [r.cycle for r in records] == [1, 2, 3]
     for rec, run in zip(records, runs, strict=True):
         s, in_cycle = rec.summary, log["cycle"] == rec.cycle
@@ -121,7 +174,7 @@ def test_the_record_agrees_with_the_visit_log_and_the_server(crawled):
 
 
 def test_the_plan_keeps_its_cut_off_and_picks(crawled):
-    _, records, _, kept, found = crawled
+    _, records, _, kept, found = crawled[:5]
     warmup = records[0].plan
     assert warmup.budget == 0 and warmup.cutoff is None and kept[1] is None
     for rec in records[1:]:

@@ -158,7 +158,8 @@ def test_short_evolve_with_q_and_its_json(tmp_path):
     save_json(result, str(out))
     data = json.loads(out.read_text())
     assert data["related"]["RECRAWL_EXPERTS"] == 5 and data["window"] == 0
-    assert data["terminals_used"] == sorted(gp.terminals_used(result.winner.tree))
+    # what the returned expression uses (the learned one's, or the guard's preset's)
+    assert data["terminals_used"] == sorted(Scorer.from_spec(result.expression).terminals_needed)
     assert np.isfinite(result.test["winner"].mean_change_rate)
 
 

@@ -61,6 +61,27 @@ def test_runs_on_a_file_and_saves_a_scorer(npz, outside, capsys):
     assert data["parameters"]["population"] == 12
 
 
+def test_a_mix_fitness_time_validation_and_the_guard_from_the_command_line(npz, outside, capsys):
+    out = outside / "w.json"
+    mix = "changerate:0.3,freshness:0.7"
+    run(["--history", npz, *TINY, "--fitness", mix, "--validation", "time", "--output", str(out)])
+    text = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert data["fitness"] == mix and data["parameters"]["validation"] == "time"
+    guard = data["preset_guard"]
+    assert guard["fitness"] == mix and "aad+" in guard["presets_validation"]
+    # the report's one line about the guard, and what it returned
+    if data["returned_preset"] is None:
+        assert "the learned scorer beats every preset on the validation data" in text
+        assert data["expression"] == guard["learned_expression"]
+    else:
+        assert f"returning {data['returned_preset']}" in text
+    assert text.strip().splitlines()[-1] == f"expression: {data['expression']}"
+    run(["--history", npz, *TINY, "--no-preset-guard", "--output", str(out)])
+    data = json.loads(out.read_text())
+    assert "preset_guard" not in data and data["returned_preset"] is None
+
+
 def test_seed_presets_option(npz, outside, capsys):
     run(["--history", npz, *TINY, "--output", str(outside / "a.json")])
     run(["--history", npz, *TINY, "--seed-presets", "--output", str(outside / "b.json")])
@@ -222,7 +243,11 @@ def test_no_history_outside_a_project(outside):
         (["--population", "0"], "expected an integer >= 1"),
         (["--population", "many"], "expected an integer"),
         (["--budget", "2.5"], "share of the pages"),
-        (["--fitness", "speed"], "invalid choice"),
+        (["--fitness", "speed"], "argument --fitness: expected changerate or ndcg or freshness"),
+        (["--fitness", "changerate:0.5,freshness:-1"], "or a weighted mix"),
+        (["--fitness", "changerate:0"], "the weights are all 0"),
+        (["--validation", "cycles"], "invalid choice"),
+        (["--validation-cycles", "1.5"], "expected a share in (0, 1)"),
         (["--selection", "top"], "invalid choice"),
         (["--prior", "2,1"], "0 <= a < b"),
     ],

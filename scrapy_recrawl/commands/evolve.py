@@ -26,7 +26,13 @@ from typing import Any
 from scrapy.exceptions import UsageError
 
 from scrapy_recrawl.learn import gp
-from scrapy_recrawl.learn.config import FITNESS, SELECTION, EvolveConfig
+from scrapy_recrawl.learn.config import (
+    FITNESS,
+    SELECTION,
+    VALIDATION,
+    EvolveConfig,
+    fitness_weights,
+)
 from scrapy_recrawl.learn.evolve import evolve
 from scrapy_recrawl.learn.histories import History, HistoryError, from_store, load
 from scrapy_recrawl.learn.preflight import dry_run, size_warnings
@@ -49,6 +55,24 @@ def _budget(text: str) -> float:
         return parse_budget(text, "--budget")[0]
     except RecrawlSettingError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _fitness(text: str) -> str:
+    try:
+        fitness_weights(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None
+    return text.strip().lower()
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a share in (0, 1), got {text!r}")
+    return value
 
 
 def _prior(text: str) -> tuple[float, float]:
@@ -119,7 +143,37 @@ class Command(RecrawlCommand):
             "CGp NADp SADp AADp GADp), window (all + C1..C3 D1..D3 + Q, paper 004; "
             "Q with the RECRAWL_EXPERTS* defaults) or a comma list of terminal names",
         )
-        g.add_argument("--fitness", choices=FITNESS, default=d.fitness)
+        g.add_argument(
+            "--fitness",
+            type=_fitness,
+            default=d.fitness,
+            metavar="METRIC",
+            help=f"{', '.join(FITNESS)}, or a weighted mix of them such as "
+            "changerate:0.3,freshness:0.7 (weights scaled to sum to 1)",
+        )
+        g.add_argument(
+            "--validation",
+            choices=VALIDATION,
+            default=d.validation,
+            help="pages: validate on other pages over the same cycles (the papers'); time: "
+            "also train on the earlier cycles only and validate on the later ones, the "
+            "guard against a history whose first part does not look like its last",
+        )
+        g.add_argument(
+            "--validation-cycles",
+            type=_share,
+            default=d.validation_cycles,
+            metavar="SHARE",
+            help="with --validation time: the share of the cycles (the latest) held out "
+            "(default: a third)",
+        )
+        g.add_argument(
+            "--preset-guard",
+            action=argparse.BooleanOptionalAction,
+            default=d.preset_guard,
+            help="return the best preset when no learned scorer beats it on the validation "
+            "data (every preset that needs only the store's columns; default: on)",
+        )
         g.add_argument(
             "--selection",
             choices=SELECTION,
@@ -205,6 +259,9 @@ class Command(RecrawlCommand):
             prior=opts.prior,
             jobs=opts.jobs,
             seed_presets=opts.seed_presets,
+            validation=opts.validation,
+            validation_cycles=opts.validation_cycles,
+            preset_guard=opts.preset_guard,
         )
         if opts.output and not opts.output.lower().endswith(".json"):
             raise UsageError(f"--output {opts.output!r}: expected a .json file name")
@@ -254,6 +311,9 @@ class Command(RecrawlCommand):
             raise InputError(str(exc)) from None
         print(result.table())
         warning = result.noise.warning() if result.noise is not None else None
+        if result.returned_preset is not None:
+            # the guard already returns a preset: its line in the report says which, and why
+            warning = None
         if warning:
             print(f"warning: {warning}", file=sys.stderr)
         if opts.output:

@@ -18,17 +18,90 @@ from scrapy_recrawl.core.simulate import (
 from scrapy_recrawl.scoring import (
     DEFAULT_PRIOR,
     PAPER_PRESETS,
+    PRESETS,
     SMOOTHED_PRESETS,
+    Scorer,
+    TerminalRegistry,
+    default_registry,
 )
 
+#: The metrics a fitness is made of (core/simulate.py's three).
 FITNESS = ("changerate", "ndcg", "freshness")
+
+#: How the training / validation split is made (``--validation``): ``pages``, the papers'
+#: folds over pages; ``time``, the same page folds, but each individual is trained on the
+#: earlier cycles of the history and validated on the later ones (module docstring of
+#: learn/evolve.py).
+VALIDATION = ("pages", "time")
+
+
+def fitness_weights(spec: str) -> dict[str, float]:
+    """``--fitness`` read: one metric of :data:`FITNESS` (``freshness``), or a weighted mix
+    ``changerate:0.3,freshness:0.7`` (weights >= 0, not all 0; scaled to sum to 1).
+
+    ChangeRate and freshness disagree (DESIGN.md: the papers' metric and what an
+    index needs): a mix lets a user trade one for the other. Both are shares in
+    [0, 1], but freshness moves less from one scorer to the next (most pages are
+    fresh whatever is fetched), so a weight of 0.5 each leans towards ChangeRate.
+    Raises ValueError naming ``--fitness``.
+    """
+    text = str(spec).strip().lower()
+    expect = f"{' or '.join(FITNESS)}, or a weighted mix such as changerate:0.3,freshness:0.7"
+    if text in FITNESS:
+        return {text: 1.0}
+    weights: dict[str, float] = {}
+    for part in text.split(","):
+        name, sep, value = part.partition(":")
+        name = name.strip()
+        try:
+            w = float(value) if sep else float("nan")
+        except ValueError:
+            w = float("nan")
+        if name not in FITNESS or not (w >= 0.0 and w != float("inf")) or name in weights:
+            raise ValueError(f"--fitness={spec!r}: expected {expect}")
+        weights[name] = w
+    total = sum(weights.values())
+    if not total > 0:
+        raise ValueError(f"--fitness={spec!r}: expected {expect} (the weights are all 0)")
+    return {name: w / total for name, w in weights.items() if w > 0}
+
+
+def combine(spec: str, metrics: Mapping[str, Any]) -> Any:
+    """The fitness ``spec`` (:func:`fitness_weights`) from ``metrics`` = {metric: values}
+    (arrays or floats, the same shape each): the weighted sum."""
+    out: Any = 0.0
+    for name, w in fitness_weights(spec).items():
+        out = out + w * metrics[name]
+    return out
 
 
 SELECTION = ("best", "sum", "avg", "1se")
 
 
-#: Every preset the winner is compared with on the test fold, then the oracle.
+#: The papers' presets and their smoothed variants, then the oracle (a fixed list, for
+#: the callers that want exactly these; recrawl-evolve compares with every preset the
+#: replay can run: :func:`replayable_presets`).
 BASELINES: tuple[str, ...] = (*PAPER_PRESETS, *SMOOTHED_PRESETS, ORACLE)
+
+
+def replayable_presets(registry: TerminalRegistry | None = None) -> tuple[str, ...]:
+    """Every preset of scoring/presets.py that needs only the store's columns, in its order.
+
+    PRESETS is iterated, so a preset added there is compared with (and guarded
+    against) without a change here; left out are those reading a terminal a plug-in
+    adds (``basket``'s ``due``, ``experts``' ``Q``), or one ``registry`` does not know:
+    a change matrix has no columns for them. ``rand`` needs nothing and is in.
+    """
+    reg = default_registry() if registry is None else registry
+    out = []
+    for name in PRESETS:
+        try:
+            needed = Scorer.from_spec(name, registry=reg).terminals_needed
+        except ValueError:  # a terminal this registry has not (no plug-in loaded for it)
+            continue
+        if not reg.providers(needed):
+            out.append(name)
+    return tuple(out)
 
 
 @dataclass
@@ -60,9 +133,23 @@ class EvolveConfig:
     #: put the presets (gp.PRESET_TREES over the terminal set) in every seed's
     #: initial population (``--seed-presets``; see the module docstring)
     seed_presets: bool = False
+    #: ``pages`` (the papers' folds) or ``time`` (also the later cycles held out)
+    validation: str = "pages"
+    #: with ``validation="time"``: the share of the cycles (the latest) held out for it
+    validation_cycles: float = 1.0 / 3.0
+    #: replay every preset that needs only the store's columns on the validation data
+    #: and return the best one when no learned individual beats it there
+    #: (``--no-preset-guard`` turns it off)
+    preset_guard: bool = True
     #: the Q replay's related-page parameters (``RELATED_PARAMETERS``; empty: the
     #: defaults of simulate_content, i.e. of the RECRAWL_EXPERTS* settings)
     related: dict[str, Any] = field(default_factory=dict)
+
+    def time_split(self, cycles: int) -> int:
+        """With ``validation="time"``: the first cycle held out for validation (the
+        training replays cycles before it; at least one cycle is held out)."""
+        held = max(1, int(round(cycles * self.validation_cycles)))
+        return cycles - held
 
     def check(self, cycles: int | None = None, pages: int | None = None) -> None:
         """Raise ValueError naming the option for any value GP4C cannot run with."""
@@ -88,7 +175,14 @@ class EvolveConfig:
             f"an integer in 0..{self.max_depth} (--max-depth)",
         )
         need(self.keep_best >= 1, "keep-best", self.keep_best, "an integer >= 1")
-        need(self.fitness in FITNESS, "fitness", self.fitness, " or ".join(FITNESS))
+        fitness_weights(self.fitness)  # its own message
+        need(self.validation in VALIDATION, "validation", self.validation, " or ".join(VALIDATION))
+        need(
+            0.0 < self.validation_cycles < 1.0,
+            "validation-cycles",
+            self.validation_cycles,
+            "a share of the cycles in (0, 1)",
+        )
         need(self.selection in SELECTION, "selection", self.selection, " or ".join(SELECTION))
         need(self.folds >= 3, "folds", self.folds, "an integer >= 3 (test, training, validation)")
         need(self.jobs >= 1, "jobs", self.jobs, "an integer >= 1")
@@ -108,6 +202,15 @@ class EvolveConfig:
                 self.warmup,
                 f"an integer in 1..{cycles - 1} (the history has {cycles} cycles)",
             )
+            if self.validation == "time":
+                split = self.time_split(cycles)
+                need(
+                    split > self.warmup,
+                    "validation-cycles",
+                    self.validation_cycles,
+                    f"a share leaving the training more than the {self.warmup} warm-up cycles "
+                    f"(the history has {cycles} cycles; {cycles - split} held out)",
+                )
         else:
             need(self.warmup >= 1, "warmup", self.warmup, "an integer >= 1")
         if pages is not None and pages < self.folds:

@@ -18,6 +18,18 @@ replayed on the test pages with :func:`~scrapy_recrawl.core.simulate.simulate`
 itself, scoring with ``Scorer.from_spec(<printed expression>)``: the numbers
 reported are what ``RECRAWL_SCORER`` would do.
 
+**Validation by time** (``validation="time"``, ``--validation time``; not in the
+papers). The training replays only the cycles before ``config.time_split`` (the last
+``validation_cycles`` held out); the validation pages are replayed over the whole
+history and scored on the held-out cycles only, so the final pick is made on the
+future of the training window, on pages it has not seen either.
+
+**The preset guard** (``preset_guard``, on by default; learn/guard.py). The final
+pick and every preset that needs only the store's columns are replayed on the same
+validation data with the same fitness; when no learned scorer beats the best preset
+there, the run returns that preset (``EvolveResult.returned_preset``), and the test
+fold's ``winner`` row is the preset's.
+
 **Seeding with the presets** (``seed_presets``, ``--seed-presets``; off by
 default: the papers' purely random start). Every
 seed's initial population starts with the presets that can be written over
@@ -77,15 +89,19 @@ from typing import Any, TextIO
 import numpy as np
 
 from scrapy_recrawl.core.simulate import (
+    ORACLE,
     ReplayResult,
     simulate,
 )
 from scrapy_recrawl.learn import gp
 from scrapy_recrawl.scoring import (
     Scorer,
+    TerminalRegistry,
 )
 
-from .config import BASELINES, EvolveConfig, related_parameters
+from .config import EvolveConfig, related_parameters, replayable_presets
+from .fitness import replay_fitness
+from .guard import guard
 from .noise import held_out_spread
 from .progress import RunProgress
 from .report import EvolveResult
@@ -112,14 +128,23 @@ def evolve(
     progress: bool = True,
     stream: TextIO | None = None,
     source: str = "",
-    baselines: Sequence[str] = BASELINES,
+    baselines: Sequence[str] | None = None,
+    registry: TerminalRegistry | None = None,
 ) -> EvolveResult:
-    """GP4C on ``changes[page, cycle]``: evolve, select, and report on the test fold."""
+    """GP4C on ``changes[page, cycle]``: evolve, select, guard, and report on the test fold.
+
+    ``baselines``: the presets compared on the test fold (and the held-out folds), then
+    the oracle; None: every preset the replay can run (:func:`replayable_presets`).
+    ``registry``: the terminals the GP may draw (None: the default registry's).
+    """
     c = np.asarray(changes)
     if c.ndim != 2:
         raise ValueError(f"changes must be a 2-d [page, cycle] matrix, got shape {c.shape}")
     config.check(cycles=c.shape[1], pages=c.shape[0])
-    terminals = gp.terminal_set(config.terminals, content=content)
+    terminals = gp.terminal_set(config.terminals, content=content, registry=registry)
+    presets = replayable_presets(registry)
+    if baselines is None:
+        baselines = (*presets, ORACLE)
     stream = sys.stderr if stream is None else stream
     t0 = time.perf_counter()
     folds = split_folds(c.shape[0], config.folds, config.seed)
@@ -127,6 +152,13 @@ def evolve(
     train = c[np.sort(np.concatenate([folds[i] for i in train_f]))]
     valid = c[np.sort(np.concatenate([folds[i] for i in valid_f]))]
     test = c[folds[test_f]]
+    # time validation: the training replays only the cycles before the split; the
+    # validation pages are replayed over the whole history and measured after it
+    vstart = 0
+    if config.validation == "time":
+        split = config.time_split(c.shape[1])
+        train = train[:, :split]
+        vstart = split - config.warmup
     seeds = [int(s) for s in np.random.SeedSequence(config.seed).generate_state(config.seeds)]
     jobs = max(1, min(config.jobs, config.seeds))
     candidates: list[Candidate] = []
@@ -137,7 +169,7 @@ def evolve(
     bar = RunProgress(stream, config.seeds * config.generations) if progress else None
     with bar if bar is not None else contextlib.nullcontext():
         if jobs == 1:
-            _init_worker(train, config, terminals, not progress)
+            _init_worker(train, config, terminals, not progress, registry)
             _WORKER["quiet"] = not progress
             cache: FitnessCache = _WORKER["cache"]
             for i, s in enumerate(seeds):
@@ -149,7 +181,9 @@ def evolve(
         else:
             results: dict[int, list[Candidate]] = {}
             with ProcessPoolExecutor(
-                jobs, initializer=_init_worker, initargs=(train, config, terminals, not progress)
+                jobs,
+                initializer=_init_worker,
+                initargs=(train, config, terminals, not progress, registry),
             ) as ex:
                 futures = {ex.submit(_seed_job, job): job[0] for job in enumerate(seeds)}
                 # the bar moves by whole seeds: a worker's generations are not heard of
@@ -166,12 +200,12 @@ def evolve(
                 candidates.extend(results[i])
     # validation (Listing 1, lines 14-16), one replay for all seeds' best
     window = gp.window_of(terminals)
-    vreplay = _replay(valid, config, terminals)
+    vreplay = _replay(valid, config, terminals, registry)
     trees = gp.unique(cand.tree for cand in candidates)
     vres = vreplay.evaluate(trees)
-    vfit = dict(zip(trees, vres.of(config.fitness), strict=True))
-    assert vres.per_cycle is not None
-    vcyc = dict(zip(trees, vres.per_cycle[config.fitness], strict=True))
+    vcycles = vres.cycles_of(config.fitness, vstart)
+    vfit = dict(zip(trees, vcycles.mean(1), strict=True))
+    vcyc = dict(zip(trees, vcycles, strict=True))
     for cand in candidates:
         cand.validation = float(vfit[cand.tree])
         cand.validation_cycles = vcyc[cand.tree]
@@ -184,22 +218,50 @@ def evolve(
         "seed": config.seed,
         "prior": config.prior,
     }
-    scorer = Scorer.from_spec(winner.expression, prior=config.prior, seed=config.seed)
-    winner_terms = gp.terminals_used(winner.tree)
-    if gp.window_of(winner_terms) or gp.uses_related(winner_terms):
-        # simulate() has no window / Q columns; simulate_content is simulate plus them
-        from scrapy_recrawl.content.replay import simulate_content
 
-        test_results["winner"] = simulate_content(
-            test, scorer, window=max(1, window), **kw, **related_parameters(config.related)
+    def replay(matrix: np.ndarray, expression: str, uses: frozenset[str]) -> ReplayResult:
+        scorer = Scorer.from_spec(
+            expression, prior=config.prior, seed=config.seed, registry=registry
         )
+        if gp.window_of(uses) or gp.uses_related(uses):
+            # simulate() has no window / Q columns; simulate_content is simulate plus them
+            from scrapy_recrawl.content.replay import simulate_content
+
+            return simulate_content(
+                matrix, scorer, window=max(1, window), **kw, **related_parameters(config.related)
+            )
+        return simulate(matrix, scorer, **kw)
+
+    winner_terms = gp.terminals_used(winner.tree)
+    checked = None
+    if config.preset_guard:
+        # the pick against every preset, on the validation data (learn/guard.py)
+        learned = replay_fitness(
+            config.fitness, replay(valid, winner.expression, winner_terms), vstart
+        )
+        checked = guard(
+            valid,
+            winner.expression,
+            presets,
+            config.fitness,
+            start=vstart,
+            simulate_kw=kw,
+            learned=learned,
+        )
+    if checked is not None and checked.returned_preset is not None:
+        test_results["winner"] = simulate(test, checked.returned_preset, **kw)
     else:
-        test_results["winner"] = simulate(test, scorer, **kw)
+        test_results["winner"] = replay(test, winner.expression, winner_terms)
     for name in baselines:
         test_results[name] = simulate(test, name, **kw)
     # the spread over seeds and held-out folds (validation folds and the test fold)
     noise = held_out_spread(
-        [c[folds[i]] for i in (*valid_f, test_f)], config, terminals, candidates, baselines
+        [c[folds[i]] for i in (*valid_f, test_f)],
+        config,
+        terminals,
+        candidates,
+        baselines,
+        registry,
     )
     return EvolveResult(
         winner=winner,
@@ -225,4 +287,5 @@ def evolve(
         source=source,
         curves=[curves[i] for i in sorted(curves)],
         noise=noise,
+        guard=checked,
     )

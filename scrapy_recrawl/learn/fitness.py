@@ -6,18 +6,21 @@ trees at once with the numbers :func:`scrapy_recrawl.core.simulate.simulate` wou
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from scrapy_recrawl.content import window as win
+from scrapy_recrawl.core.simulate import ReplayResult
 from scrapy_recrawl.learn import gp
 from scrapy_recrawl.learn.gp import Tree
 from scrapy_recrawl.scoring import (
     Scorer,
 )
+
+from .config import combine
 
 
 def top_k_by_index(scores: np.ndarray, k: int) -> np.ndarray:
@@ -29,8 +32,16 @@ def top_k_by_index(scores: np.ndarray, k: int) -> np.ndarray:
     """
     s = np.asarray(scores, dtype=np.float64)
     s = np.where(np.isfinite(s), s, -np.inf)
-    k = max(0, min(int(k), s.shape[0]))
-    return np.lexsort((np.arange(s.shape[0]), -s))[:k]
+    n = s.shape[0]
+    k = max(0, min(int(k), n))
+    if k == 0 or 2 * k >= n:
+        return np.lexsort((np.arange(n), -s))[:k]
+    # the k-th best value, then everything above it and the lowest indices at it: one
+    # pass (the per-URL trees run this per cycle, where a full sort was most of the cost)
+    v = np.partition(s, n - k)[n - k]
+    above = np.flatnonzero(s > v)
+    chosen = np.concatenate((above, np.flatnonzero(s == v)[: k - above.shape[0]]))
+    return chosen[np.lexsort((chosen, -s[chosen]))]
 
 
 def top_k_by_class(class_scores: np.ndarray, page_class: np.ndarray, k: int) -> np.ndarray:
@@ -137,9 +148,18 @@ class PopulationFitness:
     per_cycle: dict[str, np.ndarray] | None = None
 
     def of(self, fitness: str) -> np.ndarray:
-        return {"changerate": self.change_rate, "ndcg": self.ndcg, "freshness": self.freshness}[
-            fitness
-        ]
+        """Each individual's fitness ``fitness`` (a metric or a mix: config.fitness_weights)."""
+        return np.asarray(
+            combine(
+                fitness,
+                {"changerate": self.change_rate, "ndcg": self.ndcg, "freshness": self.freshness},
+            )
+        )
+
+    def cycles_of(self, fitness: str, start: int = 0) -> np.ndarray:
+        """``[individual, cycle]``: the fitness per budgeted cycle, from the ``start``-th on."""
+        assert self.per_cycle is not None
+        return np.asarray(combine(fitness, {m: v[:, start:] for m, v in self.per_cycle.items()}))
 
 
 class _Group:
@@ -157,10 +177,21 @@ class _Group:
         "size",
         "terms",
         "url_memo",
+        "url_terms",
+        "_url_only",
     )
 
-    def __init__(self, page_class: np.ndarray, size: int, terms: Mapping[str, np.ndarray]):
+    def __init__(
+        self,
+        page_class: np.ndarray,
+        size: int,
+        terms: Mapping[str, np.ndarray],
+        url_terms: Callable[[np.ndarray], dict[str, np.ndarray]] | None = None,
+    ):
         self.page_class = page_class
+        #: computes the terminals known only per URL (PopulationReplay._url_terms)
+        self.url_terms = url_terms
+        self._url_only: dict[str, np.ndarray] | None = None
         self.size = size
         self.terms = terms
         self.counts = np.bincount(page_class, minlength=size)
@@ -174,10 +205,19 @@ class _Group:
         self._url: dict[str, np.ndarray] = {}
 
     def per_url(self, used: Sequence[str]) -> dict[str, np.ndarray]:
-        """The terminals of every URL (class values gathered), ``Q`` included: for Q trees."""
+        """The terminals of every URL (class values gathered; ``Q`` and the terminals known
+        only per URL added): for the trees that use any of those."""
         for name in used:
             if name not in self._url:
-                col = self.q if name == "Q" else self.terms[name][self.page_class]
+                if name == "Q":
+                    col = self.q
+                elif name in self.terms:
+                    col = self.terms[name][self.page_class]
+                else:
+                    if self._url_only is None:
+                        assert self.url_terms is not None, f"{name} is no per-URL terminal"
+                        self._url_only = self.url_terms(self.page_class)
+                    col = self._url_only[name]
                 assert col is not None, "Q asked for before the Q column was set"
                 self._url[name] = col
         return self._url
@@ -191,3 +231,18 @@ class _Group:
 
     def cum_of(self, order: np.ndarray) -> np.ndarray:
         return np.cumsum(self._cum[order])
+
+
+def replay_fitness(fitness: str, result: ReplayResult, start: int = 0) -> float:
+    """The fitness ``fitness`` (a metric or a mix) of one replay, over its budgeted cycles
+    from the ``start``-th on (0: all, as the means of :class:`ReplayResult`)."""
+    return float(
+        combine(
+            fitness,
+            {
+                "changerate": float(result.change_rate[start:].mean()),
+                "ndcg": float(result.ndcg[start:].mean()),
+                "freshness": float(result.freshness[start:].mean()),
+            },
+        )
+    )

@@ -105,15 +105,40 @@ def window_of(terminals: Iterable[str]) -> int:
     return max(3, *used) if used else 0
 
 
-def terminal_set(spec: str, *, content: bool = False) -> tuple[str, ...]:
+def registry_terminals(registry: TerminalRegistry | None = None) -> tuple[str, ...]:
+    """The ``registry`` set: ``all``, then every other terminal of the registry the replay
+    gives from a change matrix (the store's columns: no plug-in's, no wall clock, no
+    change magnitude), in the registry's order. A terminal registered in scoring/ (the
+    policies', the pooled priors') joins the GP's set without a change here; it is
+    evaluated per URL unless it is one of the core's (population.py: ``_class_local``)."""
+    reg = default_registry() if registry is None else registry
+    base = TERMINAL_SETS["all"]
+    clock = reg.clock_names()
+    extra = [
+        n
+        for n in reg
+        if n not in base
+        and n not in clock
+        and n not in CONTENT_TERMINALS
+        and not reg.providers((n,))
+    ]
+    return base + tuple(extra)
+
+
+def terminal_set(
+    spec: str, *, content: bool = False, registry: TerminalRegistry | None = None
+) -> tuple[str, ...]:
     """``basic``, ``all`` (plus D A R M when ``content``), ``window`` (``all`` + C1..C3
-    D1..D3 + Q, paper 004) or a comma list of terminal names."""
+    D1..D3 + Q, paper 004), ``registry`` (:func:`registry_terminals`) or a comma list of
+    terminal names (of ``registry``; None: the default one)."""
     key = spec.strip()
+    if key.lower() == "registry":
+        return registry_terminals(registry)
     if key.lower() in TERMINAL_SETS:
         names = TERMINAL_SETS[key.lower()]
         return names + CONTENT_TERMINALS if content and key.lower() in ("all", "window") else names
     names = tuple(dict.fromkeys(s.strip() for s in key.split(",") if s.strip()))
-    registry = default_registry()
+    registry = default_registry() if registry is None else registry
     known = replayed(registry)
     bad = [s for s in names if s not in known]
     if not names or bad:
@@ -125,7 +150,8 @@ def terminal_set(spec: str, *, content: bool = False) -> tuple[str, ...]:
                 hints.append(f"did you mean {close!r} for {s!r}?")
         hint = f" ({'; '.join(hints)})" if hints else ""
         raise ValueError(
-            f"--terminals={spec!r}: expected 'basic', 'all', 'window' or a comma list of terminal names "
+            f"--terminals={spec!r}: expected 'basic', 'all', 'window', 'registry' or a comma list "
+            "of terminal names "
             f"({', '.join(known)}); unknown: {', '.join(bad) or '(empty)'}{hint}"
         )
     if not content and set(names) & set(CONTENT_TERMINALS):
@@ -373,8 +399,62 @@ PRESET_TREES: dict[str, Tree] = {
 }
 
 
-def preset_trees(terminals: Sequence[str]) -> list[Tree]:
-    """The :data:`PRESET_TREES` whose terminals are all in ``terminals`` (seeding the population).
+def tree_of_expression(text: str, registry: TerminalRegistry | None = None) -> Tree | None:
+    """A scorer expression as a GP tree, or None when it uses a function the GP has not
+    (``Min``, ``Max``, ``sqrt``, ``Abs``: ``nutch``'s clamp, for one).
+
+    Parsed by the scorer's own parser (scoring/parse.py), then rewritten with the GP's
+    functions: a sum or product of many terms as nested pairs, ``-x`` as ``0 - x``,
+    ``x**-1`` as ``1 / x`` (both protected as the scorer protects them), numbers as
+    constants. The tree scores what the expression scores (up to rounding: sympy
+    reorders sums and products)."""
+    import sympy
+
+    from scrapy_recrawl.scoring.parse import parse_expression
+
+    reg = default_registry() if registry is None else registry
+    try:
+        expr = parse_expression(text, registry=reg)
+    except ValueError:
+        return None
+
+    def pair(op: str, parts: list[Tree]) -> Tree:
+        out = parts[0]
+        for p in parts[1:]:
+            out = (op, out, p)
+        return out
+
+    def conv(e: Any) -> Tree | None:
+        if isinstance(e, sympy.Symbol):
+            return str(e.name)
+        if isinstance(e, sympy.Number):
+            return float(e)
+        maybe = [conv(a) for a in e.args]
+        args: list[Tree] = [a for a in maybe if a is not None]
+        if len(args) < len(maybe):
+            return None
+        if isinstance(e, sympy.Add):
+            return pair("+", args)
+        if isinstance(e, sympy.Mul):
+            if len(args) == 2 and args[0] == -1.0:
+                return ("-", 0.0, args[1])
+            return pair("*", args)
+        if isinstance(e, sympy.Pow):
+            base, power = args
+            return ("/", 1.0, base) if power == -1.0 else ("pow", base, power)
+        name = type(e).__name__.lstrip("_").lower()  # exp, and the protected _PLog
+        if name in ("exp", "plog", "log") and len(args) == 1:
+            return ("exp" if name == "exp" else "log", args[0])
+        return None
+
+    return conv(expr)
+
+
+def preset_trees(terminals: Sequence[str], registry: TerminalRegistry | None = None) -> list[Tree]:
+    """The presets whose terminals are all in ``terminals``, as trees (seeding the population):
+    :data:`PRESET_TREES`, then every other preset of scoring/presets.py that
+    :func:`tree_of_expression` can write (those added there, such as ``chogm`` or
+    ``lambdacrawl``, join without a change here).
 
     Seeding a GP's initial population with known good solutions is a standard
     practice (Langdon & Poli, *Foundations of GP*; Koza's "seeding"): the search
@@ -382,7 +462,14 @@ def preset_trees(terminals: Sequence[str]) -> list[Tree]:
     can recombine their parts (``1 - exp(-AADp*t)``'s ``AADp*t``, ...).
     """
     allowed = set(terminals)
-    return [t for t in PRESET_TREES.values() if terminals_used(t) <= allowed]
+    trees = list(PRESET_TREES.values())
+    for name, preset in PRESETS.items():
+        if name in PRESET_TREES or preset.expression is None:
+            continue
+        tree = tree_of_expression(preset.expression, registry)
+        if tree is not None:
+            trees.append(tree)
+    return [t for t in unique(trees) if terminals_used(t) <= allowed]
 
 
 # --------------------------------------------------------------------------- operators

@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 
 from scrapy_recrawl.core.simulate import ORACLE, simulate
+from scrapy_recrawl.scoring import TerminalRegistry
 
 from .config import EvolveConfig
+from .fitness import replay_fitness
 from .search import Candidate, _replay, select_final
-
-_MEAN = {"changerate": "mean_change_rate", "ndcg": "mean_ndcg", "freshness": "mean_freshness"}
 
 
 @dataclass
@@ -121,6 +121,7 @@ def held_out_spread(
     terminals: Sequence[str],
     candidates: Sequence[Candidate],
     baselines: Sequence[str],
+    registry: TerminalRegistry | None = None,
 ) -> NoiseReport:
     """Replay each seed's pick and every preset on each held-out fold (``folds``: the
     change rows of each validation fold and of the test fold)."""
@@ -135,7 +136,7 @@ def held_out_spread(
         [
             v
             for fold in folds
-            for v in _replay(fold, config, terminals).evaluate(trees).of(config.fitness)
+            for v in _replay(fold, config, terminals, registry).evaluate(trees).of(config.fitness)
         ]
     )
     kw: dict[str, Any] = {
@@ -148,7 +149,7 @@ def held_out_spread(
         Spread(
             name,
             np.array(
-                [getattr(simulate(fold, name, **kw), _MEAN[config.fitness]) for fold in folds]
+                [replay_fitness(config.fitness, simulate(fold, name, **kw)) for fold in folds]
             ),
             f"{len(folds)} folds",
         )

@@ -9,22 +9,25 @@ gives exactly the numbers of :func:`scrapy_recrawl.core.simulate.simulate` (and 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from scrapy_recrawl.content import window as win
+from scrapy_recrawl.core.selection import with_budget
 from scrapy_recrawl.core.simulate import (
     _record_fetch,
     new_state,
     resolve_k,
 )
-from scrapy_recrawl.history.state import observe
 from scrapy_recrawl.learn import gp
 from scrapy_recrawl.learn.gp import Tree
 from scrapy_recrawl.scoring import (
+    CORE_TERMINALS,
+    TerminalRegistry,
     compute_terminals,
+    default_registry,
 )
 
 from .config import related_parameters
@@ -80,6 +83,17 @@ class PopulationReplay:
     defaults, i.e. ``RECRAWL_EXPERTS``, ``RECRAWL_EXPERTS_LAG``,
     ``RECRAWL_EXPERTS_CANDIDATES``, ``RECRAWL_EXPERTS_HISTORY``); the numbers
     then equal ``simulate_content(changes, scorer, **related)`` (tests check it).
+
+    **Any terminal of the registry** (``registry``; None: the default one). The class
+    table holds every column of the simulator's state (``new_state``), each fetch
+    applied by the simulator's own ``_record_fetch``, so a column added there is kept
+    here too. The core terminals (and the window's) are functions of a URL's own
+    columns: computed once per class. Any other terminal may read what a class does
+    not determine (a per-URL column given as ``columns``, e.g. a host group or an
+    importance; the cycle's budget) or depend on every URL (a Lagrange multiplier over
+    the collection, a group's pooled rate), so it is computed per URL from every URL's
+    state, as simulate() computes it, and the trees using it are evaluated per URL
+    like Q trees (tests/test_learn_objectives.py checks the numbers equal simulate's).
     """
 
     def __init__(
@@ -92,11 +106,25 @@ class PopulationReplay:
         cycle_hours: float = 24.0,
         window: int = 0,
         related: Mapping[str, Any] | None = None,
+        registry: TerminalRegistry | None = None,
+        columns: Mapping[str, np.ndarray] | None = None,
     ) -> None:
         c = np.asarray(changes)
         self.related = related_parameters(related)
         self.window = 0 if window == 0 else win.check_window(window)
-        self.columns = _STATE_COLUMNS + _window_columns(self.window)
+        self.registry = default_registry() if registry is None else registry
+        #: the simulator's per-URL state columns (core/simulate.py new_state, whatever it
+        #: keeps): the class table holds them all, updated by simulate's own _record_fetch
+        self.state_columns = tuple(new_state(1))
+        self.columns = self.state_columns + _window_columns(self.window)
+        #: per-URL columns that no fetch changes (a page's host group, its importance...),
+        #: for the terminals evaluated per URL
+        self.static = {name: np.asarray(v) for name, v in (columns or {}).items()}
+        for name, v in self.static.items():
+            if v.shape[:1] != c.shape[:1]:
+                raise ValueError(
+                    f"column {name!r}: {v.shape[:1]} rows, the changes have {c.shape[0]}"
+                )
         if c.ndim != 2 or c.shape[0] == 0:
             raise ValueError(f"changes must be a non-empty [page, cycle] matrix, got {c.shape}")
         self.pages, self.cycles = c.shape
@@ -120,7 +148,7 @@ class PopulationReplay:
             if cyc > 0:  # as simulate_content: the first fetch is not an observation
                 win.push(cwin, slice(None), stale.astype(np.float64))
             stale[:] = False
-        cols = {col: state[col] for col in _STATE_COLUMNS}
+        cols = {col: state[col] for col in self.state_columns}
         for i, name in enumerate(_window_columns(self.window)):
             cols[name] = np.where(np.isnan(cwin[:, i]), _WINDOW_MISSING, cwin[:, i])
         table, self.page_class = self._classes(cols, names=self.columns)
@@ -166,8 +194,7 @@ class PopulationReplay:
         names: Sequence[str] = _STATE_COLUMNS,
     ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Rows with equal state merged: (class table, class of each row / of ``ids``)."""
-        stacked = np.stack([np.asarray(columns[c], dtype=np.float64) for c in names], 1)
-        # float64 holds the int columns exactly (counts and cycles far below 2^53)
+        stacked = _class_key(columns, names)
         _, first, inverse = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
         table = {c: np.ascontiguousarray(columns[c][first]) for c in names}
         inverse = inverse.reshape(-1)
@@ -193,7 +220,13 @@ class PopulationReplay:
         roots = [self.interner.intern(t) for t in trees]
         used = [tuple(sorted(gp.terminals_used(t))) for t in trees]
         uses_q = np.array(["Q" in u for u in used], dtype=bool)
-        needed = frozenset().union(*used) - {"Q"}
+        everything = frozenset().union(*used)
+        for name in everything - {"Q"}:
+            self.registry.get(name)  # an unknown name: the registry's message
+        # terminals that are not a function of a URL's own class state (module docstring)
+        url_only = frozenset(n for n in everything if not _class_local(n)) - {"Q"}
+        per_url = np.array([bool(set(u) & url_only) or "Q" in u for u in used], dtype=bool)
+        needed = everything - {"Q"} - url_only
         # one Q state per group that has an individual using Q (group 0: everyone)
         q_states: dict[int, Any] = {0: self._q_state()} if uses_q.any() else {}
         wants_window = any(n[0] in "CD" and n[1:].isdigit() for n in needed)
@@ -214,7 +247,8 @@ class PopulationReplay:
             cols = table
             if wants_window:
                 cols = {**table, **_window_terms(table, self.window)}
-            terms = compute_terminals(cols, cyc, now, prior=self.prior, needed=needed)
+            terms = self.registry.compute(cols, cyc, now, prior=self.prior, needed=needed)
+            url_terms = self._url_terms(table, cyc, now, url_only)
             groups: dict[int, _Group] = {}
             chosen: dict[tuple, int] = {}
             sel_group: list[int] = []  # distinct selections of this cycle: group, URLs
@@ -225,10 +259,10 @@ class PopulationReplay:
                     gid = int(group_of[i])
                     grp = groups.get(gid)
                     if grp is None:
-                        grp = groups[gid] = _Group(page_class[gid], size, terms)
+                        grp = groups[gid] = _Group(page_class[gid], size, terms, url_terms)
                         if gid in q_states:  # once per cycle and Q group, as simulate_content
                             grp.q = _q_column(q_states[gid], cyc)
-                    if uses_q[i]:
+                    if per_url[i]:
                         sel_of[i] = self._select_per_url(
                             root, used[i], grp, gid, chosen, sel_group, sel_idx
                         )
@@ -279,22 +313,11 @@ class PopulationReplay:
             keys, inverse = np.unique(old * 2 + r_hit, return_inverse=True)
             src = keys // 2
             changed = (keys % 2).astype(bool)
-            new = observe(
-                table["n"][src],
-                table["X"][src],
-                table["sad"][src],
-                table["aad_sum"][src],
-                table["gad"][src],
-                changed,
-            )
-            for col, values in zip(("n", "X", "sad", "aad_sum", "gad"), new, strict=True):
-                table[col] = np.concatenate((table[col], values))
-            table["last_visit_cycle"] = np.concatenate(
-                (table["last_visit_cycle"], np.full(len(keys), cyc, dtype=np.int64))
-            )
-            table["last_visit_time"] = np.concatenate(
-                (table["last_visit_time"], np.full(len(keys), now))
-            )
+            # the new classes' state: simulate's own update of a fetch (one rule)
+            fresh = {col: table[col][src] for col in self.state_columns}
+            _record_fetch(fresh, slice(None), changed, cyc, now)
+            for col in self.state_columns:
+                table[col] = np.concatenate((table[col], fresh[col]))
             # the window shifts by one: the new observation first (win.push per class)
             names = _window_columns(self.window)
             for newer, older in zip(names[::-1][:-1], names[::-1][1:], strict=True):
@@ -364,6 +387,29 @@ class PopulationReplay:
         chosen = chosen[np.argsort(-full[page_class[chosen]], kind="stable")][:k]
         return _remember(key, chosen, gid, chosen_cache, sel_group, sel_idx)
 
+    def _url_terms(
+        self,
+        table: Mapping[str, np.ndarray],
+        cycle: int,
+        now: float,
+        names: frozenset[str],
+    ) -> Callable[[np.ndarray], dict[str, np.ndarray]] | None:
+        """How a group gets this cycle's per-URL terminals ``names``: from every URL's
+        state (its class's columns gathered, plus the static columns), through the
+        registry, exactly as simulate() computes them."""
+        if not names:
+            return None
+
+        def compute(page_class: np.ndarray) -> dict[str, np.ndarray]:
+            state = {col: table[col][page_class] for col in self.state_columns}
+            state.update(self.static)
+            # a terminal solving for the whole cycle (the policies' chogm_f, lc_f) also
+            # needs the cycle's budget, handed over as simulate() does
+            state = with_budget(state, self.k)
+            return self.registry.compute(state, cycle, now, prior=self.prior, needed=names)
+
+        return compute
+
     def _select_per_url(
         self,
         root: int,
@@ -429,6 +475,36 @@ class PopulationReplay:
         remap = np.zeros(len(table["n"]), dtype=np.int64)
         remap[live] = live_class
         return merged, remap[page_class]
+
+
+#: Paper 004's window terminals: columns of the class table too (PopulationReplay's window).
+_WINDOW_NAMES = frozenset(f"{c}{i}" for c in "CD" for i in range(1, 6))
+_CORE_NAMES = frozenset(t.name for t in CORE_TERMINALS)
+
+
+def _class_local(name: str) -> bool:
+    """Whether terminal ``name`` is a function of a URL's own state columns alone (the core
+    terminals, the window's): computed once per class. Any other terminal of the registry
+    (a plug-in's column, a group's pooled rate, one that depends on the budget or on the
+    other URLs) is computed per URL: always right, only slower."""
+    return name in _CORE_NAMES or name in _WINDOW_NAMES
+
+
+def _class_key(columns: Mapping[str, np.ndarray], names: Sequence[str]) -> np.ndarray:
+    """The rows' state as one float64 matrix for np.unique: a column with NaN (a
+    magnitude never recorded on a change matrix) as a NaN flag and its values, so equal
+    rows merge (NaN never equals NaN); columns equal on every row left out (they tell no
+    row apart). float64 holds the int columns exactly (counts, cycles far below 2^53)."""
+    parts = []
+    rows = 0
+    for name in names:
+        v = np.asarray(columns[name], dtype=np.float64)
+        rows = v.shape[0]
+        nan = np.isnan(v)
+        for part in (nan.astype(np.float64), np.where(nan, 0.0, v)) if nan.any() else (v,):
+            if part.size and not (part == part[0]).all():
+                parts.append(part)
+    return np.stack(parts, 1) if parts else np.zeros((rows, 1))
 
 
 def _remember(

@@ -34,7 +34,7 @@ import numpy as np
 from scrapy_recrawl.core.simulate import resolve_k, simulate
 from scrapy_recrawl.learn import gp
 
-from .config import BASELINES, EvolveConfig
+from .config import BASELINES, EvolveConfig, replayable_presets
 from .search import _replay, fold_roles, split_folds
 
 #: budgeted downloads per fold for a ChangeRate standard error of 0.05 at most
@@ -166,6 +166,8 @@ def dry_run(
     preset = time.perf_counter() - t0
     held_out = 1 + len(valid_f)  # the test fold, then each held-out fold on its own
     final = per * config.keep_best * config.seeds + preset * len(baselines) * (1 + held_out)
+    if config.preset_guard:  # the pick and every preset on the validation folds (guard.py)
+        final += preset * (1 + len(replayable_presets())) * len(valid_f)
     return DryRun(
         pages=int(c.shape[0]),
         cycles=int(c.shape[1]),

@@ -16,8 +16,10 @@ from scrapy_recrawl.core.simulate import (
 )
 from scrapy_recrawl.learn import gp
 from scrapy_recrawl.scoring import PRESETS as _PRESETS
+from scrapy_recrawl.scoring import Scorer
 
 from .config import EvolveConfig, related_parameters
+from .guard import GuardResult
 from .noise import NoiseReport
 from .search import Candidate
 from .tables import markdown_table
@@ -40,10 +42,18 @@ class EvolveResult:
     curves: list[list[float]] = field(default_factory=list)
     #: the spread over seeds and held-out folds, and whether the winner beats the presets
     noise: NoiseReport | None = None
+    #: the final pick against every preset on the validation data (learn/guard.py)
+    guard: GuardResult | None = None
 
     @property
     def expression(self) -> str:
-        return self.winner.expression
+        """What the run returns: the learned expression, or the preset's that the guard
+        kept because nothing learned beat it on the validation data."""
+        return self.winner.expression if self.guard is None else self.guard.expression
+
+    @property
+    def returned_preset(self) -> str | None:
+        return None if self.guard is None else self.guard.returned_preset
 
     def rows(self) -> list[tuple[str, str, float, float, float, float]]:
         """(label, expression, ChangeRate, NDCG, freshness, ChangeRate/oracle) on the test fold."""
@@ -80,6 +90,8 @@ class EvolveResult:
         ]
         if undefined:
             lines += ["", "n/a: no page changed in the test fold, so not even the oracle finds one"]
+        if self.guard is not None:
+            lines += ["", self.guard.line()]
         if self.noise is not None:
             lines += ["", self.spread_table()]
         return "\n".join(lines)
@@ -116,6 +128,9 @@ class EvolveResult:
             "prior": list(self.config.prior),
             "fitness": self.config.fitness,
             "selection": self.config.selection,
+            # the preset returned instead of the learned scorer (learn/guard.py), or null
+            "returned_preset": self.returned_preset,
+            **({"preset_guard": self.guard.to_json()} if self.guard is not None else {}),
             "train_fitness": w.train,
             "validation_fitness": w.validation,
             "seed": w.seed,
@@ -132,7 +147,11 @@ class EvolveResult:
             # paper 004's parameters the expression needs at crawl time: RECRAWL_WINDOW
             # must be at least the largest i of its C_i / D_i (checked on loading)
             "window": gp.window_of(self.terminals),
-            "terminals_used": sorted(gp.terminals_used(w.tree)),
+            "terminals_used": sorted(
+                gp.terminals_used(w.tree)
+                if self.returned_preset is None
+                else Scorer.from_spec(self.returned_preset).terminals_needed
+            ),
             **(
                 {"related": _related_json(self.config.related)}
                 if gp.uses_related(self.terminals)

@@ -19,6 +19,7 @@ import numpy as np
 
 from scrapy_recrawl.learn import gp
 from scrapy_recrawl.learn.gp import Tree
+from scrapy_recrawl.scoring import TerminalRegistry
 
 from .config import EvolveConfig
 from .population import PopulationReplay
@@ -201,7 +202,10 @@ _WORKER: dict[str, Any] = {}
 
 
 def _replay(
-    changes: np.ndarray, config: EvolveConfig, terminals: Sequence[str]
+    changes: np.ndarray,
+    config: EvolveConfig,
+    terminals: Sequence[str],
+    registry: TerminalRegistry | None = None,
 ) -> PopulationReplay:
     return PopulationReplay(
         changes,
@@ -210,13 +214,18 @@ def _replay(
         prior=config.prior,
         window=gp.window_of(terminals),
         related=config.related,
+        registry=registry,
     )
 
 
 def _init_worker(
-    train: np.ndarray, config: EvolveConfig, terminals: Sequence[str], quiet: bool
+    train: np.ndarray,
+    config: EvolveConfig,
+    terminals: Sequence[str],
+    quiet: bool,
+    registry: TerminalRegistry | None = None,
 ) -> None:
-    replay = _replay(train, config, terminals)
+    replay = _replay(train, config, terminals, registry)
     _WORKER.update(
         cache=FitnessCache(replay, config.fitness),
         config=config,

@@ -1,0 +1,115 @@
+"""Never worse than the best preset: the final pick against every preset, on validation.
+
+A GP run on a small or bursty history can end with a scorer that validates worse
+than a preset the user could have typed. So, after the final selection
+(learn/search.py: ``select_final``), the winner and every preset that needs only the
+store's columns (:func:`~scrapy_recrawl.learn.config.replayable_presets`: PRESETS
+iterated, so a preset added to scoring/presets.py is guarded against without a
+change here) are replayed on the *same* validation data with the *same* fitness, each
+by :func:`~scrapy_recrawl.core.simulate.simulate` with the scorer its printed
+expression makes (what ``RECRAWL_SCORER`` would do: the comparison cannot favour the
+batched replay's tie-breaking). When the best preset scores at least as well as the
+winner there (a tie goes to the preset: it is simpler, and documented), the run
+returns that preset's expression, and says so.
+
+``rand`` is left out: it is no formula a scorer file can hold, and a learned scorer
+that loses to a random order would show in the report's table anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from scrapy_recrawl.core.simulate import simulate
+from scrapy_recrawl.scoring import PRESETS
+
+from .fitness import replay_fitness
+
+
+@dataclass
+class GuardResult:
+    """The winner's and every guarded preset's fitness on the validation data."""
+
+    fitness: str
+    #: the learned pick's expression and its fitness on the validation data
+    learned_expression: str
+    learned: float
+    #: preset name -> fitness on the same data, in PRESETS' order
+    presets: dict[str, float]
+
+    @property
+    def best_preset(self) -> str:
+        # max() keeps the first of equal values: PRESETS' order decides a tie
+        return max(self.presets, key=lambda name: self.presets[name])
+
+    @property
+    def returned_preset(self) -> str | None:
+        """The preset the run returns instead of the learned scorer, or None."""
+        if not self.presets:
+            return None
+        best = self.best_preset
+        return best if self.presets[best] >= self.learned else None
+
+    @property
+    def expression(self) -> str:
+        """What the run returns: the learned expression, or the preset's."""
+        name = self.returned_preset
+        if name is None:
+            return self.learned_expression
+        text = PRESETS[name].expression
+        assert text is not None  # rand is never guarded against
+        return text
+
+    def line(self) -> str:
+        """The report's one line about it."""
+        name = self.returned_preset
+        if not self.presets:
+            return "no preset to compare with on the validation data"
+        best = self.best_preset
+        if name is None:
+            return (
+                f"the learned scorer beats every preset on the validation data ({self.fitness}: "
+                f"{self.learned:.4f} against {self.presets[best]:.4f} for {best})"
+            )
+        return (
+            f"no learned scorer beat the preset {name} on the validation data ({self.fitness}: "
+            f"{self.presets[name]:.4f} against {self.learned:.4f} for the learned "
+            f"`{self.learned_expression}`): returning {name} (`{self.expression}`)"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fitness": self.fitness,
+            "returned_preset": self.returned_preset,
+            "best_preset": self.best_preset if self.presets else None,
+            "learned_expression": self.learned_expression,
+            "learned_validation": self.learned,
+            "presets_validation": dict(self.presets),
+        }
+
+
+def guard(
+    valid: np.ndarray,
+    expression: str,
+    presets: Sequence[str],
+    fitness: str,
+    *,
+    start: int = 0,
+    simulate_kw: dict[str, Any],
+    learned: float | None = None,
+) -> GuardResult:
+    """Replay ``expression`` (unless its fitness ``learned`` is given) and each of
+    ``presets`` (``rand`` skipped) on ``valid``; the fitness over the budgeted cycles
+    from the ``start``-th on (the held-out cycles of a time validation)."""
+    if learned is None:
+        learned = replay_fitness(fitness, simulate(valid, expression, **simulate_kw), start)
+    scores = {
+        name: replay_fitness(fitness, simulate(valid, name, **simulate_kw), start)
+        for name in presets
+        if PRESETS[name].expression is not None
+    }
+    return GuardResult(fitness, expression, learned, scores)
