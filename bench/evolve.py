@@ -37,7 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scrapy_recrawl.core.simulate import load_changes, simulate  # noqa: E402
+from scrapy_recrawl.core.simulate import load_changes, load_groups, simulate  # noqa: E402
 from scrapy_recrawl.learn.config import EvolveConfig  # noqa: E402
 from scrapy_recrawl.learn.evolve import evolve  # noqa: E402
 from scrapy_recrawl.learn.fitness import IndexTieScorer  # noqa: E402
@@ -135,6 +135,7 @@ def quality(args: argparse.Namespace) -> None:
     summary = []
     for name, path in sources:
         changes = site_changes() if path is None else load_changes(str(path))
+        groups = None if path is None else load_groups(str(path))  # the pooled priors' groups
         if args.cycles:
             changes = changes[:, : args.cycles]
         runs = {}
@@ -150,7 +151,9 @@ def quality(args: argparse.Namespace) -> None:
                 seed_presets=args.seed_presets,
             )
             t0 = time.perf_counter()
-            runs[fitness] = evolve(changes, config, progress=not args.quiet, source=str(path))
+            runs[fitness] = evolve(
+                changes, config, progress=not args.quiet, source=str(path), groups=groups
+            )
             runs[fitness].seconds = time.perf_counter() - t0
         res = runs["changerate"]
         print(f"\n### {name}: {changes.shape[0]} pages x {changes.shape[1]} cycles\n")

@@ -42,7 +42,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scrapy_recrawl.core.simulate import ORACLE, load_changes, simulate  # noqa: E402
+from scrapy_recrawl.core.simulate import (  # noqa: E402
+    ORACLE,
+    load_changes,
+    load_groups,
+    simulate,
+)
 from scrapy_recrawl.learn.config import (  # noqa: E402
     VALIDATION,
     EvolveConfig,
@@ -68,8 +73,12 @@ def site_changes() -> np.ndarray:
     return np.asarray(make(pages=2000, days=120, seed=1))
 
 
-def history(source: str) -> np.ndarray:
-    return site_changes() if source == SITE else load_changes(source)
+def history(source: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """The change matrix and the pages' ``group`` column (the pooled priors' groups: each
+    page name's directory; the example site's matrix has no names: one group)."""
+    if source == SITE:
+        return site_changes(), None
+    return load_changes(source), load_groups(source)
 
 
 def halves(changes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -89,8 +98,9 @@ def _metrics(result: Any, oracle_cr: float) -> dict[str, float]:
 def _presets_task(task: tuple[str, int]) -> tuple[str, dict[str, dict[str, float]]]:
     """Every preset and the oracle on the second half of one history."""
     source, budget_seed = task
-    _, check = halves(history(source))
-    kw = {"warmup": 2, "k": 0.05, "seed": budget_seed}
+    changes, groups = history(source)
+    _, check = halves(changes)
+    kw = {"warmup": 2, "k": 0.05, "seed": budget_seed, "groups": groups}
     oracle = simulate(check, ORACLE, **kw)
     out = {}
     for name in (*replayable_presets(), ORACLE):
@@ -102,11 +112,12 @@ def _presets_task(task: tuple[str, int]) -> tuple[str, dict[str, dict[str, float
 def _learn_task(task: tuple[str, int, dict[str, Any]]) -> tuple[str, int, dict[str, Any]]:
     """``recrawl-evolve`` on the first half, its returned expression on the second."""
     source, seed, params = task
-    fit, check = halves(history(source))
+    changes, groups = history(source)
+    fit, check = halves(changes)
     config = EvolveConfig(**params, seed=seed, jobs=1)
     t0 = time.process_time()
-    result = evolve(fit, config, progress=False, baselines=(ORACLE,))
-    kw = {"warmup": 2, "k": 0.05, "seed": seed}
+    result = evolve(fit, config, progress=False, baselines=(ORACLE,), groups=groups)
+    kw = {"warmup": 2, "k": 0.05, "seed": seed, "groups": groups}
     oracle = simulate(check, ORACLE, **kw)
     learned = simulate(check, result.expression, **kw)
     return (

@@ -339,3 +339,25 @@ def test_each_spider_has_its_history_and_the_command_asks_which(spiders_project,
     with pytest.raises(UsageError, match=r"no history store at .*recrawl/beta/history.sqlite3"):
         run([*TINY, "--spider", "beta"])  # beta's own history: none yet
     assert not beta.exists()  # an offline command creates no store
+
+
+def test_the_historys_groups_reach_the_run(outside, monkeypatch):
+    """recrawl-evolve hands the history's group column (its page names' directories) to
+    evolve(), which replays every fold with it (tests/test_learn_objectives.py)."""
+    from scrapy_recrawl.commands import evolve as command
+    from tests.test_learn_objectives import _two_directories
+
+    changes, names, groups = _two_directories(fast=10, slow=10, cycles=8)
+    path = outside / "named.npz"
+    np.savez(path, changes=changes, pages=np.array(names))
+    seen = {}
+
+    def stop(changes, config, **kw):
+        seen.update(kw)
+        raise ValueError("stopped before the run")
+
+    monkeypatch.setattr(command, "evolve", stop)
+    with pytest.raises(Exception, match="stopped before the run"):
+        run(["--history", str(path), *TINY])
+    assert seen["groups"].tolist() == groups.tolist()
+    assert len(set(groups.tolist())) == 2

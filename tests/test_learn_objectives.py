@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from scrapy_recrawl.core.groups import history_groups
 from scrapy_recrawl.core.simulate import simulate
 from scrapy_recrawl.learn import gp
 from scrapy_recrawl.learn.config import EvolveConfig, fitness_weights, replayable_presets
@@ -26,7 +27,7 @@ from scrapy_recrawl.learn.fitness import (
 from scrapy_recrawl.learn.guard import GuardResult
 from scrapy_recrawl.learn.population import PopulationReplay
 from scrapy_recrawl.learn.report import save_json
-from scrapy_recrawl.learn.search import fold_roles, split_folds
+from scrapy_recrawl.learn.search import Rows, _replay, fold_roles, split_folds
 from scrapy_recrawl.scoring import (
     CORE_TERMINALS,
     PRESETS,
@@ -249,6 +250,72 @@ def test_the_registry_set_holds_every_store_terminal_and_evolves():
         registry=REGISTRY,
     )
     assert "nbar" in res.terminals
+
+
+# ----------------------------------------------------------------- the group column
+
+
+def _two_directories(fast: int = 40, slow: int = 120, cycles: int = 30, seed: int = 11):
+    """Pages of two directories, one changing every 2 to 5 days, one every 10 days or
+    less often (rows shuffled, so every fold holds both); the page names and their group
+    codes."""
+    rng = np.random.default_rng(seed)
+    rate = np.concatenate([rng.uniform(0.2, 0.5, fast), rng.uniform(0.0, 0.1, slow)])
+    names = [f"site/fast/p{i}" for i in range(fast)] + [f"site/slow/p{i}" for i in range(slow)]
+    order = rng.permutation(fast + slow)
+    changes = (rng.random((fast + slow, cycles)) < rate[:, None]).astype(np.uint8)[order]
+    names = [names[i] for i in order]
+    return changes, names, history_groups(names, len(names))
+
+
+def test_the_learner_replays_with_the_pages_groups():
+    changes, _, groups = _two_directories()
+    config = EvolveConfig(**SMALL, terminals="t,AADh,NADh", seed_presets=True)
+    terminals = gp.terminal_set(config.terminals)
+    tree = gp.tree_of_expression("1 - exp(-AADh*t)")
+    assert tree is not None
+    # the batched replay (training, validation, held-out folds) with the groups is
+    # simulate's with them, and not the one-group replay
+    grouped = _replay(Rows.of(changes, groups), config, terminals).evaluate([tree])
+    one = _replay(Rows.of(changes), config, terminals).evaluate([tree])
+    scorer = IndexTieScorer(TreeScorer(tree))
+    assert grouped.change_rate[0] == simulate(changes, scorer, groups=groups).mean_change_rate
+    assert one.change_rate[0] == simulate(changes, scorer).mean_change_rate
+    # the directories' priors tell the slow pages apart: far more changes found
+    assert grouped.change_rate[0] > one.change_rate[0] + 0.1
+
+    res = evolve(changes, config, progress=False, groups=groups)
+    flat = evolve(changes, config, progress=False)
+    folds = split_folds(changes.shape[0], 5, config.seed)
+    _, valid_f, test_f = fold_roles(5)
+    vrows = np.sort(np.concatenate([folds[i] for i in valid_f]))
+    trows = folds[test_f]
+    kw = {"seed": config.seed}
+    # the guard's replays are simulate(..., groups=) of the validation pages
+    for name in ("aad+h", "nad+h", "aad+"):
+        r = simulate(changes[vrows], name, groups=groups[vrows], **kw)
+        assert res.guard.presets[name] == replay_fitness(config.fitness, r), name
+    assert res.guard.learned == replay_fitness(
+        config.fitness,
+        simulate(changes[vrows], res.winner.expression, groups=groups[vrows], **kw),
+    )
+    # the report's test fold too: the presets and what the run returned
+    for name in ("aad+h", "nad+h"):
+        r = simulate(changes[trows], name, groups=groups[trows], **kw)
+        assert res.test[name].mean_change_rate == r.mean_change_rate, name
+        assert res.test[name].mean_freshness == r.mean_freshness, name
+    what = res.returned_preset or res.winner.expression
+    returned = simulate(changes[trows], what, groups=groups[trows], **kw)
+    assert res.test["winner"].mean_change_rate == returned.mean_change_rate
+    # the held-out spread of a pooled preset: the validation folds and the test fold
+    spread = {s.label: s for s in res.noise.presets}["aad+h"]
+    expected = [
+        replay_fitness(config.fitness, simulate(changes[f], "aad+h", groups=groups[f], **kw))
+        for f in (*(folds[i] for i in valid_f), trows)
+    ]
+    assert spread.values.tolist() == expected
+    # and without the groups (one group) the pooled preset scores otherwise
+    assert flat.test["aad+h"].mean_change_rate != res.test["aad+h"].mean_change_rate
 
 
 # ----------------------------------------------------------------- bench/selftrain.py

@@ -298,7 +298,7 @@ class Command(RecrawlCommand):
         for line in size_warnings(history.changes, config):
             print(f"warning: history too small: {line}", file=sys.stderr)
         if opts.dry_run:
-            print(dry_run(history.changes, config).text())
+            print(dry_run(history.changes, config, groups=history.groups).text())
             return
         try:
             result = evolve(
@@ -306,6 +306,7 @@ class Command(RecrawlCommand):
                 config,
                 progress=not opts.quiet,
                 source=history.source,
+                groups=history.groups,
             )
         except ValueError as exc:
             raise InputError(str(exc)) from None

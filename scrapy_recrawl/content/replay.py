@@ -112,8 +112,12 @@ def simulate_content(
     history: int = 60,
     refresh_every: int = 7,
     cycle_hours: float = 24.0,
+    group_column: np.ndarray | None = None,
 ) -> ReplayResult:
-    """:func:`~scrapy_recrawl.core.simulate.simulate` with ``C*``, ``D*`` and ``Q`` kept."""
+    """:func:`~scrapy_recrawl.core.simulate.simulate` with ``C*``, ``D*`` and ``Q`` kept.
+
+    ``groups`` are the related-page index's groups (candidates never cross them);
+    ``group_column`` is simulate's ``groups=``: the pooled priors' ``group`` column."""
     c = np.asarray(changes)
     win.check_window(window)
     scorer = (
@@ -132,4 +136,12 @@ def simulate_content(
         history=history,
         refresh_every=refresh_every,
     )
-    return simulate(c, scorer, warmup=warmup, k=k, cycle_hours=cycle_hours, extension=extension)
+    return simulate(
+        c,
+        scorer,
+        warmup=warmup,
+        k=k,
+        cycle_hours=cycle_hours,
+        extension=extension,
+        groups=group_column,
+    )

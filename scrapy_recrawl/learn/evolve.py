@@ -91,7 +91,6 @@ import numpy as np
 from scrapy_recrawl.core.simulate import (
     ORACLE,
     ReplayResult,
-    simulate,
 )
 from scrapy_recrawl.learn import gp
 from scrapy_recrawl.scoring import (
@@ -109,6 +108,7 @@ from .search import (
     _WORKER,
     Candidate,
     FitnessCache,
+    Rows,
     _init_worker,
     _recorder,
     _replay,
@@ -130,12 +130,16 @@ def evolve(
     source: str = "",
     baselines: Sequence[str] | None = None,
     registry: TerminalRegistry | None = None,
+    groups: np.ndarray | None = None,
 ) -> EvolveResult:
     """GP4C on ``changes[page, cycle]``: evolve, select, guard, and report on the test fold.
 
     ``baselines``: the presets compared on the test fold (and the held-out folds), then
     the oracle; None: every preset the replay can run (:func:`replayable_presets`).
     ``registry``: the terminals the GP may draw (None: the default registry's).
+    ``groups``: the pages' ``group`` column for the pooled priors (``History.groups``;
+    None: one group); every replay of the run (training, validation, guard, test fold,
+    held-out spread) gets its pages' groups (:class:`~scrapy_recrawl.learn.search.Rows`).
     """
     c = np.asarray(changes)
     if c.ndim != 2:
@@ -147,17 +151,18 @@ def evolve(
         baselines = (*presets, ORACLE)
     stream = sys.stderr if stream is None else stream
     t0 = time.perf_counter()
+    rows = Rows.of(c, groups)
     folds = split_folds(c.shape[0], config.folds, config.seed)
     train_f, valid_f, test_f = fold_roles(config.folds)
-    train = c[np.sort(np.concatenate([folds[i] for i in train_f]))]
-    valid = c[np.sort(np.concatenate([folds[i] for i in valid_f]))]
-    test = c[folds[test_f]]
+    train = rows.take(np.sort(np.concatenate([folds[i] for i in train_f])))
+    valid = rows.take(np.sort(np.concatenate([folds[i] for i in valid_f])))
+    test = rows.take(folds[test_f])
     # time validation: the training replays only the cycles before the split; the
     # validation pages are replayed over the whole history and measured after it
     vstart = 0
     if config.validation == "time":
         split = config.time_split(c.shape[1])
-        train = train[:, :split]
+        train = train.until(split)
         vstart = split - config.warmup
     seeds = [int(s) for s in np.random.SeedSequence(config.seed).generate_state(config.seeds)]
     jobs = max(1, min(config.jobs, config.seeds))
@@ -219,18 +224,16 @@ def evolve(
         "prior": config.prior,
     }
 
-    def replay(matrix: np.ndarray, expression: str, uses: frozenset[str]) -> ReplayResult:
+    def replay(part: Rows, expression: str, uses: frozenset[str]) -> ReplayResult:
         scorer = Scorer.from_spec(
             expression, prior=config.prior, seed=config.seed, registry=registry
         )
         if gp.window_of(uses) or gp.uses_related(uses):
             # simulate() has no window / Q columns; simulate_content is simulate plus them
-            from scrapy_recrawl.content.replay import simulate_content
-
-            return simulate_content(
-                matrix, scorer, window=max(1, window), **kw, **related_parameters(config.related)
+            return part.simulate(
+                scorer, window=window, related=related_parameters(config.related), **kw
             )
-        return simulate(matrix, scorer, **kw)
+        return part.simulate(scorer, **kw)
 
     winner_terms = gp.terminals_used(winner.tree)
     checked = None
@@ -249,14 +252,14 @@ def evolve(
             learned=learned,
         )
     if checked is not None and checked.returned_preset is not None:
-        test_results["winner"] = simulate(test, checked.returned_preset, **kw)
+        test_results["winner"] = test.simulate(checked.returned_preset, **kw)
     else:
         test_results["winner"] = replay(test, winner.expression, winner_terms)
     for name in baselines:
-        test_results[name] = simulate(test, name, **kw)
+        test_results[name] = test.simulate(name, **kw)
     # the spread over seeds and held-out folds (validation folds and the test fold)
     noise = held_out_spread(
-        [c[folds[i]] for i in (*valid_f, test_f)],
+        [rows.take(folds[i]) for i in (*valid_f, test_f)],
         config,
         terminals,
         candidates,
@@ -272,9 +275,9 @@ def evolve(
         pages={
             "pages": int(c.shape[0]),
             "cycles": int(c.shape[1]),
-            "train": int(train.shape[0]),
-            "validation": int(valid.shape[0]),
-            "test": int(test.shape[0]),
+            "train": int(train.changes.shape[0]),
+            "validation": int(valid.changes.shape[0]),
+            "test": int(test.changes.shape[0]),
         },
         seconds=time.perf_counter() - t0,
         stats={

@@ -22,12 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from scrapy_recrawl.core.simulate import simulate
 from scrapy_recrawl.scoring import PRESETS
 
 from .fitness import replay_fitness
+from .search import Rows
 
 
 @dataclass
@@ -93,7 +91,7 @@ class GuardResult:
 
 
 def guard(
-    valid: np.ndarray,
+    valid: Rows,
     expression: str,
     presets: Sequence[str],
     fitness: str,
@@ -103,12 +101,13 @@ def guard(
     learned: float | None = None,
 ) -> GuardResult:
     """Replay ``expression`` (unless its fitness ``learned`` is given) and each of
-    ``presets`` (``rand`` skipped) on ``valid``; the fitness over the budgeted cycles
-    from the ``start``-th on (the held-out cycles of a time validation)."""
+    ``presets`` (``rand`` skipped) on ``valid`` (the validation pages with their groups);
+    the fitness over the budgeted cycles from the ``start``-th on (the held-out cycles of
+    a time validation)."""
     if learned is None:
-        learned = replay_fitness(fitness, simulate(valid, expression, **simulate_kw), start)
+        learned = replay_fitness(fitness, valid.simulate(expression, **simulate_kw), start)
     scores = {
-        name: replay_fitness(fitness, simulate(valid, name, **simulate_kw), start)
+        name: replay_fitness(fitness, valid.simulate(name, **simulate_kw), start)
         for name in presets
         if PRESETS[name].expression is not None
     }

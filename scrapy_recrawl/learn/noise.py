@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from scrapy_recrawl.core.simulate import ORACLE, simulate
+from scrapy_recrawl.core.simulate import ORACLE
 from scrapy_recrawl.scoring import TerminalRegistry
 
 from .config import EvolveConfig
 from .fitness import replay_fitness
-from .search import Candidate, _replay, select_final
+from .search import Candidate, Rows, _replay, select_final
 
 
 @dataclass
@@ -116,7 +116,7 @@ class NoiseReport:
 
 
 def held_out_spread(
-    folds: Sequence[np.ndarray],
+    folds: Sequence[Rows],
     config: EvolveConfig,
     terminals: Sequence[str],
     candidates: Sequence[Candidate],
@@ -124,7 +124,7 @@ def held_out_spread(
     registry: TerminalRegistry | None = None,
 ) -> NoiseReport:
     """Replay each seed's pick and every preset on each held-out fold (``folds``: the
-    change rows of each validation fold and of the test fold)."""
+    rows, with their groups, of each validation fold and of the test fold)."""
     picks = []
     for seed in dict.fromkeys(c.seed for c in candidates):
         try:
@@ -148,9 +148,7 @@ def held_out_spread(
     presets = [
         Spread(
             name,
-            np.array(
-                [replay_fitness(config.fitness, simulate(fold, name, **kw)) for fold in folds]
-            ),
+            np.array([replay_fitness(config.fitness, fold.simulate(name, **kw)) for fold in folds]),
             f"{len(folds)} folds",
         )
         for name in baselines

@@ -31,11 +31,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scrapy_recrawl.core.simulate import resolve_k, simulate
+from scrapy_recrawl.core.simulate import resolve_k
 from scrapy_recrawl.learn import gp
 
 from .config import BASELINES, EvolveConfig, replayable_presets
-from .search import _replay, fold_roles, split_folds
+from .search import Rows, _replay, fold_roles, split_folds
 
 #: budgeted downloads per fold for a ChangeRate standard error of 0.05 at most
 MIN_DOWNLOADS = 100
@@ -141,14 +141,16 @@ def dry_run(
     *,
     content: bool = False,
     baselines: Sequence[str] = BASELINES,
+    groups: np.ndarray | None = None,
 ) -> DryRun:
     """Time one generation of fresh individuals on the training pages and one preset on
-    the test fold (nothing is kept)."""
+    the test fold (nothing is kept); ``groups`` as :func:`~scrapy_recrawl.learn.evolve.evolve`'s."""
     c = np.asarray(changes)
+    rows = Rows.of(c, groups)
     terminals = gp.terminal_set(config.terminals, content=content)
     folds = split_folds(c.shape[0], config.folds, config.seed)
     train_f, valid_f, test_f = fold_roles(config.folds)
-    train = c[np.sort(np.concatenate([folds[i] for i in train_f]))]
+    train = rows.take(np.sort(np.concatenate([folds[i] for i in train_f])))
     trees = gp.ramped_half_and_half(
         random.Random(config.seed),
         config.population,
@@ -162,7 +164,9 @@ def dry_run(
     replay.evaluate(fresh)
     per = (time.perf_counter() - t0) / max(1, len(fresh))
     t0 = time.perf_counter()
-    simulate(c[folds[test_f]], "aad+", warmup=config.warmup, k=config.budget, prior=config.prior)
+    rows.take(folds[test_f]).simulate(
+        "aad+", warmup=config.warmup, k=config.budget, prior=config.prior
+    )
     preset = time.perf_counter() - t0
     held_out = 1 + len(valid_f)  # the test fold, then each held-out fold on its own
     final = per * config.keep_best * config.seeds + preset * len(baselines) * (1 + held_out)
@@ -173,7 +177,7 @@ def dry_run(
         cycles=int(c.shape[1]),
         folds={
             "folds": config.folds,
-            "train": int(train.shape[0]),
+            "train": int(train.changes.shape[0]),
             "validation": int(sum(len(folds[i]) for i in valid_f)),
             "test": int(len(folds[test_f])),
         },

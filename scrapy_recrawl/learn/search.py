@@ -17,13 +17,69 @@ from typing import Any
 
 import numpy as np
 
+from scrapy_recrawl.core.groups import GROUP_COLUMN, history_groups
+from scrapy_recrawl.core.simulate import ReplayResult, SelectFn, simulate
 from scrapy_recrawl.learn import gp
 from scrapy_recrawl.learn.gp import Tree
-from scrapy_recrawl.scoring import TerminalRegistry
+from scrapy_recrawl.scoring import Scorer, TerminalRegistry
 
 from .config import EvolveConfig
 from .population import PopulationReplay
 from .progress import Progress
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Some pages of a history (the training, validation or a test fold) with their
+    ``group`` column: the pooled priors' groups (scoring/pooled.py), each page's host or
+    directory (learn/histories.py ``History.groups``). Every replay of a run is made from
+    one (:meth:`simulate`, :func:`_replay`), so a page's group follows it into every fold.
+    """
+
+    changes: np.ndarray
+    groups: np.ndarray
+
+    @classmethod
+    def of(cls, changes: np.ndarray, groups: np.ndarray | None = None) -> Rows:
+        """All of ``changes`` with ``groups`` (None: every page in one group)."""
+        c = np.asarray(changes)
+        g = history_groups(None, c.shape[0]) if groups is None else np.asarray(groups)
+        if g.shape != c.shape[:1]:
+            raise ValueError(f"groups must hold one code per page ({c.shape[0]}), got {g.shape}")
+        return cls(c, g)
+
+    def take(self, pages: np.ndarray) -> Rows:
+        """The rows ``pages`` (indices), their groups with them."""
+        return Rows(self.changes[pages], self.groups[pages])
+
+    def until(self, cycles: int) -> Rows:
+        """The first ``cycles`` cycles of every row."""
+        return Rows(self.changes[:, :cycles], self.groups)
+
+    def simulate(
+        self,
+        policy: Scorer | str | SelectFn,
+        *,
+        window: int = 0,
+        related: dict[str, Any] | None = None,
+        **kw: Any,
+    ) -> ReplayResult:
+        """:func:`~scrapy_recrawl.core.simulate.simulate` of these rows with their groups;
+        with a ``window`` or ``related`` (a scorer using ``C*`` / ``D*`` / ``Q``),
+        :func:`~scrapy_recrawl.content.replay.simulate_content` (simulate plus them)."""
+        if window or related is not None:
+            from scrapy_recrawl.content.replay import simulate_content
+
+            assert isinstance(policy, (Scorer, str))
+            return simulate_content(
+                self.changes,
+                policy,
+                window=max(1, window),
+                group_column=self.groups,
+                **kw,
+                **(related or {}),
+            )
+        return simulate(self.changes, policy, groups=self.groups, **kw)
 
 
 def split_folds(pages: int, folds: int, seed: int) -> list[np.ndarray]:
@@ -202,24 +258,26 @@ _WORKER: dict[str, Any] = {}
 
 
 def _replay(
-    changes: np.ndarray,
+    rows: Rows,
     config: EvolveConfig,
     terminals: Sequence[str],
     registry: TerminalRegistry | None = None,
 ) -> PopulationReplay:
+    """The batched replay of ``rows`` (their groups as the ``group`` column)."""
     return PopulationReplay(
-        changes,
+        rows.changes,
         k=config.budget,
         warmup=config.warmup,
         prior=config.prior,
         window=gp.window_of(terminals),
         related=config.related,
         registry=registry,
+        columns={GROUP_COLUMN: rows.groups},
     )
 
 
 def _init_worker(
-    train: np.ndarray,
+    train: Rows,
     config: EvolveConfig,
     terminals: Sequence[str],
     quiet: bool,
