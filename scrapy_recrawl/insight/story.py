@@ -5,6 +5,13 @@ The picks of the last cycles are kept with their rank and score, and each cycle'
 cut-off (history/cycle_log.py); a URL not picked has no kept score, so its score is
 computed now, as the crawl computes it (the scorer of the settings, its terminals
 from the store's columns by the terminal registry), for the next cycle.
+
+The terminals that solve for a whole cycle (``chogm_f``, ``lc_f``: scoring/policies.py)
+need that cycle's recrawl budget. The next cycle's is not known yet; the story hands
+them the last planned cycle's, as its plan keeps it (``CyclePlan.budget``), at most the
+candidates scored now, through the crawl's own :func:`~scrapy_recrawl.core.selection.with_budget`.
+Without a plan with a budget (no per-cycle records, or only warm-ups, which fetch
+everything) it says so instead of a score.
 """
 
 from __future__ import annotations
@@ -14,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from scrapy_recrawl.core.selection import candidate_mask, monitor_mask
-from scrapy_recrawl.history.cycle_log import cycle_records, pick_of, picks
+from scrapy_recrawl.core.selection import candidate_mask, monitor_mask, with_budget
+from scrapy_recrawl.history.cycle_log import CyclePlan, cycle_records, pick_of, picks
 
 from .log import VisitLog
 from .urls import UrlStory, visit_lines
@@ -70,30 +77,36 @@ def story(store: Any, log: VisitLog, url: str, url_id: int, rec: Any, settings: 
         s.notes.append(
             f"the visit log keeps {len(visits)} of its {recorded} visits (the oldest are cut)"
         )
-    _last_pick(store, s)
-    _score_now(store, s, settings)
+    plans = _last_pick(store, s)
+    _score_now(store, s, settings, _last_budget(plans))
     return s
 
 
-def _last_pick(store: Any, s: UrlStory) -> None:
-    planned = [r for r in cycle_records(store) if r.plan is not None]
-    if not planned:
+def _last_pick(store: Any, s: UrlStory) -> list[CyclePlan]:
+    """The last planned cycle's rank, score and cut-off of the URL; the plans, oldest first."""
+    plans = [r.plan for r in cycle_records(store) if r.plan is not None]
+    if not plans:
         s.notes.append(
             "no cycle plan is recorded in this store (a crawl before per-cycle records): "
             "its rank and the cut-off are not known"
         )
-        return
-    plan = planned[-1].plan
-    assert plan is not None
+        return plans
+    plan = plans[-1]
     s.last_cycle, s.cutoff, s.picks, s.scorer = plan.cycle, plan.cutoff, plan.picks, plan.scorer
     s.picks_kept = picks(store, plan.cycle) is not None
     got = pick_of(store, plan.cycle, s.url_id)
     if got is not None:
         s.picked_rank, s.picked_score = got
+    return plans
 
 
-def _score_now(store: Any, s: UrlStory, settings: Any) -> None:
-    from scrapy_recrawl.scoring import Scorer
+def _last_budget(plans: list[CyclePlan]) -> int | None:
+    """The budget of the last planned cycle that had one (a warm-up's 0 is none)."""
+    return next((int(p.budget) for p in reversed(plans) if p.budget > 0), None)
+
+
+def _score_now(store: Any, s: UrlStory, settings: Any, budget: int | None) -> None:
+    from scrapy_recrawl.scoring import Scorer, default_registry
     from scrapy_recrawl.settings import get
 
     scorer = Scorer.from_settings(settings)
@@ -118,6 +131,24 @@ def _score_now(store: Any, s: UrlStory, settings: Any) -> None:
     # outside the scored top-k, so its rank is among the other candidates
     rows = np.flatnonzero(live)
     state = {name: col[rows] for name, col in arrays.columns.items()}
+    registry = scorer.registry if scorer.registry is not None else default_registry()
+    budgeted = any(registry.get(n).needs_budget for n in scorer.terminals_needed if n in registry)
+    if budgeted and budget is None:
+        s.notes.append(
+            "its score needs a cycle's recrawl budget (the scorer solves for a whole "
+            "cycle), and no recorded cycle plan has one (none recorded, or only "
+            "warm-ups, which fetch everything): it is not computed"
+        )
+        return
+    if budget is not None:
+        # as the crawl's select_recrawls: the budget, at most the candidates it scores
+        # (the monitoring sample is fetched outside it)
+        state = with_budget(state, min(budget, int(np.count_nonzero(~monitored[rows]))))
+        if budgeted:
+            s.notes.append(
+                f"scored with the recrawl budget of the last planned cycle ({budget} pages), "
+                "which the scorer's per-cycle solution needs"
+            )
     try:
         terms = scorer.terminals(state, arrays.cycle, time.time())
         scores = scorer.score(terms)
