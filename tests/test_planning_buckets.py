@@ -95,3 +95,25 @@ def test_select_by_quotas_oldest_visited_first_inside_each_bucket():
     # a quota larger than the bucket takes the whole bucket
     assert select_by_quotas(bucket, last, np.array([0, 9, 0])).tolist() == [3, 4]
     assert select_by_quotas(bucket, last, np.array([0, 0, 0])).size == 0
+
+
+def test_the_rate_is_the_lam_terminal_to_the_last_bit():
+    """One formula: change_rates is the scorers' lam (CGp / mean spacing), and CGp itself
+    without first_cycle; the numbers are those of the module docstring's formula."""
+    from scrapy_recrawl.scoring import compute_terminals
+
+    rng = np.random.default_rng(4)
+    n = rng.integers(0, 40, 500)
+    X = rng.integers(0, 41, 500) % (n + 1)
+    first = rng.integers(0, 30, 500)
+    last = first + rng.integers(0, 90, 500)
+    c = cols(n, X, last, first)
+    a, b = 0.7, 3.0
+    r = change_rates(c, 120, prior=(a, b))
+    assert np.array_equal(r, compute_terminals(c, 120, prior=(a, b), needed=("lam",))["lam"])
+    p = (X + a) / (n + b)
+    s = np.where((n > 0) & (last > first), (last - first) / np.maximum(n, 1), 1.0)
+    assert np.allclose(r, -np.log1p(-p) / s, rtol=1e-14, atol=0)
+    flat = change_rates(cols(n, X, last), 120, prior=(a, b))
+    assert np.allclose(flat, -np.log1p(-p), rtol=1e-14, atol=0)
+    assert np.isfinite(flat).all()

@@ -16,6 +16,9 @@ and the visit spacing:
   finds a change with probability ``1 - exp(-lambda s)``, hence
   ``lambda = -log(1 - p) / s`` (Cho & Garcia-Molina's estimator, with the prior).
 
+That is the scorers' ``lam`` terminal (scoring/policies.py), and
+:func:`change_rates` computes it through the terminal registry: one formula.
+
 Bucket ``j`` holds rates in ``[edges[j], edges[j + 1])``; the edges are
 ``B + 1`` points log-spaced between the smallest and the largest rate (or
 given, to keep assignments stable from one cycle to the next). A bucket's
@@ -84,22 +87,15 @@ def change_rates(
 
     ``columns`` are the store's columns (``n``, ``X``, ``last_visit_cycle``
     and, when present, ``first_cycle``); ``cycle`` is the current cycle.
-    """
-    from scrapy_recrawl.scoring import DEFAULT_PRIOR, check_prior
 
-    a, b = DEFAULT_PRIOR if prior is None else check_prior(prior)
-    n = np.asarray(columns["n"], dtype=np.float64)
-    X = np.asarray(columns["X"], dtype=np.float64)
-    p = (X + a) / (n + b)
-    p = np.clip(p, 0.0, 1.0 - 1e-12)
-    spacing = np.ones_like(n)
-    first = columns.get("first_cycle")
-    if first is not None:
-        last = np.asarray(columns["last_visit_cycle"], dtype=np.float64)
-        span = last - np.asarray(first, dtype=np.float64)
-        ok = (n > 0) & (span > 0)
-        spacing[ok] = span[ok] / n[ok]
-    return -np.log1p(-p) / spacing
+    The one definition is the scorers' ``lam`` terminal (scoring/policies.py:
+    ``CGp / s``), computed here by the terminal registry; without ``first_cycle``
+    the spacing is one cycle, i.e. ``CGp`` itself (``lam`` would be NaN there).
+    """
+    from scrapy_recrawl.scoring import compute_terminals
+
+    name = "lam" if "first_cycle" in columns else "CGp"
+    return compute_terminals(columns, cycle, prior=prior, needed=(name,))[name]
 
 
 def assign_buckets(
