@@ -147,6 +147,43 @@ def test_due_now_urls_come_first_within_the_budget_and_the_host_cap():
     assert sel.ids.tolist() == [6, 5, 4] and sel.due == 0
 
 
+# -- changefreq as the rate prior ------------------------------------------------------
+
+
+def test_nadc_takes_the_changefreq_as_the_prior_mean():
+    from scrapy_recrawl.scoring import Scorer, compute_terminals
+
+    nan = float("nan")
+    state = {
+        "n": np.array([0, 10, 10, 0, 4]),
+        "X": np.array([0, 1, 1, 0, 2]),
+        # daily on daily cycles twice, none announced, never, none announced
+        "cfreq": np.array([1.0, 1.0, nan, 0.0, nan]),
+    }
+    a, b = 1.0, 10.0
+    got = compute_terminals(state, 5, prior=(a, b), needed=("NADc", "NADp"))
+    p = 1.0 - math.exp(-1.0)  # a change within a cycle at one change per cycle
+    expected = [10 * p / 10, (1 + 10 * p) / 20, 2 / 20, 0.0, 3 / 14]
+    assert got["NADc"].tolist() == pytest.approx(expected, rel=1e-12)
+    # where no changefreq was announced: NADp exactly
+    none = np.isnan(state["cfreq"])
+    assert np.array_equal(got["NADc"][none], got["NADp"][none])
+    # the prior weighs b pseudo-observations: 200 quiet visits outweigh "daily"
+    quiet = compute_terminals(
+        {"n": np.array([200]), "X": np.array([0]), "cfreq": np.array([1.0])},
+        5,
+        prior=(a, b),
+        needed=("NADc",),
+    )["NADc"]
+    assert quiet[0] == pytest.approx(10 * p / 210)
+    # the docs' scorer, and a scorer using it turns the plug-in on
+    scorer = Scorer.from_spec("1 - exp(-NADc*t)")
+    assert "NADc" in scorer.terminals_needed
+    assert "EvidencePlugin" in [
+        c.__name__ for c in check_plugins(Settings({}), frozenset({"NADc", "t"}))
+    ]
+
+
 # -- settings --------------------------------------------------------------------------
 
 

@@ -54,6 +54,7 @@ def test_the_default_registry_is_the_core_then_the_builtin_plugins():
         *(f"C{i}" for i in range(1, 6)),
         "Q",
         "cfreq",
+        "NADc",
         "lmod",
         "strust",
     ]
@@ -67,6 +68,7 @@ def test_the_default_registry_is_the_core_then_the_builtin_plugins():
         "chogm_f",
         "lc_f",
         *POOLED_NAMES,
+        "NADc",
     }
     assert reg.clock_names() == {"hours", "due"}
     assert registry_from_settings(None) is reg and registry_from_settings({}) is reg

@@ -52,6 +52,25 @@ def _lmod(state: Mapping[str, np.ndarray], *_: object) -> np.ndarray:
     return np.asarray(state[DUE_NOW], dtype=np.float64)
 
 
+def _nadc(
+    state: Mapping[str, np.ndarray], _c: int, _now: object, a: float, b: float, get: Any
+) -> np.ndarray:
+    """``(X + b p_c)/(n + b)``: NAD whose prior mean is the sitemap's, where it has one.
+
+    ``p_c = 1 - exp(-cfreq)``, the chance of a change within one cycle for a page
+    changing ``cfreq`` times per cycle (Poisson); where no changefreq was announced
+    (``cfreq`` NaN) the global prior's ``a/b``, so ``NADc`` is ``NADp`` there. The
+    prior's strength stays RECRAWL_PRIOR's ``b``: a few observations outweigh the
+    announcement, as they outweigh ``a/b``."""
+    cfreq = get("cfreq")
+    p = -np.expm1(-np.maximum(cfreq, 0.0))
+    p = np.where(np.isnan(cfreq), a / b, p)
+    p *= b
+    p += get("X")
+    p /= get("n") + b
+    return p
+
+
 class EvidenceSettings:
     """The RECRAWL_* settings of this plug-in, read and checked once."""
 
@@ -82,6 +101,13 @@ class EvidencePlugin:
             "changes per cycle the sitemap's `<changefreq>` announces (cycle length / its "
             "period; 0: never; NaN: none announced)",
             optional_column("cfreq"),
+        ),
+        Terminal(
+            "NADc",
+            "`(X + b*p_c)/(n + b)`: NAD with the sitemap's changefreq as the prior mean "
+            "(`p_c = 1 - exp(-cfreq)`, a change within a cycle); `NADp` where none announced",
+            _nadc,
+            uses_prior=True,
         ),
         Terminal(
             "lmod",
