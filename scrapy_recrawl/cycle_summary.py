@@ -31,6 +31,7 @@ from .core.budget import Budget
 from .core.meta import KIND_MONITOR, KIND_NEW, KIND_PROBE, KIND_RECRAWL, META_KIND
 from .history.cycle_log import COUNTS, CycleSummary, push_summary
 from .scoring.freshness import expected_freshness
+from .scoring.policies import visit_spacing
 
 logger = logging.getLogger("scrapy_recrawl.scheduler")
 
@@ -48,10 +49,9 @@ def freshness_estimate(columns: Any, cycle: int) -> tuple[float, int] | None:
     """The collection's expected freshness when ``cycle`` starts (= when the cycle before
     it ended), from the store's columns as a cycle's opening reads them: the one
     estimator of scoring/freshness.py, over the live URLs (not gone), each with its own
-    ``n``, ``X``, mean visit interval ``(last_visit_cycle - first_cycle) / n`` (at least
-    one cycle) and age ``cycle - last_visit_cycle`` -- recrawl-report's figure for that
-    cycle (insight/cycles.py), from the columns instead of the log. ``(share, pages)``;
-    None when the store hands out no ``first_cycle`` (the interval is unknown then).
+    ``n``, ``X``, mean visit interval (scoring/policies.py ``visit_spacing``) and age
+    ``cycle - last_visit_cycle`` -- recrawl-report's figure for that cycle
+    (insight/cycles.py), from the columns instead of the log. ``(share, pages)``; None when the store hands out no ``first_cycle`` (the interval is unknown then).
     Vector operations only: 0.025 s at 1M URLs, about 1% of opening a cycle of a SQLite
     store of that size (docs/benchmarks.md)."""
     first = columns.get("first_cycle")
@@ -60,7 +60,7 @@ def freshness_estimate(columns: Any, cycle: int) -> tuple[float, int] | None:
     n = np.asarray(columns["n"], dtype=np.float64)
     last = np.asarray(columns["last_visit_cycle"], dtype=np.float64)
     live = ~np.asarray(columns["gone"], dtype=bool) if "gone" in columns else slice(None)
-    interval = np.maximum((last - first) / np.maximum(n, 1.0), 1.0)
+    interval = visit_spacing(n, last, first)  # as the lam terminal reads it
     return expected_freshness(
         n[live], np.asarray(columns["X"])[live], interval[live], (cycle - last)[live]
     )

@@ -9,7 +9,6 @@ tests/test_once_per_cycle.py's (tests/redis_deploy.py)."""
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 
 import pytest
@@ -252,25 +251,12 @@ def test_the_master_of_the_spiders_slot_restarted_mid_crawl_is_waited_out(tmp_pa
 
     from .redis_cluster import RedisCluster
     from .redis_deploy import Deployment
-    from .test_redis_crawl import finish, start_crawl
+    from .test_redis_crawl import crawl_until_served, finish
 
     with RedisCluster(appendonly=True) as cluster, RunningSite(pages=600, seed=5) as site:
         redis = Deployment("cluster", cluster)
         redis.flush()
-        proc = start_crawl(
-            site.base_url,
-            redis.url,
-            tmp_path,
-            "crawl",
-            CONCURRENT_REQUESTS=4,
-            DOWNLOAD_DELAY=0.01,
-            RECRAWL_REDIS_OUTAGE_SECONDS=60,
-            **redis.settings("site"),
-        )
-        deadline = time.monotonic() + 60
-        while len(site.state.served()["served"]) < 100 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert proc.poll() is None, "the crawl ended before the master was restarted"
+        proc = crawl_until_served(site, redis.url, tmp_path, **redis.settings("site"))
         master = cluster.node_of(redis.frontier_key("site", "state"))
         master.restart(down_seconds=2.0)  # SIGTERM, 2 s away, same port, data and slots
         cluster.wait_ok()

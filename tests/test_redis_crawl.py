@@ -123,21 +123,29 @@ def test_three_processes_three_cycles_share_one_frontier(redis_deployment, tmp_p
                 assert n == observed.get(uid, 0)
 
 
+def crawl_until_served(site, redis_url: str, tmp_path, **settings):
+    """A crawl of ``site`` (600 pages, spider "crawl") started and waited on until the site
+    served 100 pages, still running: the moment the restart tests take Redis away."""
+    proc = start_crawl(
+        site.base_url,
+        redis_url,
+        tmp_path,
+        "crawl",
+        CONCURRENT_REQUESTS=4,
+        DOWNLOAD_DELAY=0.01,
+        RECRAWL_REDIS_OUTAGE_SECONDS=60,
+        **settings,
+    )
+    deadline = time.monotonic() + 60
+    while len(site.state.served()["served"]) < 100 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proc.poll() is None, "the crawl ended before Redis was restarted"
+    return proc
+
+
 def test_redis_restarted_mid_crawl_recovers_and_store_stays_consistent(redis_server, tmp_path):
     with RunningSite(pages=600, seed=5) as site:
-        proc = start_crawl(
-            site.base_url,
-            redis_server.url,
-            tmp_path,
-            "crawl",
-            CONCURRENT_REQUESTS=4,
-            DOWNLOAD_DELAY=0.01,
-            RECRAWL_REDIS_OUTAGE_SECONDS=60,
-        )
-        deadline = time.monotonic() + 60
-        while len(site.state.served()["served"]) < 100 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert proc.poll() is None, "the crawl ended before Redis was restarted"
+        proc = crawl_until_served(site, redis_server.url, tmp_path)
         redis_server.restart(down_seconds=2.0)  # SIGTERM, 2 s away, same port and data
         stats = finish([proc], tmp_path, ["crawl"])[0]
         log = (tmp_path / "crawl.log").read_text()

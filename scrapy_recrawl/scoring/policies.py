@@ -95,12 +95,21 @@ def _lam(
     first = _column(state, "first_cycle")
     if first is None:
         return _nan_like(state)
-    n = get("n")
-    span = np.asarray(state["last_visit_cycle"], dtype=np.float64) - first
+    return get("CGp") / visit_spacing(get("n"), state["last_visit_cycle"], first)
+
+
+def visit_spacing(
+    n: np.ndarray, last_visit_cycle: np.ndarray, first_cycle: np.ndarray
+) -> np.ndarray:
+    """Each URL's mean interval between visits in cycles, ``(last_visit_cycle -
+    first_cycle)/n``; 1 where nothing was observed yet (``n = 0``). The one definition:
+    ``lam`` and the crawl's freshness estimate (cycle_summary.py) both use it."""
+    n = np.asarray(n, dtype=np.float64)
+    span = np.asarray(last_visit_cycle, dtype=np.float64) - np.asarray(first_cycle)
     spacing = np.ones_like(n)
     ok = (n > 0) & (span > 0)
     np.divide(span, n, out=spacing, where=ok)
-    return get("CGp") / spacing
+    return spacing
 
 
 def _tc(state: Mapping[str, np.ndarray], cycle: int, *_: object) -> np.ndarray:
