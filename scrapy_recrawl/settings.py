@@ -104,6 +104,8 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_NUTCH_MAX_INTERVAL": 365.0,  # db.fetch.schedule.adaptive.max_interval: 1 year
     "RECRAWL_NUTCH_INC_RATE": 0.4,  # db.fetch.schedule.adaptive.inc_rate
     "RECRAWL_NUTCH_DEC_RATE": 0.2,  # db.fetch.schedule.adaptive.dec_rate
+    # the `burst` terminal: how fast a change's aftershocks decay, in cycles
+    "RECRAWL_BURST_TAU": 2.0,
 }
 
 
@@ -295,6 +297,7 @@ KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "RECRAWL_NUTCH_MAX_INTERVAL": (_number, "a number"),
     "RECRAWL_NUTCH_INC_RATE": (_number, "a number"),
     "RECRAWL_NUTCH_DEC_RATE": (_number, "a number"),
+    "RECRAWL_BURST_TAU": (_number, "a number"),
 }
 
 

@@ -176,9 +176,35 @@ def test_a_preset_added_to_presets_is_guarded_against(monkeypatch):
 def test_guard_result_rules():
     g = GuardResult("changerate", "t * X", 0.5, {"age": 0.4, "aad+": 0.45})
     assert g.returned_preset is None and g.expression == "t * X"
-    assert "beats every preset" in g.line()
+    assert "beats the best preset on the validation data" in g.line()
     tie = GuardResult("changerate", "t * X", 0.45, {"age": 0.4, "aad+": 0.45})
     assert tie.returned_preset == "aad+" and tie.expression == PRESETS["aad+"].expression
+    # ranked on more data: the best preset there is the one compared with, on validation
+    ranked = GuardResult(
+        "changerate", "t * X", 0.42, {"age": 0.4, "aad+": 0.45}, {"age": 0.6, "aad+": 0.5}
+    )
+    assert ranked.best_preset == "age" and ranked.returned_preset is None
+    assert "beats the best preset (ranked on every page but the test fold's) on" in ranked.line()
+    kept = GuardResult(
+        "changerate", "t * X", 0.38, {"age": 0.4, "aad+": 0.45}, {"age": 0.6, "aad+": 0.5}
+    )
+    assert kept.returned_preset == "age" and kept.to_json()["presets_ranking"]["age"] == 0.6
+
+
+def test_the_guard_ranks_the_presets_on_every_page_but_the_test_folds():
+    changes = _history(seed=8)
+    config = EvolveConfig(**SMALL)
+    res = evolve(changes, config, progress=False)
+    folds = split_folds(changes.shape[0], 5, 0)
+    train_f, valid_f, _ = fold_roles(5)
+    seen = changes[np.sort(np.concatenate([folds[i] for i in (*train_f, *valid_f)]))]
+    g = res.guard
+    assert set(g.ranking) == set(g.presets)
+    for name in ("cg+", "age", "burst"):
+        assert g.ranking[name] == replay_fitness("changerate", simulate(seen, name, seed=0))
+    best = max(g.ranking, key=lambda n: g.ranking[n])
+    assert g.best_preset == best
+    assert (res.returned_preset == best) == (g.presets[best] >= g.learned)
 
 
 # ----------------------------------------------------------------- registry terminals

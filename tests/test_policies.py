@@ -165,6 +165,68 @@ def test_lam_tc_and_w_by_hand():
     assert compute_terminals(state, 10, needed={"w"})["w"].tolist() == [1.0] * 4
 
 
+def test_burst_by_hand():
+    state = {
+        "n": np.array([4, 3, 2, 1]),
+        "X": np.array([1, 0, 1, 1]),
+        "last_visit_cycle": np.array([9, 9, 8, 10]),
+        "first_cycle": np.array([1, 2, 4, 10]),
+        "last_change_cycle": np.array([6, -1, 8, 10]),
+    }
+    got = compute_terminals(state, 10, needed={"burst"})["burst"]
+    # tau = 2: integral of exp(-s/2) ds from s = tc - t to s = tc (s: since the change)
+    want = [
+        2 * (math.exp(-3 / 2) - math.exp(-4 / 2)),  # changed at 6, seen at 9: s in [3, 4]
+        0.0,  # never seen to change: no burst
+        2 * (1 - math.exp(-2 / 2)),  # changed when last seen, 2 cycles ago: s in [0, 2]
+        0.0,  # visited (and changed) this very cycle: nothing unseen yet
+    ]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+    # the preset: CG's expected changes plus 4 times the burst's
+    cgp = compute_terminals(state, 10, needed={"CGp"})["CGp"]
+    t = np.array([1, 1, 2, 0])
+    np.testing.assert_allclose(
+        Scorer.from_spec("burst").score_state(state, 10), cgp * (t + 4 * np.array(want))
+    )
+    # RECRAWL_BURST_TAU sets tau: 1 cycle here
+    one = registry_for((), burst=1.0).compute(state, 10, needed=("burst",))["burst"]
+    np.testing.assert_allclose(one[0], math.exp(-3) - math.exp(-4), rtol=1e-12)
+    s = Scorer.from_settings({"RECRAWL_SCORER": "CGp*(t + 4*burst)", "RECRAWL_BURST_TAU": "1"})
+    np.testing.assert_allclose(
+        s.score_state(state, 10),
+        Scorer.from_spec("CGp*(t + 4*burst)", registry=registry_for((), burst=1.0)).score_state(
+            state, 10
+        ),
+    )
+    for bad in ("0", "-1", "soon"):
+        with pytest.raises(RecrawlSettingError, match="^RECRAWL_BURST_TAU=") as err:
+            Scorer.from_settings({"RECRAWL_SCORER": "aad+", "RECRAWL_BURST_TAU": bad})
+        assert "\n" not in str(err.value)
+
+
+def _bursty(pages: int, cycles: int, seed: int) -> np.ndarray:
+    """Pages with a slow base rate whose every change raises the next days' odds 50-fold
+    (decaying over 3 cycles): a release, then its fixes."""
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0.001, 0.01, pages)
+    out = np.zeros((pages, cycles), dtype=np.uint8)
+    since = np.full(pages, 1e9)
+    for c in range(cycles):
+        p = base * (1 + 50 * np.exp(-since / 3))
+        hit = rng.random(pages) < np.minimum(p, 1.0)
+        out[:, c] = hit
+        since = np.where(hit, 0.0, since + 1)
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_burst_finds_more_changes_than_cg_where_changes_come_in_bursts(seed):
+    changes = _bursty(1500, 90, seed)
+    burst = simulate(changes, "burst", k=0.05).mean_change_rate
+    cg = simulate(changes, "cg+", k=0.05).mean_change_rate
+    assert burst > cg * 1.05, (burst, cg)
+
+
 def test_outside_a_cycle_the_budget_terminals_say_what_they_miss():
     state = new_state(3)
     with pytest.raises(ValueError, match="'chogm_f' terminal needs the cycle's recrawl budget"):

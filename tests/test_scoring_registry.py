@@ -45,9 +45,9 @@ def test_the_default_registry_is_the_core_then_the_builtin_plugins():
     names = list(reg)
     assert names[: len(CORE_TERMINALS)] == [t.name for t in CORE_TERMINALS]
     # scoring/policies.py's, always there too
-    policies = ["lam", "tc", "w", "nutch_interval", "chogm_f", "lc_f"]
-    assert names[len(CORE_TERMINALS) : len(CORE_TERMINALS) + 6] == policies
-    assert names[len(CORE_TERMINALS) + 6 :] == [
+    policies = ["lam", "tc", "burst", "w", "nutch_interval", "chogm_f", "lc_f"]
+    assert names[len(CORE_TERMINALS) : len(CORE_TERMINALS) + 7] == policies
+    assert names[len(CORE_TERMINALS) + 7 :] == [
         *(t.name for t in POOLED_TERMINALS),  # the pooled priors (scoring/pooled.py)
         "due",
         *(f"D{i}" for i in range(1, 6)),

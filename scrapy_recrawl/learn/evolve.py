@@ -28,7 +28,8 @@ future of the training window, on pages it has not seen either.
 pick and every preset that needs only the store's columns are replayed on the same
 validation data with the same fitness; when no learned scorer beats the best preset
 there, the run returns that preset (``EvolveResult.returned_preset``), and the test
-fold's ``winner`` row is the preset's.
+fold's ``winner`` row is the preset's. The best preset is the one best on every page
+but the test fold's over every cycle (a preset fits nothing: all that data is fair).
 
 **Seeding with the presets** (``seed_presets``, ``--seed-presets``; off by
 default: the papers' purely random start). Every
@@ -250,6 +251,8 @@ def evolve(
             start=vstart,
             simulate_kw=kw,
             learned=learned,
+            # the presets fit nothing: ranked on every page but the test fold's, every cycle
+            ranking=rows.take(np.sort(np.concatenate([folds[i] for i in (*train_f, *valid_f)]))),
         )
     if checked is not None and checked.returned_preset is not None:
         test_results["winner"] = test.simulate(checked.returned_preset, **kw)

@@ -5,6 +5,8 @@ Terminals (:data:`POLICY_TERMINALS`, registered after the core ones by
 
 * ``lam``: each URL's Poisson change rate in changes per *cycle*;
 * ``tc``: cycles since the last observed change;
+* ``burst``: the extra change hazard a recent change leaves, summed over the cycles
+  since the last visit (``tau`` = RECRAWL_BURST_TAU: :func:`burst_terminal`);
 * ``w``: the URL's importance (the optional column ``importance``, 1.0 where absent);
 * ``nutch_interval``: Apache Nutch's adaptive fetch interval from ``n`` and ``X``, with
   the crawl's RECRAWL_NUTCH_* (its registry's: :func:`nutch_terminal`);
@@ -48,8 +50,11 @@ from .terminals import BUDGET, Terminal
 
 __all__ = [
     "BINS",
+    "BURST_TAU",
     "NUTCH_DEFAULTS",
     "POLICY_TERMINALS",
+    "burst_tau",
+    "burst_terminal",
     "chogm_rates",
     "freshness_marginal",
     "lambdacrawl_rates",
@@ -119,6 +124,52 @@ def _tc(state: Mapping[str, np.ndarray], cycle: int, *_: object) -> np.ndarray:
         return _nan_like(state)
     since = np.where(last >= 0, last, first)
     return float(cycle) - since
+
+
+#: RECRAWL_BURST_TAU's default: the decay of a change's aftershocks, in cycles (picked on
+#: the first halves of the shared histories, bench/gap_study.py: 2 days).
+BURST_TAU = 2.0
+
+
+def burst_tau(settings: Any) -> float:
+    """RECRAWL_BURST_TAU, checked (RecrawlSettingError naming it)."""
+    v = get(settings, "RECRAWL_BURST_TAU", (int, float), lambda v: v > 0, "a number of cycles > 0")
+    return float(v)
+
+
+def burst_terminal(tau: float | None = None) -> Terminal:
+    """The ``burst`` terminal with this decay ``tau`` in cycles (None: :data:`BURST_TAU`).
+
+    Pages that have just changed are likely to change again soon (a release, an edit
+    war, a bot's run): model the hazard ``s`` cycles after the last observed change as
+    ``lam (1 + beta exp(-s/tau))``. Its part beyond the Poisson rate, summed over the
+    cycles since the last visit (``s`` from ``a = tc - t`` to ``tc``), is
+    ``beta lam tau (exp(-a/tau) - exp(-tc/tau))``: ``burst`` is that integral for
+    ``beta lam = 1``, so ``CGp*(t + beta*burst)`` is the whole expected number of
+    changes (the ``burst`` preset, beta = 4). 0 for a page never seen to change.
+    """
+    tau = BURST_TAU if tau is None else float(tau)
+    if not tau > 0:
+        raise ValueError(f"burst: tau must be > 0, got {tau!r}")
+
+    def compute(
+        state: Mapping[str, np.ndarray], _c: int, _now: object, _a: float, _b: float, get: _Getter
+    ) -> np.ndarray:
+        last = _column(state, "last_change_cycle")
+        if last is None:
+            return _nan_like(state)
+        t, tc = get("t"), get("tc")
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = tau * (np.exp(-(tc - t) / tau) - np.exp(-tc / tau))
+        return np.where(last >= 0, out, 0.0)
+
+    return Terminal(
+        "burst",
+        "a recent change's extra hazard over the cycles since the last visit: "
+        "`tau*(exp(-(tc - t)/tau) - exp(-tc/tau))`, 0 if no change was seen "
+        "(RECRAWL_BURST_TAU: tau)",
+        compute,
+    )
 
 
 def _w(state: Mapping[str, np.ndarray], *_: object) -> np.ndarray:
@@ -483,6 +534,7 @@ POLICY_TERMINALS: tuple[Terminal, ...] = (
         uses_prior=True,
     ),
     Terminal("tc", "cycles since the last observed change (since the first visit if none)", _tc),
+    burst_terminal(),
     Terminal("w", "the URL's importance: the `importance` column, 1.0 where absent", _w),
     nutch_terminal(),
     Terminal(

@@ -126,6 +126,13 @@ PRESETS: dict[str, Preset] = {
             "most overdue relative to the adaptive interval: t / interval(n, X)",
         ),
         Preset(
+            "burst",
+            "CGp*(t + 4*burst)",
+            "this package: CG with a change's aftershocks (bench/gap_study.py)",
+            "expected changes since the last visit when a change raises the rate "
+            "(1 + 4 exp(-s/tau))-fold s cycles after it",
+        ),
+        Preset(
             "chogm",
             "t*chogm_f",
             "Cho & Garcia-Molina, TODS 2003 (optimal revisit frequencies for freshness)",
@@ -153,7 +160,7 @@ PAPER_PRESETS: tuple[str, ...] = ("cg", "nad", "sad", "aad", "gad", "age", "rand
 #: The variants that use the prior.
 SMOOTHED_PRESETS: tuple[str, ...] = ("cg+", "nad+", "sad+", "aad+", "gad+")
 #: The peers crawlers run today and the freshness-optimal policies (docs/scorers.md).
-POLICY_PRESETS: tuple[str, ...] = ("nutch", "chogm", "lambdacrawl")
+POLICY_PRESETS: tuple[str, ...] = ("burst", "nutch", "chogm", "lambdacrawl")
 #: The variants whose prior is the URL's group's (scoring/pooled.py: the group column).
 POOLED_PRESETS: tuple[str, ...] = ("aad+h", "nad+h")
 #: Presets that need more than the store's columns (the scheduler adds basket_seconds).

@@ -27,7 +27,15 @@ import numpy as np
 
 from ..settings import DEFAULTS, RecrawlSettingError, closest, convert
 from .parse import RESERVED
-from .policies import NUTCH_DEFAULTS, POLICY_TERMINALS, nutch_parameters, nutch_terminal
+from .policies import (
+    BURST_TAU,
+    NUTCH_DEFAULTS,
+    POLICY_TERMINALS,
+    burst_tau,
+    burst_terminal,
+    nutch_parameters,
+    nutch_terminal,
+)
 from .pooled import POOLED_TERMINALS
 from .terminals import (
     BUDGET,
@@ -219,14 +227,16 @@ def path_of(entry: Any) -> str:
 
 
 def registry_for(
-    paths: Iterable[Any], nutch: Mapping[str, float] | None = None
+    paths: Iterable[Any],
+    nutch: Mapping[str, float] | None = None,
+    burst: float | None = None,
 ) -> TerminalRegistry:
     """The core terminals plus those of the plug-ins at ``paths`` (each stamped with the
     path it was listed under as its ``provider``); ``nutch``: RECRAWL_NUTCH_*'s numbers
-    for ``nutch_interval`` (None: Nutch's defaults)."""
-    policies = [
-        nutch_terminal(nutch) if t.name == "nutch_interval" else t for t in POLICY_TERMINALS
-    ]
+    for ``nutch_interval`` (None: Nutch's defaults); ``burst``: RECRAWL_BURST_TAU for
+    ``burst`` (None: its default)."""
+    made = {"nutch_interval": nutch_terminal(nutch), "burst": burst_terminal(burst)}
+    policies = [made.get(t.name, t) for t in POLICY_TERMINALS]
     registry = TerminalRegistry((*CORE_TERMINALS, *policies, *POOLED_TERMINALS))
     for entry in paths:
         path = path_of(entry)
@@ -254,12 +264,13 @@ def default_registry() -> TerminalRegistry:
 
 def registry_from_settings(settings: Any) -> TerminalRegistry:
     """The registry a crawl with these settings uses (its listed plug-ins' terminals, its
-    RECRAWL_NUTCH_* numbers)."""
+    RECRAWL_NUTCH_* numbers, its RECRAWL_BURST_TAU)."""
     paths = plugin_paths(settings)
-    nutch = nutch_parameters(settings)  # checked whatever the scorer: start-up fails early
-    if paths == plugin_paths(None) and nutch == NUTCH_DEFAULTS:
+    # checked whatever the scorer: start-up fails early
+    nutch, tau = nutch_parameters(settings), burst_tau(settings)
+    if paths == plugin_paths(None) and nutch == NUTCH_DEFAULTS and tau == BURST_TAU:
         return default_registry()
-    return registry_for(paths, nutch)
+    return registry_for(paths, nutch, tau)
 
 
 def compute_terminals(
