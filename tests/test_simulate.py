@@ -180,3 +180,47 @@ def test_the_replay_and_the_crawl_spend_the_same_budget():
         crawl = cycle_budget(share, 0.0, pages, warmup=False).total
         assert resolve_k(share, pages) == crawl, (share, pages)
     assert resolve_k(0.05, 50) == 3  # 2.5 pages: rounded up, in both places
+
+
+def test_a_handover_keeps_the_metrics_of_the_cycles_after_it():
+    """With ``before`` the policy itself, a hand-over at cycle h changes nothing but
+    which cycles are measured: the same replay, its metrics from h on."""
+    rng = np.random.default_rng(3)
+    changes = (rng.random((60, 30)) < 0.2).astype(np.uint8)
+    whole = simulate(changes, "aad+", k=6)
+    late = simulate(changes, "aad+", k=6, handover=12)
+    assert late.warmup == 12 and late.change_rate.size == 30 - 12
+    np.testing.assert_array_equal(late.change_rate, whole.change_rate[10:])
+    np.testing.assert_array_equal(late.freshness, whole.freshness[10:])
+    np.testing.assert_array_equal(late.ndcg, whole.ndcg[10:])
+
+
+def test_before_the_handover_another_policy_crawls():
+    """The cycles before the hand-over are picked by ``before`` alone, the rest by the
+    policy alone, and the policy takes over the store ``before`` filled."""
+    changes = (np.random.default_rng(4).random((40, 20)) < 0.3).astype(np.uint8)
+    calls: dict[str, list[int]] = {"before": [], "after": []}
+
+    def by(label: str):
+        def select(state: Mapping[str, np.ndarray], cycle: int, k: int) -> np.ndarray:
+            calls[label].append(cycle)
+            if label == "after" and cycle == 8:  # the store holds what `before` saw
+                assert state["n"].sum() == 40 + 4 * (8 - 2)
+            return np.argsort(state["last_visit_cycle"], kind="stable")[:k]
+
+        return select
+
+    r = simulate(changes, by("after"), k=4, handover=8, before=by("before"))
+    assert calls["before"] == list(range(2, 8))
+    assert calls["after"] == list(range(8, 20))
+    assert r.change_rate.size == 12
+    # the oracle takes over too, and it is as good as the policy it replaced
+    handed = simulate(changes, "oracle", k=4, handover=8, before="age")
+    assert handed.mean_change_rate >= simulate(changes, "age", k=4, handover=8).mean_change_rate
+
+
+def test_a_handover_outside_the_replay_is_refused():
+    with pytest.raises(ValueError, match="handover"):
+        simulate(TINY, "age", handover=1)
+    with pytest.raises(ValueError, match="handover"):
+        simulate(TINY, "age", handover=7)

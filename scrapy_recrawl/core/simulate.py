@@ -180,6 +180,51 @@ def _record_fetch(
     state["last_visit_time"][idx] = now
 
 
+class _Picker:
+    """One policy's pick of a cycle's fetches: a scorer's top-k (its own terminals,
+    from its registry, with the cycle's budget, as in the crawl), the oracle's, or a
+    selection function's."""
+
+    def __init__(
+        self, policy: Scorer | str | SelectFn, prior: tuple[float, float] | None, seed: int
+    ) -> None:
+        self.oracle = isinstance(policy, str) and policy.strip().lower() == ORACLE
+        self.select: SelectFn | None = None
+        self.scorer: Scorer | None = None
+        if callable(policy) and not isinstance(policy, (Scorer, str)):
+            self.select = policy
+            self.label = getattr(policy, "__name__", "custom")
+        elif self.oracle:
+            self.label = ORACLE
+        else:
+            self.scorer = (
+                policy
+                if isinstance(policy, Scorer)
+                else Scorer.from_spec(policy, prior=prior, seed=seed)  # type: ignore[arg-type]
+            )
+            name = self.scorer.name
+            self.label = name if name != "expression" else str(self.scorer)
+        self.cut_prior = self.scorer.prior if self.scorer is not None else prior
+
+    def __call__(
+        self,
+        cols: Mapping[str, np.ndarray],
+        stale: np.ndarray,
+        cyc: int,
+        now: float,
+        budget: int,
+    ) -> np.ndarray:
+        if self.select is not None:
+            return np.asarray(self.select(cols, cyc, budget), dtype=np.int64)[:budget]
+        if self.oracle:
+            # stale pages first (a bonus above any age), the longest-unvisited first
+            t = cyc - cols["last_visit_cycle"]
+            return top_k_indices(stale * float(cyc + 1) + t, budget)
+        assert self.scorer is not None
+        terms = self.scorer.terminals(with_budget(cols, budget), cyc, now)
+        return self.scorer.top_k(terms, budget)
+
+
 def simulate(
     changes: np.ndarray,
     policy: Scorer | str | SelectFn = "gp4c",
@@ -193,6 +238,8 @@ def simulate(
     extension: ReplayExtension | None = None,
     groups: np.ndarray | None = None,
     adaptive_budget: float | None = None,
+    handover: int | None = None,
+    before: Scorer | str | SelectFn | None = None,
 ) -> ReplayResult:
     """Replay ``policy`` over ``changes[page, cycle]``; returns per-cycle metrics.
 
@@ -210,6 +257,12 @@ def simulate(
     RECRAWL_ADAPTIVE_BUDGET: a policy's ranked picks are cut as the crawl cuts them
     (:func:`scrapy_recrawl.core.budget.adaptive_cut`; not the oracle's); ChangeRate
     stays per budget page, ``fetched`` says what each cycle spent.
+
+    ``handover`` is the cycle from which ``policy`` crawls and the metrics are kept
+    (None: the first after the warm-up); the budgeted cycles before it are crawled
+    by ``before`` (a policy as ``policy``; None: ``policy`` itself), so the policy
+    takes over a store that already holds their observations: what a user gets who
+    crawled with one scorer, ran ``recrawl-evolve`` and pasted the winner.
     """
     c = np.asarray(changes)
     if c.ndim != 2:
@@ -220,21 +273,12 @@ def simulate(
     if not 1 <= warmup <= cycles:
         raise ValueError(f"warmup={warmup!r}: expected 1..{cycles} (the number of cycles)")
     budget = resolve_k(k, pages)
-    oracle = isinstance(policy, str) and policy.strip().lower() == ORACLE
-    custom = callable(policy) and not isinstance(policy, (Scorer, str))
-    scorer: Scorer | None = None
-    if custom:
-        label = getattr(policy, "__name__", "custom")
-    elif oracle:
-        label = ORACLE
-    else:
-        scorer = (
-            policy
-            if isinstance(policy, Scorer)
-            else Scorer.from_spec(policy, prior=prior, seed=seed)  # type: ignore[arg-type]
-        )
-        label = scorer.name if scorer.name != "expression" else str(scorer)
-    name = name or label
+    first = warmup if handover is None else handover
+    if not warmup <= first <= cycles:
+        raise ValueError(f"handover={handover!r}: expected {warmup}..{cycles} (warm-up to end)")
+    pick = _Picker(policy, prior, seed)
+    pick_before = pick if before is None else _Picker(before, prior, seed)
+    name = name or pick.label
 
     by_cycle = np.ascontiguousarray(c.T != 0)  # [cycle, page], one row per cycle
     seconds = float(cycle_hours) * 3600.0
@@ -255,52 +299,45 @@ def simulate(
             extension.fetched(everyone, stale.copy(), cyc)
         stale[:] = False
 
-    evaluated = cycles - warmup
+    evaluated = cycles - first
     change_rate = np.zeros(evaluated)
     ndcg = np.zeros(evaluated)
     freshness = np.zeros(evaluated)
     changed_fetched = np.zeros(evaluated, dtype=np.int64)
     fetched = np.zeros(evaluated, dtype=np.int64)
     threshold = check_adaptive_budget(adaptive_budget, "adaptive_budget")
-    cut_prior = scorer.prior if scorer is not None else prior
     discount = 1.0 / np.log2(np.arange(2, budget + 2, dtype=np.float64))
     ideal = np.concatenate(([0.0], np.cumsum(discount)))  # ideal[m] = IDCG with m relevant
 
-    for j, cyc in enumerate(range(warmup, cycles)):
+    for cyc in range(warmup, cycles):
         stale |= by_cycle[cyc]
         now = cyc * seconds
-        if custom:
-            idx = np.asarray(policy(state, cyc, budget), dtype=np.int64)[:budget]  # type: ignore[operator]
-        elif oracle:
-            t = cyc - state["last_visit_cycle"]
-            idx = top_k_indices(stale * float(cycles + 1) + t, budget)
-        else:
-            assert scorer is not None
-            cols = state if extension is None else {**state, **extension.columns(cyc)}
-            cols = with_budget(cols, budget)  # as the crawl's select_recrawls gives it
-            # the scorer's own terminals, from its registry (as in the crawl)
-            idx = scorer.top_k(scorer.terminals(cols, cyc, now), budget)
-        if threshold is not None and not oracle:
-            idx = idx[: adaptive_cut(state, idx, cyc, cut_prior, threshold)]
-        fetched[j] = idx.size
+        chooser = pick if cyc >= first else pick_before
+        cols = state if extension is None else {**state, **extension.columns(cyc)}
+        idx = chooser(cols, stale, cyc, now, budget)
+        if threshold is not None and not chooser.oracle:
+            idx = idx[: adaptive_cut(state, idx, cyc, chooser.cut_prior, threshold)]
         hit = stale[idx]
-        n_stale = int(np.count_nonzero(stale))
-        found = int(np.count_nonzero(hit))
-        changed_fetched[j] = found
-        change_rate[j] = found / budget
-        best = ideal[min(budget, n_stale)]
-        ndcg[j] = float(discount[: idx.size] @ hit) / best if best > 0 else 1.0
+        if cyc >= first:
+            j = cyc - first
+            fetched[j] = idx.size
+            n_stale = int(np.count_nonzero(stale))
+            found = int(np.count_nonzero(hit))
+            changed_fetched[j] = found
+            change_rate[j] = found / budget
+            best = ideal[min(budget, n_stale)]
+            ndcg[j] = float(discount[: idx.size] @ hit) / best if best > 0 else 1.0
+            freshness[j] = 1.0 - (n_stale - found) / pages
         _record_fetch(state, idx, hit, cyc, now)
         if extension is not None:
             extension.fetched(idx, hit, cyc)
         stale[idx] = False
-        freshness[j] = 1.0 - (n_stale - found) / pages
 
     return ReplayResult(
         policy=name,
         pages=pages,
         k=budget,
-        warmup=warmup,
+        warmup=first,
         change_rate=change_rate,
         ndcg=ndcg,
         freshness=freshness,
