@@ -11,10 +11,16 @@ For each history (the six of ``../shared/data/changes/*.npz`` and the example si
 own folds, validation, preset guard: learn/evolve.py; population 100, 15 generations,
 2 GP seeds by default, as the issue measured), once per bench seed (``--seeds``, at
 least 3: the spread of what a user gets). The expression it returns (learned, or the
-preset the guard kept) is then replayed on the **second half** (a fresh replay: the
-warm-up, then 5% of the pages per day), beside every preset the replay can run
-(learn/config.py ``replayable_presets``: scoring/presets.py iterated, so new presets
-appear here by themselves) and the oracle.
+preset the guard kept) then crawls the **second half** (5% of the pages per day),
+beside every preset the replay can run (learn/config.py ``replayable_presets``:
+scoring/presets.py iterated, so new presets appear here by themselves) and the oracle.
+
+``--start warm`` (the default) is what a user gets: the first half was crawled with
+the default scorer (``RECRAWL_SCORER``, ``aad+``), so when the learned scorer (or a
+preset, or the oracle) takes over at the half it finds a store that already holds the
+first half's observations (``simulate(..., handover=half, before=default)``).
+``--start cold`` replays the second half alone, from an empty store (the warm-up, then
+the budget): every scorer must learn each page's rate again from nothing.
 
 Printed: one table per history (ChangeRate as a share of the oracle's, NDCG,
 freshness; the learned scorer as mean ± sd over the seeds), then one summary table
@@ -56,6 +62,7 @@ from scrapy_recrawl.learn.config import (  # noqa: E402
 )
 from scrapy_recrawl.learn.evolve import evolve  # noqa: E402
 from scrapy_recrawl.learn.fitness import replay_fitness  # noqa: E402
+from scrapy_recrawl.settings import DEFAULTS  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "changes"
 SITE = "example_site"
@@ -86,6 +93,20 @@ def halves(changes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return changes[:, :half], changes[:, half:]
 
 
+#: the scorer that crawled the first half before a warm start's hand-over
+DEFAULT_SCORER = str(DEFAULTS["RECRAWL_SCORER"])
+
+
+def second_half(changes: np.ndarray, start: str, **kw: Any) -> tuple[np.ndarray, dict[str, Any]]:
+    """The matrix to replay and the replay's arguments for the second half: all the
+    days, handed over at the half after the default scorer crawled the first (warm), or
+    the second half's days alone (cold)."""
+    if start == "cold":
+        return halves(changes)[1], {"warmup": 2, "k": 0.05, **kw}
+    half = changes.shape[1] // 2
+    return changes, {"warmup": 2, "k": 0.05, "handover": half, "before": DEFAULT_SCORER, **kw}
+
+
 def _metrics(result: Any, oracle_cr: float) -> dict[str, float]:
     return {
         "share": result.mean_change_rate / oracle_cr if oracle_cr > 0 else float("nan"),
@@ -95,12 +116,11 @@ def _metrics(result: Any, oracle_cr: float) -> dict[str, float]:
     }
 
 
-def _presets_task(task: tuple[str, int]) -> tuple[str, dict[str, dict[str, float]]]:
+def _presets_task(task: tuple[str, int, str]) -> tuple[str, dict[str, dict[str, float]]]:
     """Every preset and the oracle on the second half of one history."""
-    source, budget_seed = task
+    source, budget_seed, start = task
     changes, groups = history(source)
-    _, check = halves(changes)
-    kw = {"warmup": 2, "k": 0.05, "seed": budget_seed, "groups": groups}
+    check, kw = second_half(changes, start, seed=budget_seed, groups=groups)
     oracle = simulate(check, ORACLE, **kw)
     out = {}
     for name in (*replayable_presets(), ORACLE):
@@ -109,15 +129,15 @@ def _presets_task(task: tuple[str, int]) -> tuple[str, dict[str, dict[str, float
     return source, out
 
 
-def _learn_task(task: tuple[str, int, dict[str, Any]]) -> tuple[str, int, dict[str, Any]]:
+def _learn_task(task: tuple[str, int, str, dict[str, Any]]) -> tuple[str, int, dict[str, Any]]:
     """``recrawl-evolve`` on the first half, its returned expression on the second."""
-    source, seed, params = task
+    source, seed, start, params = task
     changes, groups = history(source)
-    fit, check = halves(changes)
+    fit, _ = halves(changes)
     config = EvolveConfig(**params, seed=seed, jobs=1)
     t0 = time.process_time()
     result = evolve(fit, config, progress=False, baselines=(ORACLE,), groups=groups)
-    kw = {"warmup": 2, "k": 0.05, "seed": seed, "groups": groups}
+    check, kw = second_half(changes, start, seed=seed, groups=groups)
     oracle = simulate(check, ORACLE, **kw)
     learned = simulate(check, result.expression, **kw)
     return (
@@ -159,6 +179,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--seed-presets", action=argparse.BooleanOptionalAction, default=True, help="as evolve's"
     )
+    ap.add_argument(
+        "--start",
+        choices=("warm", "cold"),
+        default="warm",
+        help="warm: the second half continues the default scorer's crawl of the first "
+        "(a user's store); cold: the second half replayed from an empty store",
+    )
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument(
         "--quick",
@@ -187,9 +214,9 @@ def main(argv: list[str] | None = None) -> None:
     }
     EvolveConfig(**params).check()
     t0 = time.perf_counter()
-    learn_tasks = [(s, seed, params) for s in sources for seed in range(args.seeds)]
+    learn_tasks = [(s, seed, args.start, params) for s in sources for seed in range(args.seeds)]
     with ProcessPoolExecutor(max(1, args.jobs)) as ex:
-        preset_futs = [ex.submit(_presets_task, (s, 0)) for s in sources]
+        preset_futs = [ex.submit(_presets_task, (s, 0, args.start)) for s in sources]
         learn_futs = [ex.submit(_learn_task, t) for t in learn_tasks]
         presets = dict(f.result() for f in preset_futs)
         learned: dict[str, list[dict[str, Any]]] = {s: [] for s in sources}
@@ -202,8 +229,13 @@ def main(argv: list[str] | None = None) -> None:
         f"fitness {args.fitness}; evolve on the first half (population {args.population}, "
         f"{args.generations} generations, {args.gp_seeds} GP seeds, terminals {args.terminals}, "
         f"validation {args.validation}, seed presets {'on' if args.seed_presets else 'off'}, "
-        f"preset guard on), replay the second half (W=2, k=5%); learned: mean ± sd over "
-        f"{args.seeds} seeds"
+        f"preset guard on), crawl the second half (k=5%; "
+        + (
+            f"taking over from {DEFAULT_SCORER}'s crawl of the first half"
+            if args.start == "warm"
+            else "a fresh replay, W=2"
+        )
+        + f"); learned: mean ± sd over {args.seeds} seeds"
     )
     summary_rows = []
     for s in sources:
@@ -281,7 +313,8 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(f"wall {wall:.0f} s, evolve CPU {cpu:.0f} s, {args.jobs} processes")
     print(
-        f"summary: fitness={args.fitness} histories={len(summary_rows)} seeds={args.seeds} "
+        f"summary: fitness={args.fitness} start={args.start} histories={len(summary_rows)} "
+        f"seeds={args.seeds} "
         f"learned_share={np.mean(share):.4f} learned_freshness={np.mean(fresh):.4f} "
         f"best_preset_share={np.mean(best_share):.4f} "
         f"best_preset_freshness={np.mean(best_fresh):.4f} "

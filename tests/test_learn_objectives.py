@@ -348,12 +348,14 @@ def test_the_learner_replays_with_the_pages_groups():
 
 
 @pytest.mark.slow
-def test_selftrain_quick_runs_and_ends_with_its_summary(tmp_path):
+@pytest.mark.parametrize("start", ["warm", "cold"])
+def test_selftrain_quick_runs_and_ends_with_its_summary(tmp_path, start):
     path = tmp_path / "small.npz"
     np.savez(path, changes=_history(pages=150, cycles=40, seed=10))
     out = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "selftrain.py"), "--quick", "--no-site"]
-        + ["--history", str(path), "--jobs", "1", "--fitness", "changerate:0.5,freshness:0.5"],
+        + ["--history", str(path), "--jobs", "1", "--fitness", "changerate:0.5,freshness:0.5"]
+        + ["--start", start],
         capture_output=True,
         text=True,
         timeout=120,
@@ -363,7 +365,7 @@ def test_selftrain_quick_runs_and_ends_with_its_summary(tmp_path):
     assert "| learned |" in out.stdout and "| oracle | 1.000 |" in out.stdout
     last = dict(kv.split("=", 1) for kv in lines[-1].removeprefix("summary: ").split())
     assert lines[-1].startswith("summary: ") and last["histories"] == "1"
-    assert last["fitness"] == "changerate:0.5,freshness:0.5"
+    assert last["fitness"] == "changerate:0.5,freshness:0.5" and last["start"] == start
     assert 0.0 < float(last["learned_share"]) <= 1.0 + 1e-9
     assert 0.0 < float(last["learned_freshness"]) <= 1.0
 
