@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
@@ -347,6 +348,11 @@ def get(
             raise RecrawlSettingError(
                 f"{name}={raw!r}: expected {expect or _type_name(kind)}, got {type(value).__name__}"
             )
+    if isinstance(value, float) and not math.isfinite(value):
+        # inf passes most checks (> 0, >= 1) and then poisons a score with inf*0 = NaN
+        raise RecrawlSettingError(
+            f"{name}={raw!r}: expected a finite number ({expect or 'a number'})"
+        )
     if check is not None and not check(value):
         raise RecrawlSettingError(f"{name}={raw!r}: expected {expect}")
     return value

@@ -276,3 +276,19 @@ def test_user_mistakes_are_one_line(crawled, tmp_path):
     # a misspelled name is warned about (it would read the default store without a word)
     run = scrapy(project, "recrawl-report", "-s", setting, "-s", "RECRAWL_STOR=x.sqlite3")
     assert run.returncode == 0 and "RECRAWL_STORE" in run.stderr and "RECRAWL_STOR " in run.stderr
+
+
+def test_a_bad_scorer_setting_for_url_is_one_line(crawled):
+    """--url scores the URL with the project's scorer settings: a bad one is named in
+    one line with a non-zero exit, as a crawl names it, not a traceback."""
+    project, setting = crawled
+    data = json.loads(report(crawled, "--format", "json").stdout)
+    url = data["changing"][0]["url"]
+    for bad, named in (
+        (["-s", "RECRAWL_SCORER=burst", "-s", "RECRAWL_BURST_TAU=abc"], "RECRAWL_BURST_TAU"),
+        (["-s", "RECRAWL_SCORER=burst", "-s", "RECRAWL_BURST_TAU=inf"], "RECRAWL_BURST_TAU"),
+        (["-s", "RECRAWL_SCORER=CGp*(t + 4*burstt)"], "did you mean 'burst'"),
+    ):
+        run = scrapy(project, "recrawl-report", "-s", setting, *bad, "--url", url)
+        assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr
+        assert len(run.lines) == 1 and named in run.lines[0], run.stderr

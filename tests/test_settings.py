@@ -160,6 +160,11 @@ def test_the_start_up_check_takes_command_line_strings():
         ("RECRAWL_BUDGET", "1.0", "write 1 for one page or '100%'"),
         ("RECRAWL_REDIS_OUTAGE_SECONDS", "soon", "RECRAWL_REDIS_OUTAGE_SECONDS='soon'"),
         ("RECRAWL_ON_STORE_LOSS", "ignore", "RECRAWL_ON_STORE_LOSS='ignore': expected 'stop' or"),
+        # inf passes "> 0" and would score inf*0 = NaN: every number must be finite
+        ("RECRAWL_BURST_TAU", "inf", "RECRAWL_BURST_TAU='inf': expected a finite number"),
+        ("RECRAWL_NUTCH_INTERVAL", "inf", "RECRAWL_NUTCH_INTERVAL='inf': expected a finite"),
+        ("RECRAWL_FLUSH_SECONDS", "-inf", "RECRAWL_FLUSH_SECONDS='-inf': expected a finite"),
+        ("RECRAWL_BURST_TAU", "nan", "RECRAWL_BURST_TAU='nan': expected a finite number"),
     ],
 )
 def test_a_bad_string_is_refused_by_name(name, text, message):

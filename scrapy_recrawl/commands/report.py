@@ -88,6 +88,7 @@ class Command(RecrawlCommand):
         self._check_options(opts)
         from scrapy_recrawl.history import HistoryStoreError
         from scrapy_recrawl.history.records import RecordError
+        from scrapy_recrawl.settings import RecrawlSettingError
 
         store = self.open_history(opts)  # read-only: never created, migrated or changed
         try:
@@ -99,6 +100,10 @@ class Command(RecrawlCommand):
                 self._report(store, opts)
         except (HistoryStoreError, RecordError) as exc:
             raise InputError(f"{store.location}: {exc}") from None
+        except RecrawlSettingError as exc:
+            # --url scores the URL with the project's scorer settings, read only here:
+            # one line and exit 1, as a crawl says it
+            raise InputError(str(exc)) from None
         except BrokenPipeError:
             # `... | head`: the reader left; no traceback, and none at exit either
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
