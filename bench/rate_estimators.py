@@ -89,6 +89,14 @@ class DecayedRate:
         return (self.changes + PRIOR[0]) / (self.exposure + PRIOR[1])
 
 
+def _terminals(
+    scorer: Scorer, state: Mapping[str, np.ndarray], cycle: int, k: int
+) -> dict[str, np.ndarray]:
+    """The scorer's terminals as the replay computes them (the cycle's budget handed
+    over, days as cycles)."""
+    return scorer.terminals(with_budget(state, k), cycle, cycle * 86400.0)
+
+
 def _ranked(score: np.ndarray, k: int) -> np.ndarray:
     return np.lexsort((np.arange(score.size), -score))[:k]
 
@@ -100,7 +108,7 @@ def candidate(T: float, beta: float) -> tuple[Select, Select]:
 
     def before(state: Mapping[str, np.ndarray], cycle: int, k: int) -> np.ndarray:
         rates.follow(state)
-        return default.top_k(default.terminals(with_budget(state, k), cycle, cycle * 86400.0), k)
+        return default.top_k(_terminals(default, state, cycle, k), k)
 
     def after(state: Mapping[str, np.ndarray], cycle: int, k: int) -> np.ndarray:
         rates.follow(state)
@@ -135,11 +143,11 @@ def interval_candidate(gamma: float) -> tuple[Select, Select]:
 
     def before(state: Mapping[str, np.ndarray], cycle: int, k: int) -> np.ndarray:
         seen.follow(state)
-        return default.top_k(default.terminals(with_budget(state, k), cycle, cycle * 86400.0), k)
+        return default.top_k(_terminals(default, state, cycle, k), k)
 
     def after(state: Mapping[str, np.ndarray], cycle: int, k: int) -> np.ndarray:
         seen.follow(state)
-        score = burst.score(burst.terminals(with_budget(state, k), cycle, cycle * 86400.0))
+        score = burst.score(_terminals(burst, state, cycle, k))
         last = state["last_change_cycle"]
         known = (seen.previous >= 0) & (last >= 0)
         due = known & (cycle - last >= 0.8 * (last - seen.previous))
