@@ -87,6 +87,15 @@ def test_one_url_asked_for_by_every_stream_is_fetched_once_per_cycle(backend, tm
         "RECRAWL_SEED": 0,
         **_backend_settings(backend, tmp_path, request),
     }
+    if backend != "sqlite":
+        # "/" must be a monitored pick there too: the monitoring sample is pushed first,
+        # within the recrawl quota. On Redis a URL's id comes from its shard (its
+        # fingerprint, so the site's random port): "/" is id 1, and in a 40% sample, only
+        # by chance. A scored pick past the quota (the new URLs' share, lent to recrawls
+        # while none wait) is dropped once /new or /moved takes that share, and a known
+        # start URL is not fetched on the spider's say-so: "/" as that pick would be
+        # fetched by nobody, as the budget rules say (seen: 1 run in 15).
+        settings["RECRAWL_MONITOR_SHARE"] = 1.0
     if backend == "sqlite":  # loop-time probes need the scheduler's own (local) frontier
         settings |= {
             "RECRAWL_PROBE": True,
@@ -115,15 +124,21 @@ def test_one_url_asked_for_by_every_stream_is_fetched_once_per_cycle(backend, tm
             assert stats["recrawl/cycle"] == cycle
             fetched = Counter(entry["path"] for entry in site.log)
             assert max(fetched.values()) == 1, (cycle, fetched)
-            assert fetched["/"] == 1
+            recrawl = {k: v for k, v in stats.items() if k.startswith("recrawl/")}
+            assert fetched["/"] == 1, (cycle, fetched, recrawl)
             if cycle >= 2:
                 assert stats["recrawl/monitored"] >= 1  # "/" among them
             if cycle == 3:
                 assert fetched["/new"] == 1
             dropped += stats.get("recrawl/fetched_this_cycle_dropped", 0)
             probes += stats.get("recrawl/probes/fetched", 0)
-            if cycle == 1 and backend == "sqlite":
-                time.sleep(2.0)  # the first probe offset comes due
+            if cycle in (1, 3) and backend == "sqlite":
+                # the first probe offset comes due before the next cycle: of every page
+                # after cycle 1, of /new (first fetched in cycle 3) after cycle 3. A probe
+                # coming due in the middle of a cycle, after the URL's fetch, is a later
+                # measurement and goes out again (frontier/base.py: first_fetch): on a
+                # loaded machine cycle 4 outlasted /new's 2 s and fetched it twice.
+                time.sleep(2.0)
     if backend == "sqlite":  # probes due for every page: the rule was needed, not luck
         assert probes >= 1 and dropped >= 1
 
