@@ -83,6 +83,7 @@ class ReplayResult:
     policy: str
     pages: int
     k: int
+    #: the first cycle the metrics cover: the warm-up's length, or the hand-over's cycle
     warmup: int
     change_rate: np.ndarray
     ndcg: np.ndarray
