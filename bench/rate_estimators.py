@@ -32,7 +32,7 @@ The candidates' parameters (``T`` in {30, 90, 180} days, ``beta`` in {0, 4}; ``a
 ``b = 10`` days; ``gamma``) are picked per history on the **first half** alone, by the same
 take-over one level down (``aad+`` crawls its first quarter, the candidate its second).
 Printed: one table, its mean and its ratio to ``aad+`` (the baseline in the same run),
-then the parameters picked, and a ``summary:`` line. About 4 minutes on 2 processes.
+then the parameters picked, and a ``summary:`` line. A few seconds on 2 processes.
 """
 
 from __future__ import annotations
@@ -69,53 +69,25 @@ class DecayedRate:
 
     def __init__(self, T: float) -> None:
         self.T = T
-        self.seen: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.last: np.ndarray | None = None  # last_visit_cycle when last followed
 
     def follow(self, state: Mapping[str, np.ndarray]) -> None:
-        n, X, last = state["n"], state["X"], state["last_visit_cycle"]
-        if self.seen is None:  # the warm-up's observations, undecayed
-            self.changes = X.astype(np.float64)
+        last = state["last_visit_cycle"]
+        if self.last is None:  # the warm-up's observations, undecayed
+            self.changes = state["X"].astype(np.float64)
             self.exposure = (last - state["first_cycle"]).astype(np.float64)
         else:
-            n0, X0, last0 = self.seen
-            f = n > n0  # fetched in the previous cycle: one more observation each
-            gap = (last - last0)[f].astype(np.float64)
+            f = last != self.last  # fetched in the previous cycle: one more observation
+            gap = (last - self.last)[f].astype(np.float64)
             keep = np.exp(-gap / self.T)
-            self.changes[f] = self.changes[f] * keep + (X > X0)[f]
+            # that fetch saw a change iff it set last_change_cycle to its own cycle
+            hit = state["last_change_cycle"][f] == last[f]
+            self.changes[f] = self.changes[f] * keep + hit
             self.exposure[f] = self.exposure[f] * keep + gap
-        self.seen = (n.copy(), X.copy(), last.copy())
+        self.last = last.copy()
 
     def rate(self) -> np.ndarray:
         return (self.changes + PRIOR[0]) / (self.exposure + PRIOR[1])
-
-
-def _terminals(
-    scorer: Scorer, state: Mapping[str, np.ndarray], cycle: int, k: int
-) -> dict[str, np.ndarray]:
-    """The scorer's terminals as the replay computes them (the cycle's budget handed
-    over, days as cycles)."""
-    return scorer.terminals(with_budget(state, k), cycle, cycle * 86400.0)
-
-
-def _ranked(score: np.ndarray, k: int) -> np.ndarray:
-    return np.lexsort((np.arange(score.size), -score))[:k]
-
-
-def candidate(T: float, beta: float) -> tuple[Select, Select]:
-    """(the default scorer's selection, the candidate's): both follow the same fetches."""
-    rates = DecayedRate(T)
-    default = Scorer.from_spec(DEFAULT)
-
-    def before(state: Mapping[str, np.ndarray], cycle: int, k: int) -> np.ndarray:
-        rates.follow(state)
-        return default.top_k(_terminals(default, state, cycle, k), k)
-
-    def after(state: Mapping[str, np.ndarray], cycle: int, k: int) -> np.ndarray:
-        rates.follow(state)
-        terms = compute_terminals(state, cycle, needed=("t", "burst"))  # tau: its default
-        return _ranked(rates.rate() * (terms["t"] + beta * terms["burst"]), k)
-
-    return before, after
 
 
 class PreviousChange:
@@ -135,65 +107,102 @@ class PreviousChange:
         self.last = last.copy()
 
 
+def _ranked(score: np.ndarray, k: int) -> np.ndarray:
+    return np.lexsort((np.arange(score.size), -score))[:k]
+
+
+def handed_over(
+    follow: Callable[[Mapping[str, np.ndarray]], None], pick: Select
+) -> tuple[Select, Select]:
+    """(before, after) for ``simulate(..., before=, handover=)``: the default scorer's
+    picks, then ``pick``'s, with ``follow`` (a candidate's per-URL state) seeing every
+    cycle's store on both sides, as a store would fold every visit."""
+    default = Scorer.from_spec(DEFAULT)
+
+    def before(state: Mapping[str, np.ndarray], cycle: int, k: int) -> np.ndarray:
+        follow(state)
+        terms = default.terminals(with_budget(state, k), cycle, cycle * 86400.0)
+        return default.top_k(terms, k)
+
+    def after(state: Mapping[str, np.ndarray], cycle: int, k: int) -> np.ndarray:
+        follow(state)
+        return pick(state, cycle, k)
+
+    return before, after
+
+
+def candidate(T: float, beta: float) -> tuple[Select, Select]:
+    """``rate * (t + beta * burst)`` with the (decayed) per-day rate."""
+    rates = DecayedRate(T)
+    needed = ("t", "burst") if beta else ("t",)
+
+    def pick(state: Mapping[str, np.ndarray], cycle: int, k: int) -> np.ndarray:
+        terms = compute_terminals(state, cycle, needed=needed)  # burst's tau: its default
+        extra = beta * terms["burst"] if beta else 0.0
+        return _ranked(rates.rate() * (terms["t"] + extra), k)
+
+    return handed_over(rates.follow, pick)
+
+
 def interval_candidate(gamma: float) -> tuple[Select, Select]:
     """``burst``, raised by ``1 + gamma`` for pages whose last interval between changes
     has (nearly) passed again since their last change."""
     seen = PreviousChange()
-    default, burst = Scorer.from_spec(DEFAULT), Scorer.from_spec("burst")
+    burst = Scorer.from_spec("burst")
 
-    def before(state: Mapping[str, np.ndarray], cycle: int, k: int) -> np.ndarray:
-        seen.follow(state)
-        return default.top_k(_terminals(default, state, cycle, k), k)
-
-    def after(state: Mapping[str, np.ndarray], cycle: int, k: int) -> np.ndarray:
-        seen.follow(state)
-        score = burst.score(_terminals(burst, state, cycle, k))
+    def pick(state: Mapping[str, np.ndarray], cycle: int, k: int) -> np.ndarray:
+        score = burst.score(burst.terminals(state, cycle, cycle * 86400.0))
         last = state["last_change_cycle"]
         known = (seen.previous >= 0) & (last >= 0)
         due = known & (cycle - last >= 0.8 * (last - seen.previous))
         return _ranked(score * (1.0 + gamma * due), k)
 
-    return before, after
+    return handed_over(seen.follow, pick)
 
 
 def true_rate(changes: np.ndarray, half: int) -> Select:
+    """Rank by each page's own change rate over the second half (hindsight) times ``t``."""
     lam = changes[:, half:].mean(axis=1)
 
-    def after(state: Mapping[str, np.ndarray], cycle: int, k: int) -> np.ndarray:
-        t = (cycle - state["last_visit_cycle"]).astype(np.float64)
-        return _ranked(-np.exp(-lam * t), k)
+    def pick(state: Mapping[str, np.ndarray], cycle: int, k: int) -> np.ndarray:
+        return _ranked(lam * (cycle - state["last_visit_cycle"]), k)
 
-    return after
+    return pick
 
 
-def share(changes: np.ndarray, handover: int, groups: np.ndarray, policy: object) -> float:
-    kw = {"warmup": 2, "k": 0.05, "handover": handover, "groups": groups}
-    if isinstance(policy, tuple):
-        before, after = policy
-        got = simulate(changes, after, before=before, **kw)
-    else:
-        got = simulate(changes, policy, before=DEFAULT, **kw)  # type: ignore[arg-type]
-    oracle = simulate(changes, ORACLE, before=DEFAULT, **kw)
-    return got.mean_change_rate / oracle.mean_change_rate
+class Replays:
+    """ChangeRate / the oracle's on one matrix, handed over at one cycle from
+    ``aad+``; the oracle replayed once."""
+
+    def __init__(self, changes: np.ndarray, handover: int, groups: np.ndarray) -> None:
+        self.changes = changes
+        self.kw = {"warmup": 2, "k": 0.05, "handover": handover, "groups": groups}
+        oracle = simulate(changes, ORACLE, before=DEFAULT, **self.kw)  # type: ignore[arg-type]
+        self.oracle = oracle.mean_change_rate
+
+    def share(self, policy: str | Select | tuple[Select, Select]) -> float:
+        before, after = policy if isinstance(policy, tuple) else (DEFAULT, policy)
+        got = simulate(self.changes, after, before=before, **self.kw)  # type: ignore[arg-type]
+        return got.mean_change_rate / self.oracle
 
 
 def task(source: str) -> tuple[str, dict[str, float], str]:
     changes, groups = load_changes(source), load_groups(source)
     half = changes.shape[1] // 2
-    fit = changes[:, :half]
     # parameters picked on the first half: aad+ its first quarter, the candidate the rest
-    on_fit = {p: share(fit, half // 2, groups, candidate(*p)) for p in GRID}
+    fit, check = Replays(changes[:, :half], half // 2, groups), Replays(changes, half, groups)
+    on_fit = {p: fit.share(candidate(*p)) for p in GRID}
     picked = {
         "decayed": max((p for p in GRID if p[1] == 0.0), key=on_fit.__getitem__),
         "decayed+burst": max(GRID, key=on_fit.__getitem__),
     }
-    row = {p: share(changes, half, groups, p) for p in PRESETS}
-    row["per-day"] = share(changes, half, groups, candidate(np.inf, 0.0))
+    row = {p: check.share(p) for p in PRESETS}
+    row["per-day"] = check.share(candidate(np.inf, 0.0))
     for name, params in picked.items():
-        row[name] = share(changes, half, groups, candidate(*params))
-    gamma = max((0.5, 2.0), key=lambda g: share(fit, half // 2, groups, interval_candidate(g)))
-    row["interval"] = share(changes, half, groups, interval_candidate(gamma))
-    row["true rate"] = share(changes, half, groups, true_rate(changes, half))
+        row[name] = check.share(candidate(*params))
+    gamma = max((0.5, 2.0), key=lambda g: fit.share(interval_candidate(g)))
+    row["interval"] = check.share(interval_candidate(gamma))
+    row["true rate"] = check.share(true_rate(changes, half))
     chosen = [f"{c} T={T:g} beta={beta:g}" for c, (T, beta) in picked.items()]
     return Path(source).stem, row, "; ".join([*chosen, f"interval gamma={gamma:g}"])
 

@@ -101,10 +101,10 @@ def second_half(changes: np.ndarray, start: str, **kw: Any) -> tuple[np.ndarray,
     """The matrix to replay and the replay's arguments for the second half: all the
     days, handed over at the half after the default scorer crawled the first (warm), or
     the second half's days alone (cold)."""
+    kw = {"warmup": 2, "k": 0.05, **kw}
     if start == "cold":
-        return halves(changes)[1], {"warmup": 2, "k": 0.05, **kw}
-    half = changes.shape[1] // 2
-    return changes, {"warmup": 2, "k": 0.05, "handover": half, "before": DEFAULT_SCORER, **kw}
+        return halves(changes)[1], kw
+    return changes, {**kw, "handover": changes.shape[1] // 2, "before": DEFAULT_SCORER}
 
 
 def _metrics(result: Any, oracle_cr: float) -> dict[str, float]:

@@ -72,7 +72,8 @@ def _linked_site(pages: int, extra: list[str]) -> dict[str, Page]:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_one_url_asked_for_by_every_stream_is_fetched_once_per_cycle(backend, tmp_path, request):
     """``/`` is at once a start request, a link every page has, a recrawl (in the
-    monitoring sample: id 1 is in RECRAWL_SEED 0's sample) and, on the SQLite
+    monitoring sample: on SQLite id 1 is in RECRAWL_SEED 0's sample; on Redis a URL's id
+    comes from its shard, so every page is monitored there) and, on the SQLite
     scheduler, due for a probe (in cycle 2, as every page); ``/new`` appears in cycle 3 as a start request and a
     link at once; ``/moved``, a link (and so a new URL, then a recrawl), redirects to
     ``/p1``, a start request. Every other page is a start request, a link and maybe a
@@ -88,13 +89,10 @@ def test_one_url_asked_for_by_every_stream_is_fetched_once_per_cycle(backend, tm
         **_backend_settings(backend, tmp_path, request),
     }
     if backend != "sqlite":
-        # "/" must be a monitored pick there too: the monitoring sample is pushed first,
-        # within the recrawl quota. On Redis a URL's id comes from its shard (its
-        # fingerprint, so the site's random port): "/" is id 1, and in a 40% sample, only
-        # by chance. A scored pick past the quota (the new URLs' share, lent to recrawls
-        # while none wait) is dropped once /new or /moved takes that share, and a known
-        # start URL is not fetched on the spider's say-so: "/" as that pick would be
-        # fetched by nobody, as the budget rules say (seen: 1 run in 15).
+        # "/" must be monitored (queued first, always fetched): the shard of its
+        # fingerprint (the site's random port) decides whether it is in a 40% sample, and
+        # as the last scored pick it loses its slot when /new or /moved takes back the
+        # new URLs' share (docs/cycles.md), fetched by nobody (seen: 1 run in 15)
         settings["RECRAWL_MONITOR_SHARE"] = 1.0
     if backend == "sqlite":  # loop-time probes need the scheduler's own (local) frontier
         settings |= {

@@ -209,19 +209,22 @@ class _Picker:
 
     def __call__(
         self,
-        cols: Mapping[str, np.ndarray],
+        state: dict[str, np.ndarray],
+        extension: ReplayExtension | None,
         stale: np.ndarray,
         cyc: int,
         now: float,
         budget: int,
     ) -> np.ndarray:
         if self.select is not None:
-            return np.asarray(self.select(cols, cyc, budget), dtype=np.int64)[:budget]
+            return np.asarray(self.select(state, cyc, budget), dtype=np.int64)[:budget]
         if self.oracle:
             # stale pages first (a bonus above any age), the longest-unvisited first
-            t = cyc - cols["last_visit_cycle"]
+            t = cyc - state["last_visit_cycle"]
             return top_k_indices(stale * float(cyc + 1) + t, budget)
         assert self.scorer is not None
+        # only a scorer reads the extension's columns (its terminals, as in the crawl)
+        cols = state if extension is None else {**state, **extension.columns(cyc)}
         terms = self.scorer.terminals(with_budget(cols, budget), cyc, now)
         return self.scorer.top_k(terms, budget)
 
@@ -314,8 +317,7 @@ def simulate(
         stale |= by_cycle[cyc]
         now = cyc * seconds
         chooser = pick if cyc >= first else pick_before
-        cols = state if extension is None else {**state, **extension.columns(cyc)}
-        idx = chooser(cols, stale, cyc, now, budget)
+        idx = chooser(state, extension, stale, cyc, now, budget)
         if threshold is not None and not chooser.oracle:
             idx = idx[: adaptive_cut(state, idx, cyc, chooser.cut_prior, threshold)]
         hit = stale[idx]
