@@ -47,6 +47,7 @@ from scrapy.http import Headers, Response
 from scrapy.responsetypes import responsetypes
 from twisted.internet import task
 
+from .boilerplate_pairs import META_PAIR, PairFetcher
 from .change import ChangeDetector, ChangeResult, Signature, SignatureVersionError
 from .core.meta import (
     FLAG_CHANGED,
@@ -94,6 +95,7 @@ _META_SENT = "_recrawl_sent"
 _META_REFETCH = "_recrawl_refetch"
 #: meta keys set while downloading: not part of the request to re-issue later
 _VOLATILE_META = {
+    META_PAIR,
     META_RESULT,
     META_CYCLE,
     META_RANK,
@@ -165,6 +167,7 @@ class RecrawlMiddleware:
         self._unpicklable_warned = False
         self.bags: BagKeeper | None = None
         self.tally: CycleTally | None = None
+        self.pairs: PairFetcher | None = None
         # `scrapy shell`, `fetch`, `parse` ...: look at a URL, never write the history
         self.off = off_reason(crawler, building_engine=True)
         if self.off is not None:
@@ -194,6 +197,13 @@ class RecrawlMiddleware:
         self.bags = keeper if getattr(keeper, "keeps_bags", False) else None
         if self.bags is not None:
             self.detector.keep_bags = True
+        # the site's boilerplate, learned from pairs of fetches (boilerplate_pairs.py)
+        try:
+            self.pairs = PairFetcher(crawler, self.store, self.detector, self._inc)
+        except RecrawlSettingError as exc:
+            raise startup_failure(exc) from None
+        except HistoryStoreError as exc:
+            raise startup_failure(RecrawlSettingError(str(exc))) from None
         crawler.signals.connect(self._start_flusher, signal=signals.spider_opened)
         crawler.signals.connect(self._stop_flusher, signal=signals.spider_closed)
 
@@ -253,6 +263,8 @@ class RecrawlMiddleware:
     def process_request(self, request: Request, spider: Spider | None = None) -> None:
         if self._skipped(request):
             return None
+        if self.pairs is not None and self.pairs.is_pair(request):
+            return None  # the second fetch of a pair: unconditional, never recorded
         request.meta[_META_SENT] = id(request)
         if request.meta.pop(_META_CONDITIONAL, False):
             # a copy of our request (redirect, retry): its validators may be another URL's
@@ -279,6 +291,9 @@ class RecrawlMiddleware:
     def process_response(
         self, request: Request, response: Response, spider: Spider | None = None
     ) -> Response | Request:
+        if self.pairs is not None and self.pairs.is_pair(request):
+            self.pairs.pair_response(request, response)
+            return response
         if self._skipped(request, response):
             return response
         fp = self._fingerprint(request)
@@ -307,6 +322,9 @@ class RecrawlMiddleware:
     def process_exception(
         self, request: Request, exception: BaseException, spider: Spider | None = None
     ) -> None:
+        if self.pairs is not None and self.pairs.is_pair(request):
+            self.pairs.pair_failed(request, exception)
+            return None
         if isinstance(exception, IgnoreRequest) and request.meta.get(_META_SENT) != id(request):
             # a component above this middleware chose not to fetch it (robots.txt forbids
             # it, the offsite filter, a user's filter): nothing was tried, nothing recorded
@@ -373,7 +391,10 @@ class RecrawlMiddleware:
         else:
             new = self.detector.signature(body, response.url, content_type, previous=old)
         old_bags = self.bags.previous(rec.id) if self.bags is not None and rec is not None else []
-        result = self.detector.compare(old, new, old_bag=old_bags[0] if old_bags else None)
+        ignore = None if self.pairs is None else self.pairs.ignore_for(response.url)
+        result = self.detector.compare(
+            old, new, old_bag=old_bags[0] if old_bags else None, ignore=ignore
+        )
         first = _first(rec)
         saved = self._record(
             request,
@@ -396,6 +417,11 @@ class RecrawlMiddleware:
         elif outcome is not None:
             self._inc(outcome)
         request.meta[META_RESULT] = result
+        if self.pairs is not None and result.changed:
+            cycle = request.meta.get(META_CYCLE)
+            self.pairs.after_change(
+                request, response, old, new, self.store.cycle if cycle is None else cycle
+            )
         # nothing to compare with (first fetch, or an unreadable old signature): new
         tag = FLAG_NEW if old is None else FLAG_CHANGED if result.changed else FLAG_UNCHANGED
         response.flags.append(tag)  # in place, as HttpCacheMiddleware adds "cached"
@@ -539,7 +565,7 @@ class RecrawlMiddleware:
         if rec is None or rec.signature is None:
             return None
         try:
-            return Signature.from_bytes(rec.signature)
+            old = Signature.from_bytes(rec.signature)
         except SignatureVersionError:
             # made by another version of the hashing: sign the stored body again
             return self._resolve_deferred(fp, url)
@@ -548,6 +574,16 @@ class RecrawlMiddleware:
                 "recrawl: stored signature of %s unreadable (%s); starting afresh", url, exc
             )
             return None
+        if self.detector.same_rules(old):
+            return old
+        # made under other signing rules (RECRAWL_IGNORE_XPATHS edited): the kept copy is
+        # signed again under today's, so the edit itself is no change; with no copy kept,
+        # this visit is the new baseline (recorded without a change observation)
+        self._inc("resigned")
+        resigned = self._resolve_deferred(fp, url)
+        if resigned is None:
+            self._inc("rebaselined")
+        return resigned
 
     def _request_dict(self, request: Request) -> dict[str, Any] | None:
         """The request as Request.to_dict() gives it, less what only this download set."""

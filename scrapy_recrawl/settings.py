@@ -31,6 +31,8 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_SIMHASH_DISTANCE": 3,
     "RECRAWL_MIN_ELEMENT_CHANGES": 1,
     "RECRAWL_IGNORE_XPATHS": [],
+    "RECRAWL_LEARN_BOILERPLATE": True,
+    "RECRAWL_BOILERPLATE_PAIRS": 2,
     "RECRAWL_MAX_PARSE_BYTES": 5 * 1024 * 1024,
     # recording middleware
     "RECRAWL_CONDITIONAL_GET": True,
@@ -238,6 +240,8 @@ KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "RECRAWL_SIMHASH_DISTANCE": (_int, "an integer"),
     "RECRAWL_MIN_ELEMENT_CHANGES": (_int, "an integer"),
     "RECRAWL_IGNORE_XPATHS": (_list, "a list of XPaths"),
+    "RECRAWL_LEARN_BOILERPLATE": (_bool, "True or False"),
+    "RECRAWL_BOILERPLATE_PAIRS": (_int, "an integer"),
     "RECRAWL_MAX_PARSE_BYTES": (_int, "an integer"),
     "RECRAWL_CONDITIONAL_GET": (_bool, "True or False"),
     "RECRAWL_SKIP_UNCHANGED": (_skip, "False, 'items' or 'all'"),

@@ -3,6 +3,14 @@
 See :mod:`scrapy_recrawl.change.detector` for the rule that decides ``changed``.
 """
 
-from .detector import ChangeDetector, ChangeResult, Signature, SignatureVersionError
+from .boilerplate import BoilerplateModel
+from .detector import ChangeDetector, ChangeResult, Ignore, Signature, SignatureVersionError
 
-__all__ = ["ChangeDetector", "ChangeResult", "Signature", "SignatureVersionError"]
+__all__ = [
+    "BoilerplateModel",
+    "ChangeDetector",
+    "ChangeResult",
+    "Ignore",
+    "Signature",
+    "SignatureVersionError",
+]

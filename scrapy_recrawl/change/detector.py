@@ -60,7 +60,7 @@ from .bow import Bag, bag_from_hashes, significant
 from .elements import diff, extract
 from .simhash import distance as simhash_distance
 
-__all__ = ["ChangeDetector", "ChangeResult", "Signature", "SignatureVersionError"]
+__all__ = ["ChangeDetector", "ChangeResult", "Ignore", "Signature", "SignatureVersionError"]
 
 logger = logging.getLogger(__name__)
 
@@ -126,13 +126,18 @@ class Signature:
     #: the version's bag of words (paper 004): in memory only, never in to_bytes/__eq__;
     #: set when the detector keeps bags (RECRAWL_CHANGE_TEST = "chi2", the D* terminals)
     bag: Bag | None = field(default=None, repr=False, compare=False)
+    #: a hash of the signing rules it was made under (:attr:`ChangeDetector.rules`:
+    #: RECRAWL_IGNORE_XPATHS, the shingle size, the parse limit); None: made before
+    #: signatures recorded it (version 3), taken as made under today's rules
+    rules: int | None = None
 
     _MAGIC = b"RCSG"
+    #: 4: the rules hash (version 3 without it is still read, ``rules=None``);
     #: 3: text and attribute values hashed as parsed (version 2 hashed the XML
     #: serialisation, with ``&amp;`` etc.; version 1 older hashing). Older
     #: versions raise :class:`SignatureVersionError` (the middleware then signs
     #: the stored body again).
-    _VERSION = 3
+    _VERSION = 4
     #: "deferred": only the content hash of a body kept in the store; the full
     #: signature is made from that stored body if a later visit differs
     _KINDS = ("html", "bytes", "deferred")
@@ -146,6 +151,8 @@ class Signature:
             raise ValueError("Signature.content_hash must be 1..255 bytes")
         if self.simhash is not None and not 0 <= self.simhash < 1 << 64:
             raise ValueError("Signature.simhash must be an unsigned 64-bit integer or None")
+        if self.rules is not None and not 0 <= self.rules < 1 << 64:
+            raise ValueError("Signature.rules must be an unsigned 64-bit integer or None")
         for name in ("keys", "texts", "attrs"):
             object.__setattr__(self, name, _frozen_u64(getattr(self, name)))
         if not len(self.keys) == len(self.texts) == len(self.attrs):
@@ -162,6 +169,7 @@ class Signature:
             self.kind == other.kind
             and self.content_hash == other.content_hash
             and self.simhash == other.simhash
+            and self.rules == other.rules
             and np.array_equal(self.keys, other.keys)
             and np.array_equal(self.texts, other.texts)
             and np.array_equal(self.attrs, other.attrs)
@@ -173,24 +181,27 @@ class Signature:
     def to_bytes(self) -> bytes:
         """Versioned little-endian binary form.
 
-        Layout (version 3; the same as versions 1 and 2, whose hashes differ):
-        ``b"RCSG"``, version u8, kind u8 (0 html, 1 bytes), flags u8 (bit 0:
-        simhash present), hash length u8, the content hash, the simhash as u64
-        if present, element count u32, then keys, texts and attrs as ``count``
-        u64 each. 24 bytes per element.
+        Layout (version 4): ``b"RCSG"``, version u8, kind u8 (0 html, 1 bytes,
+        2 deferred), flags u8 (bit 0: simhash present, bit 1: rules present), hash
+        length u8, the content hash, the simhash as u64 if present, the rules hash as
+        u64 if present, element count u32, then keys, texts and attrs as ``count``
+        u64 each. 24 bytes per element. Version 3 is the same without the rules.
         """
         has_sim = self.simhash is not None
+        has_rules = self.rules is not None
         head = struct.pack(
             "<4sBBBB",
             self._MAGIC,
             self._VERSION,
             self._KINDS.index(self.kind),
-            1 if has_sim else 0,
+            (1 if has_sim else 0) | (2 if has_rules else 0),
             len(self.content_hash),
         )
         parts = [head, self.content_hash]
         if has_sim:
             parts.append(struct.pack("<Q", self.simhash))
+        if has_rules:
+            parts.append(struct.pack("<Q", self.rules))
         parts.append(struct.pack("<I", len(self.keys)))
         parts.extend(
             a.astype(_LE_U64, copy=False).tobytes() for a in (self.keys, self.texts, self.attrs)
@@ -207,7 +218,7 @@ class Signature:
             raise ValueError("not a Signature: too short") from None
         if magic != cls._MAGIC:
             raise ValueError("not a Signature: bad magic")
-        if version != cls._VERSION:
+        if version not in (3, cls._VERSION):
             raise SignatureVersionError(
                 f"Signature version {version}, this scrapy-recrawl reads {cls._VERSION}"
             )
@@ -217,9 +228,12 @@ class Signature:
         content_hash = data[pos : pos + hlen]
         pos += hlen
         try:
-            simhash = None
+            simhash = rules = None
             if flags & 1:
                 (simhash,) = struct.unpack_from("<Q", data, pos)
+                pos += 8
+            if flags & 2 and version >= 4:
+                (rules,) = struct.unpack_from("<Q", data, pos)
                 pos += 8
             (count,) = struct.unpack_from("<I", data, pos)
             pos += 4
@@ -228,7 +242,22 @@ class Signature:
         if len(content_hash) != hlen or len(data) != pos + 24 * count:
             raise ValueError("truncated or oversized Signature")
         arrays = np.frombuffer(data, dtype=_LE_U64, count=3 * count, offset=pos).reshape(3, count)
-        return cls(cls._KINDS[kind], content_hash, simhash, arrays[0], arrays[1], arrays[2])
+        return cls(
+            cls._KINDS[kind], content_hash, simhash, arrays[0], arrays[1], arrays[2], rules=rules
+        )
+
+
+@dataclass(frozen=True)
+class Ignore:
+    """What a comparison leaves out (the learned boilerplate, change/boilerplate.py):
+    element keys (sorted uint64) whose elements are dropped (``text``) or compared
+    without their attributes (``attrs``)."""
+
+    text: np.ndarray
+    attrs: np.ndarray
+
+    def __bool__(self) -> bool:
+        return bool(self.text.size or self.attrs.size)
 
 
 @dataclass(frozen=True)
@@ -318,6 +347,11 @@ class ChangeDetector:
         self.ignore_xpaths: tuple[str, ...] = _xpath_list(ignore_xpaths)
         self._xpaths = [_compile_xpath(x) for x in self.ignore_xpaths]
         self._local = threading.local()
+        #: the signing rules' hash, kept in every signature: a signature made under
+        #: other rules (RECRAWL_IGNORE_XPATHS edited) is signed again before comparing
+        self.rules: int = xxhash.xxh3_64_intdigest(
+            repr((self.ignore_xpaths, self.shingle_size, self.max_parse_bytes)).encode()
+        )
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any] | Any) -> ChangeDetector:
@@ -383,17 +417,26 @@ class ChangeDetector:
         """
         body = bytes(body)
         content_hash = xxhash.xxh3_128_digest(body)
-        if previous is not None and previous.content_hash == content_hash:
+        if (
+            previous is not None
+            and previous.content_hash == content_hash
+            and self.same_rules(previous)
+        ):
             return previous
         if isinstance(content_type, bytes):
             content_type = content_type.decode("latin-1")
         if len(body) > self.max_parse_bytes or not _is_html(body, url, content_type):
-            return Signature("bytes", content_hash, None)
+            return Signature("bytes", content_hash, None, rules=self.rules)
         try:
             return self._html_signature(body, content_type, content_hash)
         except Exception as exc:  # a crawl must go on whatever a server sends
             logger.warning("Cannot analyse %s (%s); comparing it by content hash only", url, exc)
-            return Signature("bytes", content_hash, None)
+            return Signature("bytes", content_hash, None, rules=self.rules)
+
+    def same_rules(self, signature: Signature) -> bool:
+        """Whether ``signature`` was made under this detector's signing rules (a deferred
+        one is signed when it is resolved; a version-3 one is taken as made under them)."""
+        return signature.kind == "deferred" or signature.rules in (None, self.rules)
 
     def _parser(self) -> etree.HTMLParser:
         parser = getattr(self._local, "parser", None)
@@ -419,7 +462,7 @@ class ChangeDetector:
         except etree.XMLSyntaxError:  # e.g. "Document is empty" for markup-free junk
             root = None
         if root is None:
-            return Signature("html", content_hash, 0)
+            return Signature("html", content_hash, 0, rules=self.rules)
         for xpath in self._xpaths:
             _remove_matches(xpath(root))
         arrays = extract(root)  # skips the noise elements itself
@@ -427,29 +470,51 @@ class ChangeDetector:
         simhash = shingle_simhash(arrays.words, self.shingle_size)
         bag = bag_from_hashes(arrays.words, self.bow_terms) if self.keep_bags else None
         return Signature(
-            "html", content_hash, simhash, arrays.keys, arrays.texts, arrays.attrs, bag=bag
+            "html",
+            content_hash,
+            simhash,
+            arrays.keys,
+            arrays.texts,
+            arrays.attrs,
+            bag=bag,
+            rules=self.rules,
         )
 
     # -- comparison -------------------------------------------------------------------------
 
     def compare(
-        self, old: Signature | None, new: Signature, old_bag: Bag | None = None
+        self,
+        old: Signature | None,
+        new: Signature,
+        old_bag: Bag | None = None,
+        ignore: Ignore | None = None,
     ) -> ChangeResult:
         """Decide whether ``new`` is a real change from ``old`` (rule: module docstring).
 
         ``old_bag``: the old version's bag of words, for the chi-squared rule
-        (default ``old.bag``).
+        (default ``old.bag``). ``ignore``: the page's learned boilerplate
+        (:mod:`.boilerplate`): those elements are left out of the element diff, and
+        where either side has a text-volatile one, the simhash criterion is not used
+        (its words include the boilerplate's): the element diff decides.
         """
         if old is None or old.content_hash == new.content_hash:
             return _UNCHANGED
         if old.kind != "html" or new.kind != "html" or old.simhash is None or new.simhash is None:
             return ChangeResult(True, 0, 0, 0, 0, 0)
         dist = simhash_distance(old.simhash, new.simhash)
-        added, removed, modified, attributes = diff(
-            (old.keys, old.texts, old.attrs), (new.keys, new.texts, new.attrs)
+        before, after, had_volatile = (
+            (old.keys, old.texts, old.attrs),
+            (new.keys, new.texts, new.attrs),
+            False,
         )
+        if ignore:
+            before, dropped_old = _leave_out(before, ignore)
+            after, dropped_new = _leave_out(after, ignore)
+            had_volatile = dropped_old or dropped_new
+        added, removed, modified, attributes = diff(before, after)
         changes = added + removed + modified + attributes
-        changed = dist >= self.simhash_distance or changes >= self.min_element_changes
+        by_distance = dist >= self.simhash_distance and not had_volatile
+        changed = by_distance or changes >= self.min_element_changes
         old_bag = old_bag if old_bag is not None else old.bag
         if self.change_test == "chi2" and old_bag is not None and new.bag is not None:
             changed = significant(old_bag, new.bag, self.chi2_p)  # paper 004, Eq. 1
@@ -457,6 +522,35 @@ class ChangeDetector:
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+def _members(keys: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """Which of ``keys`` are in ``sorted_set`` (both uint64; the set sorted, distinct)."""
+    if sorted_set.size == 0 or keys.size == 0:
+        return np.zeros(keys.size, dtype=bool)
+    at = np.searchsorted(sorted_set, keys)
+    at[at == sorted_set.size] = 0
+    return sorted_set[at] == keys
+
+
+_Triple = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _leave_out(sig: _Triple, ignore: Ignore) -> tuple[_Triple, bool]:
+    """``sig`` without its text-volatile elements and with the attribute-volatile ones'
+    attributes blanked; and whether any text-volatile element was there."""
+    keys, texts, attrs = sig
+    drop = _members(keys, ignore.text)
+    blank = _members(keys, ignore.attrs)
+    dropped = bool(drop.any())
+    if not dropped and not blank.any():
+        return sig, False
+    if blank.any():
+        attrs = np.where(blank, np.uint64(0), attrs)
+    if dropped:
+        keep = ~drop
+        keys, texts, attrs = keys[keep], texts[keep], attrs[keep]
+    return (keys, texts, attrs), dropped
 
 
 def _read_int(settings: Any, name: str, low: int, high: int | None, expect: str) -> int:
