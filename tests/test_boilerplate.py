@@ -6,6 +6,7 @@ block."""
 from __future__ import annotations
 
 import itertools
+import json
 import random
 import time
 
@@ -275,3 +276,38 @@ def test_an_edited_ignore_list_is_no_change(shop, tmp_path, bodies):
     shop.pages["/category/2"].prices[0] += 5
     again = _changed(run_crawl(urls, edited, tmp_path))
     assert {k for k, v in again.items() if v} == {"2"}, again
+
+
+@pytest.mark.slow
+def test_the_report_names_what_was_learned_and_reset_forgets_it(shop, tmp_path):
+    from .cli_project import make_project, scrapy
+
+    project = make_project(tmp_path, 'RECRAWL_STORE = "history.sqlite3"\n')
+    links = "".join(f'<a href="/category/{i}">c{i}</a>' for i in range(8))
+
+    class Home(LivePage):
+        @property
+        def body(self) -> bytes:
+            return f"<html><body><nav>{links}</nav></body></html>".encode()
+
+    shop.pages["/"] = Home([])  # the home page links every category
+    for _ in range(2):
+        run = scrapy(project, "crawl", "pages", "-a", f"start_url={shop.url}/")
+        assert run.returncode == 0, run.stderr
+    run = scrapy(project, "recrawl-report", "--format", "json")
+    assert run.returncode == 0, run.stderr
+    (section,) = json.loads(run.stdout)["learned"]
+    assert section["section"].endswith("/category") and section["pairs"] == 2
+    assert {"/html/body/footer/p", "/html/body/header/span"} <= set(section["volatile"])
+    assert "/html/body/aside/ul/li/a" in section["volatile"]
+    # the session ids: those links are compared without their attributes
+    assert "/html/body/main/ul/li/a" in section["attributes"]
+    assert section["named_from"].startswith(shop.url + "/category/")
+    assert section["pin_line"].startswith("RECRAWL_IGNORE_XPATHS = [")
+    run = scrapy(project, "recrawl-report")
+    assert "Boilerplate learned" in run.stdout and "/html/body/footer/p" in run.stdout
+
+    run = scrapy(project, "recrawl-reset", "pages", "--boilerplate", "--yes")
+    assert run.returncode == 0 and "Forgot the boilerplate learned for 1 sections" in run.stdout
+    with SqliteHistoryStore(str(project / "history.sqlite3"), read_only=True) as store:
+        assert list(store.side_items(TABLE)) == [] and len(store) > 9  # the history stays

@@ -55,9 +55,10 @@ from w3lib.encoding import (
 )
 
 from ..settings import RecrawlSettingError, get
-from ._walk import shingle_simhash
+from ._walk import NOISE_TAGS, shingle_simhash, walk
 from .bow import Bag, bag_from_hashes, significant
 from .elements import diff, extract
+from .shingles import fmix64
 from .simhash import distance as simhash_distance
 
 __all__ = ["ChangeDetector", "ChangeResult", "Ignore", "Signature", "SignatureVersionError"]
@@ -65,6 +66,7 @@ __all__ = ["ChangeDetector", "ChangeResult", "Ignore", "Signature", "SignatureVe
 logger = logging.getLogger(__name__)
 
 _U64 = np.uint64
+_NOISE = frozenset(t.lower() for t in NOISE_TAGS)
 _LE_U64 = np.dtype("<u8")
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/vnd.wap.xhtml+xml"})
@@ -480,6 +482,33 @@ class ChangeDetector:
             rules=self.rules,
         )
 
+    def elements_by_key(
+        self, body: bytes, url: str, content_type: str | None = None
+    ) -> dict[int, list[Any]]:
+        """The elements of ``body`` under each element key its signature would hold (the
+        same parse, the same ignored XPaths and noise), in document order: what names a
+        learned key as an XPath (``recrawl-report``). Empty for a body that is not HTML."""
+        body = bytes(body)
+        if len(body) > self.max_parse_bytes or not _is_html(body, url, content_type):
+            return {}
+        data = _as_utf8(body, content_type)
+        try:
+            root = None if data.isspace() else etree.fromstring(data, self._parser())
+        except etree.XMLSyntaxError:
+            root = None
+        if root is None:
+            return {}
+        for xpath in self._xpaths:
+            _remove_matches(xpath(root))
+        keys = fmix64(walk(root)[0])
+        elements = list(_walk_order(root))
+        out: dict[int, list[Any]] = {}
+        if len(elements) != len(keys):  # pragma: no cover - the walk and lxml disagree
+            return out
+        for key, el in zip(keys.tolist(), elements, strict=True):
+            out.setdefault(key, []).append(el)
+        return out
+
     # -- comparison -------------------------------------------------------------------------
 
     def compare(
@@ -522,6 +551,17 @@ class ChangeDetector:
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+def _walk_order(root: Any) -> Iterable[Any]:
+    """The elements ``walk`` hashes, in its order: document order, noise subtrees left out."""
+    stack = [root]
+    while stack:
+        el = stack.pop()
+        yield el
+        stack.extend(
+            reversed([c for c in el if isinstance(c.tag, str) and c.tag.lower() not in _NOISE])
+        )
 
 
 def _members(keys: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:

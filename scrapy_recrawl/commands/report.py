@@ -54,7 +54,7 @@ class Command(RecrawlCommand):
         )
         g.add_argument(
             "--table",
-            choices=("cycles", "changing", "hosts", "wasted", "boilerplate"),
+            choices=("cycles", "changing", "hosts", "wasted", "boilerplate", "learned"),
             default="cycles",
             help="the table --format csv writes (default: cycles)",
         )
@@ -133,6 +133,7 @@ class Command(RecrawlCommand):
     # -- the three things it does ---------------------------------------------------
 
     def _report(self, store: Any, opts: argparse.Namespace) -> None:
+        from scrapy_recrawl.change import ChangeDetector
         from scrapy_recrawl.insight import boilerplate, render
         from scrapy_recrawl.insight.cycles import cycle_rows
         from scrapy_recrawl.insight.log import VisitLog
@@ -166,6 +167,13 @@ class Command(RecrawlCommand):
             hosts=top_hosts(store, stats, opts.top),
             wasted=top_wasted(store, stats, opts.top),
             boilerplate=boilerplate.find(store, since, current, opts.top, body_of),
+            learned=boilerplate.learned(
+                store,
+                ChangeDetector.from_settings(self.settings),
+                _urls_by_id(store, log),
+                body_of,
+                current,
+            ),
             notes=_notes(rows),
         )
         if opts.format == "json":
@@ -233,6 +241,15 @@ class Command(RecrawlCommand):
         print(f"{matrix.note}", file=sys.stderr)
         pages, cycles = matrix.changes.shape
         print(f"exported {pages} pages x {cycles} cycles to {opts.export}")
+
+
+def _urls_by_id(store: Any, log: Any, limit: int = 200_000) -> dict[int, str]:
+    """The URLs of (at most ``limit`` of) the visit log's pages, by id: where a learned
+    section finds a kept copy to name its parts from."""
+    import numpy as np
+
+    ids = np.unique(log["url_id"])[:limit].astype(np.int64)
+    return dict(zip(ids.tolist(), store.urls(ids), strict=True)) if ids.size else {}
 
 
 def _since(log: Any, since: int) -> dict[str, Any]:

@@ -39,6 +39,12 @@ class Command(RecrawlCommand):
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
         parser.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+        parser.add_argument(
+            "--boilerplate",
+            action="store_true",
+            help="forget only the learned boilerplate (it is learned again as the crawl goes); "
+            "the history stays",
+        )
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) != 1:
@@ -66,6 +72,9 @@ class Command(RecrawlCommand):
                     f"nothing deleted (reset it with `scrapy recrawl-reset {owner}`)"
                 )
                 return
+            if opts.boilerplate:
+                self._forget_boilerplate(store, name)
+                return
             shared = _uses_redis_scheduler(settings)
             what = f"{len(store)} URLs, cycle {store.cycle}"
             also = " and its shared cycle on Redis (RedisRecrawlScheduler)" if shared else ""
@@ -88,6 +97,16 @@ class Command(RecrawlCommand):
             location, deleted = reset_spider(settings, name)
             print(f"Deleted {deleted} keys of spider {name!r}'s shared cycle at {location}.")
         print(f"Reset: the next `scrapy crawl {name}` starts at cycle 1.")
+
+    def _forget_boilerplate(self, store: Any, name: str) -> None:
+        from scrapy_recrawl.change.boilerplate import TABLE
+
+        keys = [key for key, _ in store.side_items(TABLE)]
+        store.side_delete(TABLE, keys)
+        print(
+            f"Forgot the boilerplate learned for {len(keys)} sections of spider {name!r}'s "
+            f"sites ({store.location}); the history stays. The next crawl learns it again."
+        )
 
     def _spider_settings(self, name: str) -> Any:
         """The settings ``scrapy crawl NAME`` would crawl with (custom_settings included)."""

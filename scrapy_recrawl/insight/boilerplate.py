@@ -1,5 +1,8 @@
-"""Pages whose "changes" look like boilerplate: a date, a counter or an ad slot that
-moves at every visit, each with the ``RECRAWL_IGNORE_XPATHS`` line that would silence it.
+"""Boilerplate, as the report shows it: what the crawl learned (:func:`learned`: per
+section of a site, the parts that differ between two fetches a moment apart, which every
+comparison leaves out; change/boilerplate.py), and pages whose "changes" still look like
+boilerplate (:func:`find`): a date, a counter or an ad slot that moves at every visit
+but not per request, each with the ``RECRAWL_IGNORE_XPATHS`` line that would silence it.
 
 What the store can tell: per visit, whether it was a change, the simhash distance
 ``D`` and how many elements were added, removed, modified or had attributes changed
@@ -144,4 +147,87 @@ def find(
         body = body_of(url_id)
         guesses = guess_xpaths(body, current) if body else []
         out.append(Boilerplate(url, n, x, dist, elem, guesses, ignore_line(current, guesses)))
+    return out
+
+
+# -- what was learned ----------------------------------------------------------------------
+
+
+@dataclass
+class Learned:
+    """One section's learned boilerplate, named from a kept copy of one of its pages."""
+
+    section: str
+    pairs: int  # confirmation pairs it was learned from
+    volatile: list[str]  # XPaths of the parts left out (text-volatile)
+    attributes: list[str]  # XPaths of the parts compared without their attributes
+    named_from: str | None  # the URL whose kept copy named them (None: no copy kept)
+    unnamed: int  # learned parts no kept copy had (counted, not named)
+    pin_line: str  # the RECRAWL_IGNORE_XPATHS line that pins the volatile parts
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def tag_path(el: Any) -> str:
+    """The XPath of every element with ``el``'s tag path, e.g. ``/html/body/footer/p``: the
+    elements one learned key stands for (a key has no sibling indices)."""
+    tags = [el.tag]
+    parent = el.getparent()
+    while parent is not None:
+        tags.append(parent.tag)
+        parent = parent.getparent()
+    return "/" + "/".join(reversed(tags))
+
+
+def learned(
+    store: Any,
+    detector: Any,
+    urls_by_id: dict[int, str],
+    body_of: Any,
+    current: list[str],
+) -> list[Learned]:
+    """Every section kept in the store's ``boilerplate`` table, each named from the kept
+    copy of one of its pages among ``urls_by_id`` (``body_of(url_id)``: bytes or None)."""
+    from scrapy_recrawl.change.boilerplate import TABLE, SectionStats, section_of
+
+    sections = []
+    for _, value in store.side_items(TABLE):
+        try:
+            sections.append(SectionStats.from_bytes(value))
+        except ValueError:
+            continue
+    pages: dict[str, list[int]] = {}
+    for url_id, url in urls_by_id.items():
+        pages.setdefault(section_of(url)[1], []).append(url_id)
+    out = []
+    for stats in sorted(sections, key=lambda s: s.section):
+        ignore = stats.ignore()
+        wanted = set(ignore.text.tolist()) | set(ignore.attrs.tolist())
+        names: dict[int, str] = {}
+        named_from = None
+        for url_id in pages.get(stats.section, [])[:20]:
+            body = body_of(url_id)
+            if not body:
+                continue
+            found = detector.elements_by_key(body, urls_by_id[url_id], "text/html")
+            here = {k: tag_path(found[k][0]) for k in wanted if k in found}
+            if here:
+                names.update(here)
+                named_from = named_from or urls_by_id[url_id]
+            if len(names) == len(wanted):
+                break
+        volatile = sorted({names[k] for k in ignore.text.tolist() if k in names})
+        attributes = sorted({names[k] for k in ignore.attrs.tolist() if k in names})
+        out.append(
+            Learned(
+                stats.section,
+                stats.pairs,
+                volatile,
+                attributes,
+                named_from,
+                len(wanted) - len(names),
+                ignore_line(current, volatile) if volatile else "",
+            )
+        )
     return out

@@ -11,7 +11,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from .boilerplate import Boilerplate
+from .boilerplate import Boilerplate, Learned
 from .cycles import CycleRow
 from .urls import HostLine, UrlLine, UrlStory
 
@@ -27,6 +27,7 @@ class Report:
     hosts: list[HostLine]
     wasted: list[UrlLine]
     boilerplate: list[Boilerplate]
+    learned: list[Learned] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def tables(self) -> dict[str, list[dict[str, Any]]]:
@@ -36,6 +37,7 @@ class Report:
             "hosts": [h.as_dict() for h in self.hosts],
             "wasted": [u.as_dict() for u in self.wasted],
             "boilerplate": [b.as_dict() for b in self.boilerplate],
+            "learned": [b.as_dict() for b in self.learned],
         }
 
     def as_dict(self) -> dict[str, Any]:
@@ -49,7 +51,7 @@ class Report:
         return {**head, **self.tables()}
 
 
-TABLES = ("cycles", "changing", "hosts", "wasted", "boilerplate")
+TABLES = ("cycles", "changing", "hosts", "wasted", "boilerplate", "learned")
 
 
 def _clean(value: Any) -> Any:
@@ -156,6 +158,24 @@ def print_report(report: Report, out: IO[str] | None = None) -> None:
         )  # fmt: skip
     con.print(h)
     _url_table(con, "Wasted on (fetched often, never changed)", report.wasted)
+    if report.learned:
+        lt = _table(
+            "Boilerplate learned (left out of every comparison; pin it with the line)",
+            ("section", "pairs", "left out", "attributes left out", "named from"),
+            left={"section", "left out", "attributes left out", "named from"},
+            fold=True,
+        )
+        for ln in report.learned:
+            unnamed = f" + {ln.unnamed} not in a kept copy" if ln.unnamed else ""
+            lt.add_row(
+                _esc(ln.section), str(ln.pairs), _esc(", ".join(ln.volatile) or "-") + unnamed,
+                _esc(", ".join(ln.attributes) or "-"),
+                _esc(ln.named_from or "no kept copy (RECRAWL_STORE_BODIES = False)"),
+            )  # fmt: skip
+        con.print(lt)
+        for ln in report.learned:
+            if ln.pin_line:
+                con.print(f"pin {ln.section}: {ln.pin_line}", markup=False)
     if report.boilerplate:
         b = _table(
             "Changes that look like boilerplate",
