@@ -96,7 +96,7 @@ class RequestContext:
     @property
     def token(self) -> str:
         if self._token is None:
-            self._token = "%032x" % self.rng.getrandbits(128)
+            self._token = f"{self.rng.getrandbits(128):032x}"
         return self._token
 
     @property

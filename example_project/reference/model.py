@@ -20,7 +20,6 @@ import hashlib
 import random
 import threading
 from dataclasses import dataclass
-from typing import Union
 
 # One vocabulary and one calendar for every local site of the example project.
 from example_project.site import EPOCH, VOCABULARY, sim_date
@@ -54,7 +53,7 @@ class Slot:
 
 
 #: A page as literal text and slots, in order.
-Template = list[Union[str, Slot]]
+Template = list[str | Slot]
 
 
 @dataclass(frozen=True)

@@ -244,4 +244,3 @@ class News:
 def listing_path(n: int) -> str:
     """``/news/`` for the first listing, ``/news/page/N`` for the others."""
     return PREFIX if n == 1 else f"{PREFIX}page/{n}"
-

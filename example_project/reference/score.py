@@ -104,6 +104,10 @@ def page_path(url: str) -> str:
     return urlsplit(url).path or "/"
 
 
+def _keep(t: PageTruth, kinds: Collection[str] | None, sections: Collection[str] | None) -> bool:
+    return (kinds is None or t.kind in kinds) and (sections is None or t.section in sections)
+
+
 def _fetches(truth: Truth, visits: Iterable[Visit]) -> Iterable[tuple[Visit, str, int]]:
     """(visit, path, version) for each visit that is a fetch of a live truth page,
     in day order (stable within a day)."""
@@ -123,11 +127,12 @@ def detection(
     *,
     from_day: int = 0,
     kinds: Collection[str] | None = None,
+    sections: Collection[str] | None = None,
 ) -> Detection:
     """Precision/recall of the visits' ``changed`` verdicts against the truth, over the
     visits on days ``>= from_day`` of pages of the given ``kinds`` (e.g.
-    ``{"product", "category"}``; None: all). Earlier visits still set the previous
-    version."""
+    ``{"product", "category"}``; None: all) and ``sections`` (``{"shop"}``; None: all).
+    Earlier visits still set the previous version."""
     last: dict[str, int] = {}
     tp = fp = fn = tn = unjudged = 0
     for v, path, version in _fetches(truth, visits):
@@ -135,7 +140,7 @@ def detection(
         last[path] = version
         if prev is None or v.day < from_day:
             continue
-        if kinds is not None and truth[path].kind not in kinds:
+        if not _keep(truth[path], kinds, sections):
             continue
         if v.changed is None:
             unjudged += 1
@@ -156,8 +161,10 @@ def freshness_by_day(
     days: Iterable[int],
     *,
     kinds: Collection[str] | None = None,
+    sections: Collection[str] | None = None,
 ) -> dict[int, float | None]:
-    """The true freshness of the known pages at the end of each of ``days``."""
+    """The true freshness of the known pages at the end of each of ``days`` (``kinds``,
+    ``sections``: only those pages count)."""
     fetches = list(_fetches(truth, visits))
     out: dict[int, float | None] = {}
     held: dict[str, int] = {}
@@ -171,7 +178,7 @@ def freshness_by_day(
         for path, version in held.items():
             t = truth[path]
             now = t.version(d)
-            if now is None or (kinds is not None and t.kind not in kinds):
+            if now is None or not _keep(t, kinds, sections):
                 continue
             known += 1
             fresh += version == now
@@ -180,10 +187,15 @@ def freshness_by_day(
 
 
 def true_freshness(
-    truth: Truth, visits: Iterable[Visit], day: int, *, kinds: Collection[str] | None = None
+    truth: Truth,
+    visits: Iterable[Visit],
+    day: int,
+    *,
+    kinds: Collection[str] | None = None,
+    sections: Collection[str] | None = None,
 ) -> float | None:
     """The true freshness of the known pages at the end of ``day``."""
-    return freshness_by_day(truth, visits, [day], kinds=kinds)[day]
+    return freshness_by_day(truth, visits, [day], kinds=kinds, sections=sections)[day]
 
 
 def new_page_latency(
@@ -193,6 +205,7 @@ def new_page_latency(
     up_to: int,
     after: int = 0,
     kinds: Collection[str] | None = None,
+    sections: Collection[str] | None = None,
 ) -> Latency:
     """Fetch latency in days of the pages created on days ``after+1 .. up_to``."""
     first: dict[str, int] = {}
@@ -202,7 +215,7 @@ def new_page_latency(
     latency: dict[str, int] = {}
     never: list[str] = []
     for path, t in truth.items():
-        if not after < t.created <= up_to or (kinds is not None and t.kind not in kinds):
+        if not after < t.created <= up_to or not _keep(t, kinds, sections):
             continue
         if path in first:
             latency[path] = first[path] - t.created
@@ -220,21 +233,28 @@ def visits_from_served(served: Iterable[Served | Mapping[str, Any]]) -> list[Vis
     """The site's served log as visits (no verdicts): for freshness and latency."""
     out = []
     for s in served:
-        row = s.to_json() if isinstance(s, Served) else s
+        row: Mapping[str, Any] = s.to_json() if isinstance(s, Served) else s
         out.append(Visit(str(row["url"]), int(row["day"]), None, int(row["status"])))
     return out
 
 
-def visits_from_store(store: Any, day_of_cycle: Callable[[int], int] = lambda c: c - 1) -> list[Visit]:
+def visits_from_store(
+    store: Any, day_of_cycle: Callable[[int], int] = lambda c: c - 1
+) -> list[Visit]:
     """The visits of a scrapy-recrawl store (``HistoryStore.visit_log``) with their
     verdicts; ``day_of_cycle`` maps a crawl cycle to the site's day (default: cycle 1
     was day 0, one ``POST /_admin/advance`` after each cycle)."""
     log = store.visit_log()
     ids = log["url_id"]
-    urls = dict(zip(sorted(set(ids.tolist())), store.urls(sorted(set(ids.tolist())))))
+    uids = sorted(set(ids.tolist()))
+    urls = dict(zip(uids, store.urls(uids), strict=True))
     out = []
     for uid, cycle, status, changed in zip(
-        ids.tolist(), log["cycle"].tolist(), log["status"].tolist(), log["changed"].tolist()
+        ids.tolist(),
+        log["cycle"].tolist(),
+        log["status"].tolist(),
+        log["changed"].tolist(),
+        strict=True,
     ):
         verdict = None if changed < 0 else bool(changed)
         out.append(Visit(urls[uid], day_of_cycle(int(cycle)), verdict, int(status)))

@@ -119,7 +119,9 @@ class ReferenceHandler(BaseHTTPRequestHandler):
             raw = query.get("days", ["1"])[0]
             days = _int_or_none(raw)
             if days is None or days < 0:
-                return self._json({"error": f"days must be a non-negative integer, got {raw!r}"}, 400)
+                return self._json(
+                    {"error": f"days must be a non-negative integer, got {raw!r}"}, 400
+                )
             return self._json({"day": self.site.advance(days)})
         if url.path == "/_admin/reset":
             return self._json({"day": self.site.reset()})
@@ -163,8 +165,8 @@ class RunningReferenceSite:
     ) -> None:
         self.site = site if site is not None else ReferenceSite(**kwargs)
         self.server = make_server(self.site, host, port)
-        bound_host, bound_port = self.server.server_address[:2]
-        self.base_url = f"http://{bound_host}:{bound_port}"
+        bound_port = int(self.server.server_address[1])
+        self.base_url = f"http://{host}:{bound_port}"
         self._thread = threading.Thread(
             target=self.server.serve_forever,
             kwargs={"poll_interval": 0.1},
@@ -244,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as exc:
         print(f"{p.prog}: error: {exc}", file=sys.stderr)
         return 2
-    host, port = server.server_address[:2]
+    port = int(server.server_address[1])
+    host = args.host
     print(
         f"reference site: http://{host}:{port}/  sites={','.join(site.sections)} "
         f"seed={args.seed} boilerplate={','.join(sorted(site.kinds)) or 'none'}  "

@@ -125,10 +125,10 @@ class Shop:
                 n = len(p.states)
                 r = rng(self.seed, "shop", "product", p.id, "change", n)
                 price, stock = p.states[-1]
-                new = price
-                while new == price:  # a price change is always a real change
-                    factor = 1 + r.choice((-1, 1)) * r.uniform(0.03, 0.25)
-                    new = max(99, round(price * factor / 100) * 100 - 1)
+                sign = r.choice((-1, 1)) if price >= 1000 else 1  # no price below $9.99
+                new = max(99, round(price * (1 + sign * r.uniform(0.03, 0.25)) / 100) * 100 - 1)
+                if new == price:  # a price change is always a real change
+                    new = price + 100
                 if r.random() < 0.5:
                     stock = r.randint(0, 40)
                 p.states.append((new, stock))
@@ -170,8 +170,7 @@ class Shop:
     def recommend(self, r: random.Random, day: int) -> Sequence[tuple[str, str]]:
         picks = r.sample(self.products, min(4, self.n_products))
         return [
-            (f"{PREFIX}product/{p.id}", f"{p.name}: {_price(self.state(p, day)[0])}")
-            for p in picks
+            (f"{PREFIX}product/{p.id}", f"{p.name}: {_price(self.state(p, day)[0])}") for p in picks
         ]
 
     # -- rendering ----------------------------------------------------------------
@@ -180,7 +179,7 @@ class Shop:
         return layout(page_title, "Reference Shop", PREFIX, body)
 
     def _home(self) -> Template:
-        body: Template = ["<h1>Welcome to the Reference Shop</h1>\n<ul class=\"categories\">\n"]
+        body: Template = ['<h1>Welcome to the Reference Shop</h1>\n<ul class="categories">\n']
         for k, name in enumerate(self.category_names, start=1):
             body += ["<li>", *link(f"{PREFIX}category/{k}", name), "</li>\n"]
         body.append("</ul>\n")
@@ -191,7 +190,7 @@ class Shop:
         body: Template = [
             '<nav class="breadcrumb">',
             *link(PREFIX, "Home"),
-            f"</nav>\n<h1>{_e(name)}</h1>\n<ul class=\"products\">\n",
+            f'</nav>\n<h1>{_e(name)}</h1>\n<ul class="products">\n',
         ]
         for i in self.members[k]:
             p = self.products[i - 1]
@@ -226,4 +225,3 @@ class Shop:
 
 def _price(cents: int) -> str:
     return f"${cents // 100}.{cents % 100:02d}"
-

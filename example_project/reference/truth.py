@@ -19,6 +19,7 @@ import bisect
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .boilerplate import canonical
 from .model import Page, content_hash
@@ -55,7 +56,7 @@ class PageTruth:
             return None
         return bisect.bisect_right(self.changes, day)
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "path": self.path,
             "section": self.section,
@@ -93,7 +94,7 @@ class Served:
     status: int  # 200, 304, 404, 410
     version: int | None  # the real-content version served (or confirmed by a 304)
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "url": self.url,
             "path": self.path,
