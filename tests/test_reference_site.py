@@ -411,7 +411,7 @@ def test_three_cycles_of_scrapy_crawl_shop_scored_against_the_truth(tmp_path):
     assert {v.day for v in visits} == {0, 1, 2}
     shop = detection(truth, visits, kinds={"product", "category"})
     assert shop.compared > 200  # cycle 2 compares every page, cycle 3 a budget's worth
-    assert shop.recall == 1.0  # a real change is never missed
+    assert shop.recall is not None and shop.recall >= 0.95  # issue 26: real changes are seen
     fresh = freshness_by_day(truth, visits, range(3))
     print(
         f"\nshop, 3 cycles, only the add-on line: precision {shop.precision:.3f} recall "
