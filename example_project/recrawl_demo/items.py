@@ -7,3 +7,23 @@ class PageItem:
 
     url: str
     title: str
+
+
+@dataclass
+class ProductItem:
+    """A product of the reference shop, as its page shows it."""
+
+    url: str
+    name: str
+    price: float | None  # in dollars; None if the page showed none
+    stock: int  # units in stock (0: "Out of stock")
+
+
+@dataclass
+class ArticleItem:
+    """An article of the reference news site."""
+
+    url: str
+    title: str
+    published: str  # ISO time from the byline's <time datetime>
+    corrections: int  # correction notes on the page
