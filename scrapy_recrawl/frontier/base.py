@@ -40,7 +40,7 @@ from ..core.cycle import (
     side_order,
 )
 from ..core.meta import KIND_MONITOR, KIND_NEW, KIND_RECRAWL, META_CYCLE, META_ID, META_KIND
-from ..history import HistoryStore
+from ..history import HistoryStore, HistoryStoreError
 from ..scope import not_a_page
 
 logger = logging.getLogger("scrapy_recrawl.scheduler")
@@ -379,6 +379,12 @@ class CycleFrontier(ABC):
         self.drop_queued_recrawls()
         self.summarize_cycle()
         self.waiting = True
+        # its visits written now, not at the next flush: the process that opens the next
+        # cycle (on Redis, maybe another one) scores them
+        try:
+            self.host.store.flush()
+        except HistoryStoreError:
+            pass  # kept and retried at the next flush; said there if it fails for good
 
     def drop_queued_recrawls(self) -> None:  # noqa: B027 -- a shared queue is dropped at roll-over
         """Recrawls not handed out when the cycle ended: dropped (rescored with the rest)."""
