@@ -27,8 +27,10 @@ JOBDIR persistence are then exactly Scrapy's scheduler's (docs/scheduler.md:
 Scrapy's own scheduler, engine and crawl tests pass against this class).
 
 Cycles: one ``scrapy crawl`` is one cycle (cron-style), or, with
-``RECRAWL_CONTINUOUS``, the spider stays open and a cycle ends when its budget
-is handed out or ``RECRAWL_CYCLE_SECONDS`` have passed.
+``RECRAWL_CONTINUOUS``, the spider stays open and opens one cycle per
+``RECRAWL_CYCLE_PERIOD``: a cycle ends when its work is done (its budget handed
+out or its queues empty, nothing in flight) or ``RECRAWL_CYCLE_SECONDS`` have
+passed, and the crawl waits idle until the next period starts.
 
 The cycle is decided by the cycle core (:mod:`scrapy_recrawl.core.cycle`); where
 it lives -- this process, or a Redis shared by many -- is the scheduler's
@@ -139,6 +141,7 @@ class RecrawlScheduler(Scheduler):
         self.plugins = Plugins()
         self.prober: ProbeSource | None = None
         self._wake_call: Any = None
+        self._clock: Any = None  # continuous mode's periods: the reactor unless a test sets one
         # `scrapy shell`, `fetch`, `parse` ...: Scrapy's scheduler, no history, no cycle
         self.off = off_reason(crawler)
         if self.off is not None:
@@ -148,6 +151,21 @@ class RecrawlScheduler(Scheduler):
             self.frontier: CycleFrontier = load_object(self.frontier_class)(self)
         except (RecrawlSettingError, HistoryStoreError) as exc:
             raise startup_failure(exc, logged=True) from None  # the frontier said it
+
+    @property
+    def clock(self) -> Any:
+        """The clock continuous mode keeps its periods on (Twisted's IReactorTime): the
+        installed reactor, read when first needed; a test may set a
+        ``twisted.internet.task.Clock`` before the scheduler opens."""
+        if self._clock is None:
+            from twisted.internet import reactor
+
+            self._clock = reactor
+        return self._clock
+
+    @clock.setter
+    def clock(self, value: Any) -> None:
+        self._clock = value
 
     @property
     def fingerprinter(self) -> Any:
@@ -301,6 +319,16 @@ class RecrawlScheduler(Scheduler):
             and (scraper is None or scraper.slot is None or scraper.slot.is_idle())
             and getattr(engine, "_start", None) is None
         )
+
+    def continuations(self) -> int:
+        """Requests in Scrapy's own queues (start requests, redirects, retries)."""
+        return super().__len__()
+
+    def wake(self) -> None:
+        """Ask the engine for the next request now (its own heartbeat is 5 s)."""
+        slot = getattr(self.engine(), "_slot", None)
+        if slot is not None:
+            slot.nextcall.schedule()
 
     def engine(self) -> Any:
         # Crawler.engine raises RuntimeError (not AttributeError) before the crawl starts
@@ -467,13 +495,8 @@ class RecrawlScheduler(Scheduler):
             return
         from twisted.internet import reactor
 
-        def wake() -> None:
-            slot = getattr(self.engine(), "_slot", None)
-            if slot is not None:
-                slot.nextcall.schedule()
-
         clock: Any = reactor  # the installed reactor (typed as the module)
-        self._wake_call = clock.callLater(max(0.0, when - time.time()) + 0.01, wake)
+        self._wake_call = clock.callLater(max(0.0, when - time.time()) + 0.01, self.wake)
 
     # -- cycles ----------------------------------------------------------------
 
@@ -506,5 +529,7 @@ class RecrawlScheduler(Scheduler):
             and not self.has_pending_requests()
         ):
             return  # let the spider close
-        self.frontier.maybe_roll_over()
+        # the cycle's work may be over: summed up, and the next one opens at the start of
+        # the next period (a timer wakes the engine then; nothing polls in between)
+        self.frontier.maybe_roll_over(check_work=True)
         raise DontCloseSpider

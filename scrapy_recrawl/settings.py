@@ -43,7 +43,8 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_NEW_SHARE": 0.2,
     "RECRAWL_WARMUP_CYCLES": 2,
     "RECRAWL_CONTINUOUS": False,
-    "RECRAWL_CYCLE_SECONDS": 3600.0,
+    "RECRAWL_CYCLE_SECONDS": 3600.0,  # the longest a cycle may run
+    "RECRAWL_CYCLE_PERIOD": 3600.0,  # continuous mode: seconds between cycle starts
     "RECRAWL_MAX_CYCLES": 0,
     "RECRAWL_MONITOR_SHARE": 0.0,
     "RECRAWL_MAX_PER_DOMAIN": None,
@@ -252,6 +253,7 @@ KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "RECRAWL_WARMUP_CYCLES": (_int, "an integer"),
     "RECRAWL_CONTINUOUS": (_bool, "True or False"),
     "RECRAWL_CYCLE_SECONDS": (_number, "a number"),
+    "RECRAWL_CYCLE_PERIOD": (_number, "a number"),
     "RECRAWL_MAX_CYCLES": (_int, "an integer"),
     "RECRAWL_MONITOR_SHARE": (_number, "a number"),
     "RECRAWL_MAX_PER_DOMAIN": (_optional(_int), "an integer or None"),

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -51,7 +52,14 @@ class LocalSite:
                 page = site.pages.get(self.path)
                 inm = self.headers.get("If-None-Match")
                 ims = self.headers.get("If-Modified-Since")
-                site.log.append({"path": self.path, "if_none_match": inm, "if_modified_since": ims})
+                site.log.append(
+                    {
+                        "path": self.path,
+                        "if_none_match": inm,
+                        "if_modified_since": ims,
+                        "time": time.time(),  # when it was asked for (wall clock)
+                    }
+                )
                 if page is None:
                     self._send(404, {"Content-Type": "text/plain"}, b"not found")
                     return

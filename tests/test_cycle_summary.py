@@ -201,6 +201,7 @@ def test_a_continuous_crawl_sums_up_each_cycle_at_its_roll_over(tmp_path):
         "RECRAWL_WARMUP_CYCLES": 1,
         "RECRAWL_BUDGET": 4,
         "RECRAWL_CYCLE_SECONDS": 0.5,
+        "RECRAWL_CYCLE_PERIOD": 0.5,
         "LOG_LEVEL": "INFO",
     }
     with LocalSite() as site:

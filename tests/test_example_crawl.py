@@ -47,7 +47,7 @@ def test_continuous_crawl_of_the_site(tmp_path):
         cmd = [
             sys.executable, "-m", "scrapy", "crawl", "site", "-a", f"start_url={site.base_url}/",
             "-s", f"RECRAWL_STORE={store}", "-s", "RECRAWL_CONTINUOUS=True",
-            "-s", "RECRAWL_CYCLE_SECONDS=3", "-s", "RECRAWL_MAX_CYCLES=5",
+            "-s", "RECRAWL_CYCLE_SECONDS=3", "-s", "RECRAWL_CYCLE_PERIOD=3", "-s", "RECRAWL_MAX_CYCLES=5",
             "-s", "RECRAWL_BUDGET=20", "-s", "LOG_LEVEL=WARNING",
         ]  # fmt: skip
         env = {

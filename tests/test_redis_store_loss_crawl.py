@@ -40,6 +40,7 @@ def _crawl_three_cycles(site, server, client, tmp_path, **settings):
         RECRAWL_WARMUP_CYCLES=1,
         RECRAWL_BUDGET=15,
         RECRAWL_CYCLE_SECONDS=CYCLE_SECONDS,
+        RECRAWL_CYCLE_PERIOD=CYCLE_SECONDS,
         DOWNLOAD_DELAY=0.1,
         CONCURRENT_REQUESTS=2,
         RECRAWL_REDIS_OUTAGE_SECONDS=30,

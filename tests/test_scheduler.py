@@ -157,6 +157,7 @@ def test_continuous_mode_rolls_cycles_until_max_cycles(site, tmp_path):
         RECRAWL_WARMUP_CYCLES=1,
         RECRAWL_BUDGET=6,
         RECRAWL_CYCLE_SECONDS=1,
+        RECRAWL_CYCLE_PERIOD=1,  # one cycle a second
     )
     result = run_crawl([site.url + "/"], settings, tmp_path, follow=True, timeout=120)
     assert result["stats"]["recrawl/cycle"] == 4

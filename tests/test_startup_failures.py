@@ -61,6 +61,8 @@ def test_an_unknown_preset_is_one_line_listing_the_presets(project, runner):
     [
         ("RECRAWL_BUDGET=1.0", ("RECRAWL_BUDGET='1.0'", "write 1 for one page or '100%'")),
         ("RECRAWL_CONTINUOUS=maybe", ("RECRAWL_CONTINUOUS='maybe'", "True or False")),
+        ("RECRAWL_CYCLE_PERIOD=0", ("RECRAWL_CYCLE_PERIOD='0'", "seconds > 0")),
+        ("RECRAWL_CYCLE_PERIOD=hourly", ("RECRAWL_CYCLE_PERIOD='hourly'", "a number")),
         ("RECRAWL_NEW_SHARE=1.5", ("RECRAWL_NEW_SHARE='1.5'", "a share 0..1")),
         ("RECRAWL_STORE=ftp://nowhere/h", ("RECRAWL_STORE='ftp://nowhere/h'", "unknown store")),
     ],

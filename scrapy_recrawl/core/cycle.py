@@ -3,12 +3,15 @@
 Pure (no Scrapy, no I/O of its own): both Scrapy schedulers and the offline
 replay call :func:`plan_cycle` and :func:`side_order`, so a crawl and its
 replay cannot disagree on roll-over, the budget, the new/recrawl/monitor
-split or the top-k.
+split or the top-k. In continuous mode the clock of cycles is here too: one cycle per
+``RECRAWL_CYCLE_PERIOD`` (:func:`cycle_done`, :func:`next_period_start`); both frontiers
+ask it, with the time they keep (this process's clock, or the shared Redis's).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,7 +37,10 @@ class CycleConfig:
     new_share: float = 0.2
     warmup_cycles: int = 2
     continuous: bool = False
+    #: the longest a cycle may run (continuous mode)
     cycle_seconds: float = 3600.0
+    #: continuous mode: seconds from one cycle's start to the next's (RECRAWL_CYCLE_PERIOD)
+    cycle_period: float = 3600.0
     max_cycles: int = 0
     monitor_share: float = 0.0
     max_per_domain: int | None = None
@@ -59,6 +65,9 @@ class CycleConfig:
             continuous=get(s, "RECRAWL_CONTINUOUS", bool),
             cycle_seconds=get(
                 s, "RECRAWL_CYCLE_SECONDS", share, lambda v: v > 0, "a number of seconds > 0"
+            ),
+            cycle_period=get(
+                s, "RECRAWL_CYCLE_PERIOD", share, lambda v: v > 0, "a number of seconds > 0"
             ),
             max_cycles=get(
                 s, "RECRAWL_MAX_CYCLES", int, lambda v: v >= 0, "a number of cycles (0: no limit)"
@@ -180,10 +189,40 @@ def _cut(
     return selection, cut
 
 
-def cycle_over(config: CycleConfig, *, budget_left: bool, elapsed: float, cycles_run: int) -> bool:
-    """Continuous mode: the budget is spent or the cycle's time is up, and cycles remain."""
-    if budget_left and elapsed < config.cycle_seconds:
-        return False
+def cycle_done(
+    config: CycleConfig,
+    *,
+    work_left: Callable[[], bool],
+    elapsed: float,
+    period_elapsed: float,
+) -> bool:
+    """Continuous mode: the open cycle is over -- it has run ``RECRAWL_CYCLE_SECONDS``
+    (``elapsed``), or its period is over (``period_elapsed`` seconds since the start of
+    the period it opened in: the next cycle starts then), or it has nothing left to do
+    (``work_left()`` False, asked only when its time is not up: its budget handed out or
+    its queues empty, and nothing in flight)."""
+    if elapsed >= config.cycle_seconds or period_elapsed >= config.cycle_period:
+        return True
+    return not work_left()
+
+
+def next_period_start(config: CycleConfig, period_start: float, now: float) -> float:
+    """When the cycle after one opened in the period starting at ``period_start`` opens
+    (continuous mode): the next period's start, ``RECRAWL_CYCLE_PERIOD`` seconds later.
+
+    At or before ``now``: open it now, in the period that starts then. Starts missed by a
+    whole period or more (a cycle cannot run into the next period, so only a crawl that
+    was held up misses one) are skipped: the result is then the last start of the same
+    grid before ``now``, so the cycles stay one per period and on the grid."""
+    period = config.cycle_period
+    due = period_start + period
+    if now < due:
+        return due
+    return due + period * math.floor((now - due) / period)
+
+
+def cycles_remain(config: CycleConfig, cycles_run: int) -> bool:
+    """Continuous mode: another cycle may open (``RECRAWL_MAX_CYCLES``, 0: no limit)."""
     return not (config.max_cycles and cycles_run >= config.max_cycles)
 
 

@@ -31,9 +31,16 @@ from typing import Any, Protocol
 from scrapy import Request, Spider, signals
 
 from ..core.budget import Budget
-from ..core.cycle import CycleConfig, CyclePlan, cycle_over, side_order
+from ..core.cycle import (
+    CycleConfig,
+    CyclePlan,
+    cycle_done,
+    cycles_remain,
+    next_period_start,
+    side_order,
+)
 from ..core.meta import KIND_MONITOR, KIND_NEW, KIND_RECRAWL, META_CYCLE, META_ID, META_KIND
-from ..history import HistoryStore
+from ..history import HistoryStore, HistoryStoreError
 from ..scope import not_a_page
 
 logger = logging.getLogger("scrapy_recrawl.scheduler")
@@ -49,6 +56,9 @@ class SchedulerHost(Protocol):
     mqs: Any  # Scrapy's memory queue
     dqdir: str | None  # JOBDIR's request folder
     prober: Any  # the probe source (loop-time baskets), or None
+    #: the clock of continuous mode's periods (Twisted's IReactorTime: ``seconds()``,
+    #: ``callLater()``): the reactor, or a test's ``twisted.internet.task.Clock``
+    clock: Any
 
     @property
     def store(self) -> HistoryStore: ...
@@ -92,6 +102,14 @@ class SchedulerHost(Protocol):
         """Nothing downloading or scraping in this process: no new URL can turn up here."""
         ...
 
+    def continuations(self) -> int:
+        """Requests waiting in Scrapy's own queues (start requests, redirects, retries)."""
+        ...
+
+    def wake(self) -> None:
+        """Ask the engine for the next request now (its own heartbeat is 5 s)."""
+        ...
+
     def next_probe(self) -> Request | None:
         """A due probe of a new URL (loop-time baskets), or None."""
         ...
@@ -132,6 +150,13 @@ class CycleFrontier(ABC):
         self.budget = Budget(None, None)
         self.cycles_run = 0  # cycles this process opened or joined
         self.started = time.monotonic()  # when the current cycle started
+        # continuous mode (one cycle per RECRAWL_CYCLE_PERIOD), in self.now()'s time:
+        self.opened_at = 0.0  # when the open cycle opened
+        self.period_start = 0.0  # when the period it opened in started
+        #: the open cycle's work is over (summed up); the next opens at its period start
+        self.waiting = False
+        self._summarized = 0  # the last cycle summed up by this process (once each)
+        self._period_call: Any = None  # the timer that wakes the crawl at a period start
 
     # -- life ------------------------------------------------------------------
 
@@ -164,11 +189,11 @@ class CycleFrontier(ABC):
     def next_request(self) -> Request | None:
         """The next budgeted request (probe, recrawl or new URL), or None for now."""
         if self.host.config.continuous:
-            self.maybe_roll_over()
+            self.maybe_roll_over(check_work=False)
         if not self.budget_left():
             return None
         request = self.host.next_probe() if self.supports_probes else None
-        if request is None:
+        if request is None and not self.waiting:  # between cycles: only a due probe
             request = self.next_budgeted()
         if request is not None:
             self.host.inc_stat("scheduler/dequeued")
@@ -269,7 +294,7 @@ class CycleFrontier(ABC):
         """Recrawls and new URLs queued in this cycle."""
 
     def has_pending(self) -> bool:
-        return self.budget_left() and self.queued() > 0
+        return not self.waiting and self.budget_left() and self.queued() > 0
 
     def keep_for_later(self, requests: list[Request]) -> int:
         """New URLs this cycle did not fetch: into the store's frontier for a later
@@ -293,28 +318,95 @@ class CycleFrontier(ABC):
     # -- the end of a cycle, for this process ---------------------------------------------
 
     def summarize_cycle(self) -> None:
-        """The current cycle ends for this process (a roll-over, another process's roll-over
-        adopted, the spider closing): its summary, once (cycle_summary.py)."""
-        if self.cycle > 0:
+        """The current cycle ends for this process (its work over in continuous mode, a
+        roll-over, another process's roll-over adopted, the spider closing): its summary,
+        once (cycle_summary.py)."""
+        if self.cycle > 0 and self._summarized != self.cycle:
+            self._summarized = self.cycle
             self.host.end_cycle(
                 self.cycle, self.budget, time.monotonic() - self.started, shared=self.many_processes
             )
 
-    # -- continuous mode -------------------------------------------------------------
+    # -- continuous mode: one cycle per RECRAWL_CYCLE_PERIOD ------------------------------
 
-    def cycle_over(self) -> bool:
-        """The budget is spent or the cycle's time is up, and cycles remain."""
-        return cycle_over(
-            self.host.config,
-            budget_left=self.budget_left(),
-            elapsed=time.monotonic() - self.started,
-            cycles_run=self.cycles_run,
+    def now(self) -> float:
+        """The time the periods are kept in: the scheduler's clock (the reactor's)."""
+        return float(self.host.clock.seconds())
+
+    def opened(self, period_start: float | None) -> None:
+        """A cycle opened now, in the period starting at ``period_start`` (None: now)."""
+        now = self.now()
+        self.opened_at = now
+        self.period_start = now if period_start is None else period_start
+        self.waiting = False
+
+    def work_left(self) -> bool:
+        """The open cycle still has something to do: a budgeted request to hand out, or
+        something in flight or queued that may bring one (a response, a continuation)."""
+        return self.has_pending() or not self.quiet() or self.host.continuations() > 0
+
+    def maybe_roll_over(self, *, check_work: bool = True) -> None:
+        """Continuous mode: when the open cycle is over (core.cycle.cycle_done), sum it up;
+        open the next one at the start of the next period (one cycle per
+        RECRAWL_CYCLE_PERIOD, core.cycle.next_period_start) and, until then, wait idle: a
+        timer on the clock wakes the crawl then, nothing polls.
+
+        ``check_work``: also ask whether the cycle has work left (when the spider is idle);
+        otherwise only its time is looked at (before each request handed out)."""
+        config = self.host.config
+        now = self.now()
+        if not self.waiting:
+            over = cycle_done(
+                config,
+                work_left=self.work_left if check_work else lambda: True,
+                elapsed=now - self.opened_at,
+                period_elapsed=now - self.period_start,
+            )
+            if not over:
+                return
+            self.finish_cycle()
+        if not cycles_remain(config, self.cycles_run):
+            return  # RECRAWL_MAX_CYCLES: the spider closes once idle
+        start = next_period_start(config, self.period_start, now)
+        if start <= now:
+            self.roll_over(start)
+        else:
+            self.wake_at(start)
+
+    def finish_cycle(self) -> None:
+        """Continuous mode: the open cycle's work is over for this process: it is summed up
+        now, and nothing is handed out against it but due probes until the next opens."""
+        self.drop_queued_recrawls()
+        self.summarize_cycle()
+        self.waiting = True
+        # its visits written now, not at the next flush: the process that opens the next
+        # cycle (on Redis, maybe another one) scores them
+        try:
+            self.host.store.flush()
+        except HistoryStoreError:
+            pass  # kept and retried at the next flush; said there if it fails for good
+
+    def drop_queued_recrawls(self) -> None:  # noqa: B027 -- a shared queue is dropped at roll-over
+        """Recrawls not handed out when the cycle ended: dropped (rescored with the rest)."""
+
+    def wake_at(self, when: float) -> None:
+        """Wake the crawl at ``when`` (self.now()'s time): one timer on the clock."""
+        if self._period_call is not None and self._period_call.active():
+            return
+        delay = max(0.0, when - self.now())
+        self._period_call = self.host.clock.callLater(delay, self.host.wake)
+        logger.info(
+            "recrawl: waiting %.1f s for the next cycle (RECRAWL_CYCLE_PERIOD = %g s)",
+            delay,
+            self.host.config.cycle_period,
         )
 
-    def maybe_roll_over(self) -> None:
-        if self.cycle_over():
-            self.roll_over()
+    def cancel_wake(self) -> None:
+        if self._period_call is not None and self._period_call.active():
+            self._period_call.cancel()
+        self._period_call = None
 
     @abstractmethod
-    def roll_over(self) -> None:
-        """End the current cycle and start the next (continuous mode)."""
+    def roll_over(self, period_start: float) -> None:
+        """Continuous mode: end the current cycle and start the next, in the period that
+        starts at ``period_start``."""

@@ -47,6 +47,7 @@ import numpy as np
 from scrapy import Request
 
 from ..core.budget import Budget
+from ..core.cycle import next_period_start
 from ..core.meta import META_CYCLE, META_ID, META_KIND, META_RANK, META_SCORE
 from ..history import HistoryStoreError, StoreLost
 from ..history.redis_connection import cluster_mode, redis_from_settings
@@ -126,6 +127,7 @@ class DistributedFrontier(CycleFrontier):
             raise HistoryStoreError(message) from exc
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._cycle_opened = 0.0
+        self._offset = 0.0  # the Redis's clock less this process's: self.now() is the Redis's
         self._status_written = 0.0
         self._status_busy: bool | None = None
         self._others_busy_cache = (0.0, False)
@@ -182,6 +184,7 @@ class DistributedFrontier(CycleFrontier):
             self._write_status(busy=True, force=True)
 
     def close(self, reason: str) -> None:
+        self.cancel_wake()
         if self._poke_call is not None and self._poke_call.active():
             self._poke_call.cancel()
         try:
@@ -253,8 +256,9 @@ class DistributedFrontier(CycleFrontier):
         if request is not None:
             self._write_status(busy=True)
         else:
-            self._write_status(busy=not self.host.quiet())
-            self._poke(_POLL)
+            self._write_status(busy=not self.waiting and not self.host.quiet())
+            if not self.waiting:  # between cycles the period's timer wakes the crawl
+                self._poke(_POLL)
         return request
 
     def take(self, side: str, quota: int | None) -> Request | None:
@@ -316,6 +320,10 @@ class DistributedFrontier(CycleFrontier):
         if self._held:
             return True
         try:
+            if self.waiting:  # between cycles (continuous mode): idle until the period starts
+                self._write_status(busy=False)
+                self._outage.ok()
+                return False
             pending = self.budget_left() and (len(self.recrawls) > 0 or len(self.newqs) > 0)
             if not pending:
                 self._write_status(busy=not self.host.quiet())
@@ -375,6 +383,10 @@ class DistributedFrontier(CycleFrontier):
         assert self.names is not None, "the frontier is not open"
         return self.names.dupefilter_of(cycle)
 
+    def now(self) -> float:
+        """The Redis's time (as of the last cycle adopted: this clock plus its offset)."""
+        return super().now() + self._offset
+
     def _adopt(self, state: dict[str, str]) -> None:
         # each cycle opened, joined or adopted: still the history this process opened?
         check_epoch = getattr(self.host.store, "check_epoch", None)
@@ -383,8 +395,13 @@ class DistributedFrontier(CycleFrontier):
         self.cycle = int(state["cycle"])
         total, new = int(state["total"]), int(state["new"])
         self.budget = Budget(None if total < 0 else total, None if new < 0 else new)
+        # the periods are kept in the Redis's time, one clock for every process
+        self._offset = self.shared.now() - super().now()
         self._cycle_opened = float(state["opened"])
-        self.started = time.monotonic() - (time.time() - self._cycle_opened)
+        self.started = time.monotonic() - max(0.0, self.now() - self._cycle_opened)
+        self.opened_at = self._cycle_opened
+        self.period_start = float(state.get("period_start", self._cycle_opened))
+        self.waiting = False
         self.host.df = self._cycle_df(self.cycle)
         self._others_busy_cache = (0.0, False)
 
@@ -406,9 +423,10 @@ class DistributedFrontier(CycleFrontier):
             pending,
         )
 
-    def _open_cycle(self) -> None:
+    def _open_cycle(self, period_start: float | None = None) -> None:
         """Advance the cycle counter, score, push the top-k and the frontier's share:
-        once, by the process holding the lock."""
+        once, by the process holding the lock. ``period_start``: the start of the period
+        it opens in (continuous mode; None: now), in the Redis's time."""
         self.shared.forget_recrawls()  # from a cycle that was never closed
         plan = self.host.plan_cycle()
         self.cycles_run += 1
@@ -419,12 +437,14 @@ class DistributedFrontier(CycleFrontier):
             request = self.host.request_from_frontier(d)
             if request is not None:
                 self.newqs.push(request)
+        opened = self.shared.now()
         self.shared.open_cycle(
             {
                 "cycle": plan.cycle,
                 "total": -1 if budget.total is None else budget.total,
                 "new": -1 if budget.new is None else budget.new,
-                "opened": repr(time.time()),
+                "opened": repr(opened),
+                "period_start": repr(opened if period_start is None else period_start),
                 "opened_by": self.worker_id,
                 "done": 0,
                 "scheduled": pushed,
@@ -482,31 +502,45 @@ class DistributedFrontier(CycleFrontier):
         """Continuous mode: adopt a cycle another process has rolled over to."""
         state = self.shared.state()
         if state and int(state["cycle"]) != self.cycle:
-            self.summarize_cycle()  # another process rolled over: ours has ended
-            self._adopt(state)
-            self.cycles_run += 1
-            stats = self.host.crawler.stats
-            if stats is not None:
-                stats.set_value("recrawl/cycle", self.cycle)
+            self._adopt_rolled_over(state)
 
-    def roll_over(self) -> None:
+    def _adopt_rolled_over(self, state: dict[str, str]) -> None:
+        self.summarize_cycle()  # another process rolled over: ours has ended (once)
+        self._adopt(state)
+        self.cycles_run += 1
+        stats = self.host.crawler.stats
+        if stats is not None:
+            stats.set_value("recrawl/cycle", self.cycle)
+
+    def roll_over(self, period_start: float) -> None:
+        """The next period has started (by this process's reckoning): the first process to
+        get the lock checks it by the Redis's clock, ends the cycle and opens the next, once
+        for all; the others adopt it."""
         lock = self.shared.lock()
         if not lock.acquire(blocking=False):
-            return  # another process is rolling over: adopt its cycle next time
+            self._poke(_POLL)  # another process is rolling over: adopt its cycle soon
+            return
         try:
             state = self.shared.state()
             if not state:
                 # the cycle state vanished with the Redis's data and the crawl goes on
                 # (RECRAWL_ON_STORE_LOSS = "continue"): open the next cycle afresh
                 self._open_cycle()
-            elif int(state.get("cycle", -1)) != self.cycle:
-                self.summarize_cycle()
-                self._adopt(state)  # rolled over already, by someone else
-                self.cycles_run += 1
-            else:
-                self.summarize_cycle()
-                self._end_cycle(self.cycle, "rolled over")
-                self._open_cycle()
+                return
+            if int(state.get("cycle", -1)) != self.cycle:
+                self._adopt_rolled_over(state)  # rolled over already, by someone else
+                return
+            now = self.shared.now()
+            start = next_period_start(
+                self.host.config, float(state.get("period_start", state["opened"])), now
+            )
+            if start > now:  # not yet by the Redis's clock
+                self._offset = now - super().now()
+                self.wake_at(start)
+                return
+            self.summarize_cycle()
+            self._end_cycle(self.cycle, "rolled over")
+            self._open_cycle(start)
         except StoreLost:
             pass  # said once, and the spider is closing (history/epoch.py)
         finally:

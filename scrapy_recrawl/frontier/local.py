@@ -70,6 +70,7 @@ class LocalFrontier(CycleFrontier):
             self.start_cycle()
 
     def close(self, reason: str) -> None:
+        self.cancel_wake()
         self._save(reason)
         self.summarize_cycle()
         # a continuation is dropped with the memory queue, as in Scrapy
@@ -156,12 +157,15 @@ class LocalFrontier(CycleFrontier):
 
     # -- cycles ------------------------------------------------------------------------
 
-    def start_cycle(self) -> None:
+    def start_cycle(self, period_start: float | None = None) -> None:
+        """Open the next cycle (continuous mode: in the period starting at
+        ``period_start``; None: now)."""
         # still downloading from the last cycle: their visit is not recorded yet
         in_flight = np.fromiter(self.in_flight, dtype=np.int64, count=len(self.in_flight))
         plan = self.host.plan_cycle(exclude=in_flight)
         self.cycles_run += 1
         self.started = time.monotonic()
+        self.opened(period_start)
         self.cycle = plan.cycle
         self.budget = plan.budget
         self.selected = plan.selection.ids
@@ -174,10 +178,13 @@ class LocalFrontier(CycleFrontier):
             self._queue_from_frontier(d)
         self.host.log_cycle(plan, len(plan.selection.ids))
 
-    def roll_over(self) -> None:
+    def roll_over(self, period_start: float) -> None:
+        self.drop_queued_recrawls()
+        self.summarize_cycle()  # once: done already when the cycle's work ended first
+        self.start_cycle(period_start)
+
+    def drop_queued_recrawls(self) -> None:
         self.recrawls.drain()  # unfetched recrawls are rescored with the rest
-        self.summarize_cycle()
-        self.start_cycle()
 
     def _reset_probe_cap(self) -> None:
         prober = getattr(self.host, "prober", None)
@@ -249,6 +256,7 @@ class LocalFrontier(CycleFrontier):
         self.taken_new, self.taken_recrawl = state["taken_new"], state["taken_recrawl"]
         self._reset_probe_cap()
         self.started = time.monotonic()
+        self.opened(None)  # continuous mode: the resumed cycle's period starts now
         self.cycles_run += 1
         ids = np.asarray(state["left_ids"], dtype=np.int64)
         self.selected = ids

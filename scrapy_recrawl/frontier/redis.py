@@ -2,7 +2,8 @@
 
 Keys under ``RECRAWL_REDIS_SCHEDULER_KEY`` (``%(spider)s:recrawl``), one set per spider:
 
-``{s}:state``     hash: the open cycle, its budget, who opened it, whether it is done
+``{s}:state``     hash: the open cycle, its budget, who opened it and when (the Redis's
+                  time), the start of its period (continuous mode), whether it is done
 ``{s}:taken``     hash: budgeted requests handed out this cycle (total, new, recrawl)
 ``{s}:workers``   hash: worker id -> JSON status (cycle, busy, last seen)
 ``{s}:lock``      the lock under which a cycle is opened, rolled over or left
@@ -59,6 +60,14 @@ local before = redis.call('HGET', KEYS[1], ARGV[1])
 if before and (ARGV[2] ~= 's' or before ~= 's') then return 0 end
 if not before then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
 return 1
+"""
+
+
+#: The Redis's own clock (KEYS[1]: a key of the spider's, so on a cluster the master of
+#: its slot answers, the one every process of the spider asks): read only, no write.
+NOW_LUA = r"""
+local t = redis.call('TIME')
+return {t[1], t[2]}
 """
 
 
@@ -121,6 +130,7 @@ class RedisFrontier:
         self.lock_seconds = lock_seconds
         self._reserve = server.register_script(RESERVE_LUA)
         self._fetched = server.register_script(FETCHED_LUA)
+        self._now = server.register_script(NOW_LUA)
 
     def key(self, name: str) -> str:
         return f"{self.skey}:{name}"
@@ -136,6 +146,12 @@ class RedisFrontier:
             thread_local=False,
         )
 
+    def now(self) -> float:
+        """The Redis's time, seconds since the epoch: the one clock of the shared cycles'
+        periods (each machine's own may be off)."""
+        seconds, micros = self._now(keys=[self.key("state")])
+        return int(seconds) + int(micros) / 1e6
+
     def state(self) -> dict[str, str]:
         raw = self.server.hgetall(self.key("state"))
         try:
@@ -143,8 +159,9 @@ class RedisFrontier:
             for name in ("cycle", "total", "new", "done"):
                 if name in state:
                     int(state[name])
-            if "opened" in state:
-                float(state["opened"])
+            for name in ("opened", "period_start"):
+                if name in state:
+                    float(state[name])
         except ValueError:  # UnicodeDecodeError too: not what this scheduler writes
             raise HistoryStoreError(
                 f"the key {self.key('state')} in the Redis holds values this scheduler never "
