@@ -64,14 +64,16 @@ def shop_page(
 
 
 def test_section_of_folds_digits_and_keeps_the_host():
-    assert section_of("http://Shop.test:8080/product/12?x=1") == (
+    assert section_of("http://Shop.test:8080/shop/product/12?x=1") == (
         "shop.test:8080",
-        "shop.test:8080/product",
+        "shop.test:8080/shop/product",
     )
-    assert section_of("https://news.test/2024/05/slug")[1] == "news.test/N"
+    assert section_of("https://news.test/2024/05/slug")[1] == "news.test/N/N"
     assert section_of("https://news.test/")[1] == "news.test/"
     assert section_of("https://news.test/about.html")[1] == "news.test/"
     assert section_of("https://news.test/page/3")[1] == "news.test/page"
+    assert section_of("https://news.test/news/")[1] == "news.test/news"
+    assert section_of("https://news.test/a/b/c/d")[1] == "news.test/a/b"
 
 
 def test_a_pair_learns_what_moves_and_later_comparisons_leave_it_out():
@@ -311,3 +313,25 @@ def test_the_report_names_what_was_learned_and_reset_forgets_it(shop, tmp_path):
     assert run.returncode == 0 and "Forgot the boilerplate learned for 1 sections" in run.stdout
     with SqliteHistoryStore(str(project / "history.sqlite3"), read_only=True) as store:
         assert list(store.side_items(TABLE)) == [] and len(store) > 9  # the history stays
+
+
+def test_a_relative_date_in_a_time_element_is_not_read_its_datetime_is():
+    d = ChangeDetector()
+    url = "http://news.test/article/1"
+
+    def page(text: str, when: str = "2026-01-01T10:00:00Z", tail: str = "") -> bytes:
+        return (
+            f'<html><body><p>Published <time datetime="{when}">{text}</time>{tail}</p>'
+            "<p>The article's text stays the same from day to day.</p></body></html>"
+        ).encode()
+
+    base = d.signature(page("3 hours ago"), url, "text/html")
+    assert not d.compare(base, d.signature(page("yesterday"), url, "text/html")).changed
+    # a new date is a change, and so is the text around the element
+    assert d.compare(base, d.signature(page("3 hours ago", "2026-01-02"), url, "")).changed
+    assert d.compare(base, d.signature(page("3 hours ago", tail=" by Ann"), url, "")).changed
+    # a <time> without a datetime attribute is read as any element
+    plain = lambda text: f"<html><body><p><time>{text}</time></p></body></html>".encode()  # noqa: E731
+    assert d.compare(
+        d.signature(plain("May 1"), url, "text/html"), d.signature(plain("May 2"), url, "")
+    ).changed

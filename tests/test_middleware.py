@@ -214,7 +214,7 @@ def test_first_visit_defers_the_signature_and_a_change_gets_full_counts(site, tm
 
 
 def test_signature_of_an_older_version_is_made_again_from_the_stored_body(site, tmp_path):
-    from scrapy_recrawl.change import ChangeDetector
+    from scrapy_recrawl.change import ChangeDetector, Signature
 
     v1 = html("O", TEXT)
     v2 = html("O", TEXT[:2] + ["A new closing paragraph replaces the third one here."])
@@ -227,7 +227,7 @@ def test_signature_of_an_older_version_is_made_again_from_the_stored_body(site, 
         (url_id,) = store.arrays().ids.tolist()
         # what an older scrapy-recrawl left: same layout, another version byte
         old = bytearray(det.signature(v1, "u", "text/html").to_bytes())
-        old[4] = 2  # version 2: hashed another way, not readable
+        old[4] = Signature._VERSION - 1
         store.db.execute("UPDATE signatures SET signature = ? WHERE url_id = ?", (old, url_id))
         store.db.commit()
     site.pages["/o"] = Page(v2)

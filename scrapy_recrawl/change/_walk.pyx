@@ -145,6 +145,7 @@ cdef struct Frame:
     uint64_t power  # SEQ_BASE**(words in the piece)
     int64_t words  # words in the current piece
     int64_t pieces  # pieces with words so far (their rank)
+    bint mute  # its text is not read: a <time datetime> (or inside one)
 
 
 cdef struct Walk:
@@ -349,14 +350,22 @@ cdef int open_element(Walk* w, tree.xmlNode* node) except -1 nogil:
     cdef size_t value_at
     cdef Frame* f
     cdef Frame* grown
+    cdef bint mute, is_time
     while name[n]:
         n += 1
     code = fmix(span_hash(name, n))
     key = fmix(code + <uint64_t>w.depth * LEVEL_MUL)
+    mute = False
     if w.depth:
         key += w.stack[w.depth - 1].key
+        mute = w.stack[w.depth - 1].mute
+    is_time = matches(name, b"time") == 2
     a = node.properties
     while a != NULL:
+        if is_time and matches(<const uint8_t*>a.name, b"datetime") == 2:
+            # <time datetime="2025-12-14">18 days ago</time>: the attribute is the date,
+            # the text its rendering relative to now (it changes every day): not read
+            mute = True
         if not noise_attribute(<const uint8_t*>a.name):
             w.attr.size = 0
             n = 0
@@ -391,6 +400,7 @@ cdef int open_element(Walk* w, tree.xmlNode* node) except -1 nogil:
     f.power = 1
     f.words = 0
     f.pieces = 0
+    f.mute = mute
     vec_push(&w.keys, key)
     vec_push(&w.codes, code)
     vec_push(&w.texts, 0)
@@ -411,7 +421,7 @@ cdef int walk_tree(Walk* w, tree.xmlNode* root) except -1 nogil:
             continue
         f.child = node.next
         if node.type == tree.XML_TEXT_NODE or node.type == tree.XML_CDATA_SECTION_NODE:
-            if node.content != NULL:
+            if node.content != NULL and not f.mute:
                 read_text(w, <const uint8_t*>node.content)
         elif node.type == tree.XML_ELEMENT_NODE and not is_noise(<const uint8_t*>node.name):
             end_piece(w)  # a child element ends the current piece of its parent

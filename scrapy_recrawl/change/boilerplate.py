@@ -69,18 +69,18 @@ _NOTHING = Ignore(np.zeros(0, _U64), np.zeros(0, _U64))
 
 
 def section_of(url: str) -> tuple[str, str]:
-    """``(host, section)`` of a URL: the section is the host and the first path segment
-    with digit runs folded to ``N`` (``/2024/05/x`` and ``/2023/11/y`` are one section),
-    so pages made from one template share what is learned."""
+    """``(host, section)`` of a URL. The section is the host and the folders of the path
+    (the last segment, the page's own name, left out; at most two; digit runs folded to
+    ``N``): ``/shop/product/12`` is ``shop/product``, ``/2024/05/slug`` is ``N/N``,
+    ``/about.html`` the host's top level. Pages made from one template usually share it,
+    and so share what is learned."""
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()
     if parts.port:
         host = f"{host}:{parts.port}"
-    path = parts.path or "/"
-    first = path.lstrip("/").split("/", 1)[0]
-    if "/" not in path.lstrip("/") and "." in first:
-        first = ""  # /about.html and /index.php are the site's top-level pages
-    return host, f"{host}/{_DIGITS.sub('N', first)}"
+    segments = [s for s in (parts.path or "/").split("/")]
+    folders = [s for s in segments[:-1] if s][:2]
+    return host, f"{host}/{'/'.join(_DIGITS.sub('N', f) for f in folders)}"
 
 
 def _unique_sorted(keys: np.ndarray) -> np.ndarray:

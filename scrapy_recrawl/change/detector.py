@@ -129,12 +129,13 @@ class Signature:
     #: set when the detector keeps bags (RECRAWL_CHANGE_TEST = "chi2", the D* terminals)
     bag: Bag | None = field(default=None, repr=False, compare=False)
     #: a hash of the signing rules it was made under (:attr:`ChangeDetector.rules`:
-    #: RECRAWL_IGNORE_XPATHS, the shingle size, the parse limit); None: made before
-    #: signatures recorded it (version 3), taken as made under today's rules
+    #: RECRAWL_IGNORE_XPATHS, the shingle size, the parse limit); None: unknown (a
+    #: signature built by hand), taken as made under the comparing detector's rules
     rules: int | None = None
 
     _MAGIC = b"RCSG"
-    #: 4: the rules hash (version 3 without it is still read, ``rules=None``);
+    #: 4: the rules hash, and the text of a ``<time datetime>`` is not read (the
+    #: attribute is the date; the text, "3 hours ago", moves every day);
     #: 3: text and attribute values hashed as parsed (version 2 hashed the XML
     #: serialisation, with ``&amp;`` etc.; version 1 older hashing). Older
     #: versions raise :class:`SignatureVersionError` (the middleware then signs
@@ -187,7 +188,7 @@ class Signature:
         2 deferred), flags u8 (bit 0: simhash present, bit 1: rules present), hash
         length u8, the content hash, the simhash as u64 if present, the rules hash as
         u64 if present, element count u32, then keys, texts and attrs as ``count``
-        u64 each. 24 bytes per element. Version 3 is the same without the rules.
+        u64 each. 24 bytes per element.
         """
         has_sim = self.simhash is not None
         has_rules = self.rules is not None
@@ -220,7 +221,7 @@ class Signature:
             raise ValueError("not a Signature: too short") from None
         if magic != cls._MAGIC:
             raise ValueError("not a Signature: bad magic")
-        if version not in (3, cls._VERSION):
+        if version != cls._VERSION:
             raise SignatureVersionError(
                 f"Signature version {version}, this scrapy-recrawl reads {cls._VERSION}"
             )
@@ -234,7 +235,7 @@ class Signature:
             if flags & 1:
                 (simhash,) = struct.unpack_from("<Q", data, pos)
                 pos += 8
-            if flags & 2 and version >= 4:
+            if flags & 2:
                 (rules,) = struct.unpack_from("<Q", data, pos)
                 pos += 8
             (count,) = struct.unpack_from("<I", data, pos)
@@ -437,7 +438,7 @@ class ChangeDetector:
 
     def same_rules(self, signature: Signature) -> bool:
         """Whether ``signature`` was made under this detector's signing rules (a deferred
-        one is signed when it is resolved; a version-3 one is taken as made under them)."""
+        one is signed when it is resolved)."""
         return signature.kind == "deferred" or signature.rules in (None, self.rules)
 
     def _parser(self) -> etree.HTMLParser:
