@@ -148,7 +148,7 @@ class Command(RecrawlCommand):
                 f"{int(log['cycle'].max())}"
             )
         since = log if not opts.since else VisitLog(_since(log, opts.since))
-        stats = UrlStats.from_log(since)
+        stats = UrlStats.from_log(since, store)
 
         def body_of(url_id: int) -> bytes | None:
             rec = record_of(store, url_id)

@@ -20,7 +20,8 @@ when ``X = 0`` (its maximum is Cho & Garcia-Molina's ``-log(1 - X/n) / s``).
 **The prior** (empirical Bayes): the rates of the pages of one group (a host) are
 drawn from one distribution on a fixed grid of rates (:data:`RATE_GRID`, 0 included:
 pages that never change), fitted to all the group's histories at once by EM (the
-nonparametric maximum likelihood of a mixture), each group's pulled towards the
+nonparametric maximum likelihood of a mixture, smoothed over neighbouring rates at
+each step: EMS, Silverman et al. 1990, so it does not overfit), each group's pulled towards the
 distribution of all groups as if ``GROUP_URLS`` more pages of it were in the group
 (the pooled priors' rule, scoring/pooled.py). A page's posterior over the grid is the
 prior times its likelihood; a page fetched once (``n = 0``) has the prior itself. Its
@@ -52,11 +53,15 @@ import numpy as np
 RATE_GRID = np.concatenate([[0.0], np.geomspace(5e-4, 10.0, 64)])
 #: pseudo-pages of all groups' distribution in each group's prior (scoring/pooled.py's)
 GROUP_URLS = 10.0
+#: the EMS smoothing of the prior's fit: a neighbour's share of each grid weight
+SMOOTH = 0.25
 #: EM iterations of the prior's fit (warm starts for the interval's tilted fits)
 FIT_ITERATIONS = 300
 TILT_ITERATIONS = 60
 #: half of chi2(1) at 0.90: a profile likelihood's 90% interval; z of a 90% interval
 PROFILE_DROP = 1.3528
+#: the strongest tilt the profile tries (a posterior weighed up to e^8 towards one end)
+MAX_TILT = 8.0
 Z90 = 1.6449
 
 
@@ -127,24 +132,23 @@ class _Rows:
 
     def fit(self, start: np.ndarray | None, iterations: int, tilt: float = 0.0) -> np.ndarray:
         """The groups' priors ``[groups, grid]`` by EM from ``start``; ``tilt`` != 0
-        maximises the log-likelihood plus ``tilt`` times the expected number of fresh
-        pages (the profile likelihood's tilted fit, ``|tilt| < 1``)."""
+        weighs each page's posterior by ``exp(tilt * P(current))`` in the update: a
+        family of priors leaning fresher (> 0) or staler (< 0), searched by the profile."""
         K = RATE_GRID.size
         prior = np.full((self.groups, K), 1.0 / K) if start is None else start.copy()
         sizes = np.bincount(self.group, weights=self.counts, minlength=self.groups)
         for _ in range(iterations):
             post, _m = self.posterior(prior)
             if tilt:
-                f = (post * self.fresh).sum(axis=1, keepdims=True)
-                post = post * (1.0 + tilt * (self.fresh - f))
+                post = post * np.exp(tilt * self.fresh)
+                post /= post.sum(axis=1, keepdims=True)
             weighted = post * self.counts[:, None]
             per_group = np.zeros((self.groups, K))
             np.add.at(per_group, self.group, weighted)
             overall = per_group.sum(axis=0)
             overall /= max(overall.sum(), 1e-300)
             prior = (per_group + GROUP_URLS * overall[None, :]) / (sizes[:, None] + GROUP_URLS)
-            prior = np.maximum(prior, 0.0)
-            prior /= prior.sum(axis=1, keepdims=True)
+            prior = _smooth(np.maximum(prior, 0.0))
         return prior
 
     def page_freshness(self, prior: np.ndarray) -> np.ndarray:
@@ -155,10 +159,22 @@ class _Rows:
         return float((self.page_freshness(prior) * self.counts).sum() / self.pages)
 
 
+def _smooth(prior: np.ndarray) -> np.ndarray:
+    """The EMS step (Silverman et al. 1990): each positive rate's weight averaged with
+    its grid neighbours' (:data:`SMOOTH` each side; rate 0 kept apart), so the fitted
+    prior does not overfit spikes the data cannot tell apart."""
+    pos = prior[:, 1:]
+    padded = np.concatenate([pos[:, :1], pos, pos[:, -1:]], axis=1)
+    out = prior.copy()
+    out[:, 1:] = SMOOTH * (padded[:, :-2] + padded[:, 2:]) + (1.0 - 2.0 * SMOOTH) * pos
+    out /= out.sum(axis=1, keepdims=True)
+    return out
+
+
 def _profile_end(rows: _Rows, prior: np.ndarray, best: float, sign: float) -> float:
     """The lowest (``sign`` -1) or highest (+1) estimate of the priors within
     :data:`PROFILE_DROP` of the best log-likelihood: bisection on the tilt."""
-    lo, hi = 0.0, 0.95
+    lo, hi = 0.0, MAX_TILT
     end = rows.share(prior)
     start = prior
     for _ in range(10):
