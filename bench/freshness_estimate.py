@@ -41,10 +41,10 @@ sys.path.insert(0, str(ROOT))
 from example_project import truth  # noqa: E402
 from example_project.demo import crawl_cycle, post  # noqa: E402
 from example_project.site import RunningSite  # noqa: E402
+from scrapy_recrawl.cycle_summary import FRESHNESS_CYCLE_STAT, FRESHNESS_STAT  # noqa: E402
 from scrapy_recrawl.history.sqlite import SqliteHistoryStore  # noqa: E402
 from scrapy_recrawl.insight.cycles import estimate_by_cycle  # noqa: E402
 from scrapy_recrawl.insight.log import VisitLog  # noqa: E402
-from scrapy_recrawl.cycle_summary import FRESHNESS_CYCLE_STAT, FRESHNESS_STAT  # noqa: E402
 
 #: the first cycle of the error's mean: the first budgeted one (W = 2 warm-up cycles)
 FIRST_SCORED = 3
@@ -121,10 +121,7 @@ def table(scorer: str, out: Path) -> dict[str, float]:
         o = old[c]
         cell = "-" if e is None else f"{e.share:.3f}"
         band = "-" if e is None else f"{e.low:.3f}-{e.high:.3f}"
-        print(
-            f"| {c} | {t:.3f} | {cell} | {band} | "
-            f"{'-' if s is None else f'{s:.3f}'} | {o:.3f} |"
-        )
+        print(f"| {c} | {t:.3f} | {cell} | {band} | {'-' if s is None else f'{s:.3f}'} | {o:.3f} |")
         if c >= FIRST_SCORED:
             if e is not None:
                 errs["estimate"].append(abs(e.share - t))

@@ -218,7 +218,7 @@ def print_table(results: dict, scorers: list[str]) -> None:
     print("| cycle | " + " | ".join(f"{s} true | {s} estimate" for s in scorers) + " |")
     print("|---:|" + "---:|---:|" * len(scorers))
     errors: dict[str, list[float]] = {s: [] for s in scorers}
-    for i, day in enumerate(days):
+    for day in days:
         cells = []
         for s in scorers:
             true = results[s]["known"][day.day][0]
@@ -232,9 +232,7 @@ def print_table(results: dict, scorers: list[str]) -> None:
         print(f"| {day.day + 1} | " + " | ".join(cells) + " |")
     print(
         "\nMean absolute error of the estimate over the budgeted cycles: "
-        + ", ".join(
-            f"{s} {sum(e) / len(e):.3f}" if e else f"{s} -" for s, e in errors.items()
-        )
+        + ", ".join(f"{s} {sum(e) / len(e):.3f}" if e else f"{s} -" for s, e in errors.items())
     )
     print("\nMeans over the budgeted cycles (after warm-up):\n")
     print("| scorer | ChangeRate | freshness | ChangeRate vs rand |")

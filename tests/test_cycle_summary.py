@@ -132,8 +132,9 @@ def test_a_cycle_opening_estimates_the_freshness_at_the_end_of_the_one_before(cr
     assert stats[FRESHNESS_PAGES_STAT] == report.pages
     assert stats[FRESHNESS_STAT] == pytest.approx(report.share, abs=1e-3)
     assert stats[FRESHNESS_LOW_STAT] <= stats[FRESHNESS_STAT] <= stats[FRESHNESS_HIGH_STAT]
-    assert f"recrawl cycle 2: estimated freshness of the {report.pages} known pages" in (
-        runs[2]["log"]
+    assert (
+        f"recrawl cycle 2: estimated freshness of the {report.pages} known pages"
+        in (runs[2]["log"])
     )
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from scrapy_recrawl.history.cycle_log import CycleRecord, cycle_records
 from scrapy_recrawl.core.groups import group_codes
+from scrapy_recrawl.history.cycle_log import CycleRecord, cycle_records
 from scrapy_recrawl.scoring.freshness import FreshnessEstimate, estimate_freshness
 
 from .log import VisitLog

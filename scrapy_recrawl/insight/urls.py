@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from scrapy_recrawl.core.groups import group_codes
 from scrapy_recrawl.core.selection import host_of
 from scrapy_recrawl.history.state import gone_status
-from scrapy_recrawl.core.groups import group_codes
 from scrapy_recrawl.scoring.freshness import posterior_rate
 
 from .log import VisitLog
