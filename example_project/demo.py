@@ -12,7 +12,9 @@ page, as in the GP4C papers; afterwards each cycle may fetch ``--budget`` of the
 known pages. ChangeRate (fetched pages that really had changed since their
 previous fetch / pages fetched) and freshness (share of all pages whose copy is
 current at the end of the day) come from the site's ground truth, not from our
-own change detector.
+own change detector. Beside them, per cycle, the crawl's own freshness estimate
+(scoring/freshness.py, as recrawl-report shows it) and the truth it estimates: the
+freshness of the known pages.
 """
 
 from __future__ import annotations
@@ -109,7 +111,28 @@ def run_scorer(site: RunningSite, scorer: str, args: argparse.Namespace, workdir
             flush=True,
         )
     changes_doc, served_doc = truth.fetch_truth(site.base_url)
-    return {"score": truth.score(changes_doc, served_doc, first_day=0), "cycles": per_cycle}
+    days = list(range(args.cycles))
+    return {
+        "score": truth.score(changes_doc, served_doc, first_day=0),
+        "cycles": per_cycle,
+        "known": truth.known_freshness_by_day(changes_doc, served_doc, days),
+        "estimate": estimates(store, args.cycles),
+    }
+
+
+def estimates(store: str, cycles: int) -> dict:
+    """The crawl's own freshness estimate at the end of each cycle, as recrawl-report
+    shows it (scoring/freshness.py: the figure the crawl puts in its stats)."""
+    from scrapy_recrawl.history.sqlite import SqliteHistoryStore
+    from scrapy_recrawl.insight.cycles import estimate_by_cycle
+    from scrapy_recrawl.insight.log import VisitLog
+
+    history = SqliteHistoryStore(store, read_only=True)
+    history.open()
+    try:
+        return estimate_by_cycle(history, VisitLog.read(history), list(range(1, cycles + 1)))
+    finally:
+        history.close()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -186,6 +209,31 @@ def print_table(results: dict, scorers: list[str]) -> None:
             cells.append(f"{rate} | {row.freshness:.3f}")
         tag = " (warm-up)" if day.day < WARMUP else ""
         print(f"| {day.day + 1}{tag} | " + " | ".join(cells) + " |")
+    print(
+        "\nThe crawl's freshness estimate (recrawl-report, the recrawl/freshness_estimate "
+        "stat) beside the truth: the share of the known pages (fetched at least once) "
+        "whose copy is current at the end of the cycle; in brackets the estimate's 90% "
+        "interval\n"
+    )
+    print("| cycle | " + " | ".join(f"{s} true | {s} estimate" for s in scorers) + " |")
+    print("|---:|" + "---:|---:|" * len(scorers))
+    errors: dict[str, list[float]] = {s: [] for s in scorers}
+    for day in days:
+        cells = []
+        for s in scorers:
+            true = results[s]["known"][day.day][0]
+            est = results[s]["estimate"].get(day.day + 1)
+            if est is None or est.share != est.share:
+                cells.append(f"{true:.3f} | -")
+                continue
+            cells.append(f"{true:.3f} | {est.share:.3f} ({est.low:.3f}-{est.high:.3f})")
+            if day.day >= WARMUP:
+                errors[s].append(abs(est.share - true))
+        print(f"| {day.day + 1} | " + " | ".join(cells) + " |")
+    print(
+        "\nMean absolute error of the estimate over the budgeted cycles: "
+        + ", ".join(f"{s} {sum(e) / len(e):.3f}" if e else f"{s} -" for s, e in errors.items())
+    )
     print("\nMeans over the budgeted cycles (after warm-up):\n")
     print("| scorer | ChangeRate | freshness | ChangeRate vs rand |")
     print("|---|---:|---:|---:|")

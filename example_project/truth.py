@@ -137,6 +137,29 @@ def freshness_by_day(changes_doc: dict, served_doc: dict, days: list[int]) -> di
     return out
 
 
+def known_freshness_by_day(
+    changes_doc: dict, served_doc: dict, days: list[int]
+) -> dict[int, tuple[float, int]]:
+    """Day -> ``(share, pages)``: the true freshness of the *known* truth pages at the end
+    of the day, the figure the crawl's freshness estimate is of: of the truth pages
+    fetched at least once up to that day (``pages``), the share whose last served copy
+    is current. (Truth pages are the live ones: the 404, 500 and 301 pages are left
+    out of the truth, :func:`change_days`.) ``(nan, 0)`` before any fetch."""
+    truth = change_days(changes_doc)
+    fetches = sorted(truth_fetches(changes_doc, served_doc), key=lambda f: f[1])
+    held: dict[str, int] = {}
+    out: dict[int, tuple[float, int]] = {}
+    k = 0
+    for d in sorted(days):
+        while k < len(fetches) and fetches[k][1] <= d:
+            path, _, version = fetches[k]
+            held[path] = version
+            k += 1
+        fresh = sum(1 for p, v in held.items() if v == version_at(truth[p], d))
+        out[d] = (fresh / len(held) if held else float("nan"), len(held))
+    return out
+
+
 def score(
     changes_doc: dict,
     served_doc: dict,

@@ -30,8 +30,7 @@ from scrapy import Request
 from .core.budget import Budget
 from .core.meta import KIND_MONITOR, KIND_NEW, KIND_PROBE, KIND_RECRAWL, META_KIND
 from .history.cycle_log import COUNTS, CycleSummary, push_summary
-from .scoring.freshness import expected_freshness
-from .scoring.policies import visit_spacing
+from .scoring.freshness import FreshnessEstimate, estimate_freshness
 
 logger = logging.getLogger("scrapy_recrawl.scheduler")
 
@@ -40,29 +39,37 @@ OUTCOMES = ("changed", "unchanged", "not_modified", "errors", "failed", "gone")
 KINDS = (KIND_RECRAWL, KIND_NEW, KIND_MONITOR, KIND_PROBE)
 #: where the figures of the last cycle this process ended go in crawler.stats
 STATS_PREFIX = "recrawl/last_cycle/"
-#: the collection's estimated freshness at the end of a cycle, and which cycle that is
+#: the estimated freshness of the known pages at the end of a cycle (scoring/freshness.py),
+#: its 90% interval, the pages it is over, and which cycle that is
 FRESHNESS_STAT = "recrawl/freshness_estimate"
+FRESHNESS_LOW_STAT = "recrawl/freshness_estimate_low"
+FRESHNESS_HIGH_STAT = "recrawl/freshness_estimate_high"
+FRESHNESS_PAGES_STAT = "recrawl/freshness_estimate_pages"
 FRESHNESS_CYCLE_STAT = "recrawl/freshness_estimate_cycle"
 
 
-def freshness_estimate(columns: Any, cycle: int) -> tuple[float, int] | None:
-    """The collection's expected freshness when ``cycle`` starts (= when the cycle before
-    it ended), from the store's columns as a cycle's opening reads them: the one
-    estimator of scoring/freshness.py, over the live URLs (not gone), each with its own
-    ``n``, ``X``, mean visit interval (scoring/policies.py ``visit_spacing``) and age
-    ``cycle - last_visit_cycle`` -- recrawl-report's figure for that cycle
-    (insight/cycles.py), from the columns instead of the log. ``(share, pages)``; None when the store hands out no ``first_cycle`` (the interval is unknown then).
-    Vector operations only: 0.025 s at 1M URLs, about 1% of opening a cycle of a SQLite
-    store of that size (docs/benchmarks.md)."""
+def freshness_estimate(
+    columns: Any, cycle: int, group: np.ndarray | None = None
+) -> FreshnessEstimate | None:
+    """The freshness of the known pages at the end of ``cycle`` (the cycle before the one
+    opening), from the store's columns as a cycle's opening reads them: the one estimator
+    of scoring/freshness.py over the URLs fetched at least once and not gone, each with
+    its ``n``, ``X``, first recorded cycle and last good fetch; ``group``: each URL's
+    host code (the pooled prior's group). recrawl-report's figure for that cycle
+    (insight/cycles.py) is the same from the visit log. None when the store hands out no
+    ``first_cycle`` (no interval is known then)."""
     first = columns.get("first_cycle")
     if first is None:
         return None
-    n = np.asarray(columns["n"], dtype=np.float64)
-    last = np.asarray(columns["last_visit_cycle"], dtype=np.float64)
-    live = ~np.asarray(columns["gone"], dtype=bool) if "gone" in columns else slice(None)
-    interval = visit_spacing(n, last, first)  # as the lam terminal reads it
-    return expected_freshness(
-        n[live], np.asarray(columns["X"])[live], interval[live], (cycle - last)[live]
+    live = ~np.asarray(columns["gone"], dtype=bool) if "gone" in columns else None
+    return estimate_freshness(
+        columns["n"],
+        columns["X"],
+        first,
+        columns["last_visit_cycle"],
+        cycle,
+        known=live,
+        group=group,
     )
 
 
@@ -129,18 +136,31 @@ class CycleTally:
                 push_summary(store, part)
         return summary
 
-    def note_state(self, columns: Any, cycle: int) -> None:
+    def note_state(self, columns: Any, cycle: int, group: np.ndarray | None = None) -> None:
         """A cycle opens with the store's ``columns``: the estimated freshness of the
-        collection as the cycle before it ended goes in the stats
-        (:data:`FRESHNESS_STAT`, :data:`FRESHNESS_CYCLE_STAT`). Here, not at the cycle's
-        end, because the opening reads the columns anyway: the estimate costs no read."""
-        if self.stats is None:
+        known pages as the cycle before it ended goes in the stats
+        (:data:`FRESHNESS_STAT`, its interval, pages and :data:`FRESHNESS_CYCLE_STAT`).
+        Here, not at the cycle's end, because the opening reads the columns anyway: the
+        estimate costs no read. ``group``: each URL's host code."""
+        if self.stats is None or cycle < 2:
             return
-        est = freshness_estimate(columns, cycle)
-        if est is None or est[1] == 0:  # no interval known, or no URL observed twice yet
+        est = freshness_estimate(columns, cycle - 1, group)
+        if est is None or est.pages == 0:  # no interval known, or nothing fetched yet
             return
-        self.stats.set_value(FRESHNESS_STAT, round(est[0], 4))
+        self.stats.set_value(FRESHNESS_STAT, round(est.share, 4))
+        self.stats.set_value(FRESHNESS_LOW_STAT, round(est.low, 4))
+        self.stats.set_value(FRESHNESS_HIGH_STAT, round(est.high, 4))
+        self.stats.set_value(FRESHNESS_PAGES_STAT, est.pages)
         self.stats.set_value(FRESHNESS_CYCLE_STAT, cycle - 1)
+        logger.info(
+            "recrawl cycle %d: estimated freshness of the %d known pages %.1f%% "
+            "(90%% interval %.1f-%.1f%%)",
+            cycle - 1,
+            est.pages,
+            100 * est.share,
+            100 * est.low,
+            100 * est.high,
+        )
 
     def _say(
         self, s: CycleSummary, budget: Budget, seconds: float, first: int, shared: bool

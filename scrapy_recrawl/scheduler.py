@@ -369,8 +369,10 @@ class RecrawlScheduler(Scheduler):
         store = self.store
         store.advance_cycle()
         arrays = store.arrays()
-        # the previous cycle's estimated freshness, from the columns read here anyway
-        self.tally.note_state(arrays.columns, arrays.cycle)
+        # the previous cycle's estimated freshness, from the columns read here anyway,
+        # each URL's host its group (the URLs of new ids read once: core/groups.py)
+        hosts = self.group_index.codes(arrays.ids, store.urls, arrays.cycle)
+        self.tally.note_state(arrays.columns, arrays.cycle, hosts)
         plan = plan_cycle(
             arrays,
             self.config,

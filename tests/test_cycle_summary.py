@@ -13,6 +13,9 @@ import pytest
 from example_project.site import RunningSite
 from scrapy_recrawl.cycle_summary import (
     FRESHNESS_CYCLE_STAT,
+    FRESHNESS_HIGH_STAT,
+    FRESHNESS_LOW_STAT,
+    FRESHNESS_PAGES_STAT,
     FRESHNESS_STAT,
     CycleTally,
     freshness_estimate,
@@ -20,8 +23,9 @@ from scrapy_recrawl.cycle_summary import (
 from scrapy_recrawl.history import SqliteHistoryStore
 from scrapy_recrawl.history.cycle_log import COUNTS, cycle_records, pick_of, picks
 from scrapy_recrawl.history.redis import RedisHistoryStore
-from scrapy_recrawl.insight.cycles import freshness_by_cycle
+from scrapy_recrawl.insight.cycles import estimate_by_cycle
 from scrapy_recrawl.insight.log import VisitLog
+from scrapy_recrawl.scoring.freshness import estimate_freshness
 
 from .helpers import LocalSite, Page, run_crawl
 from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
@@ -113,36 +117,57 @@ def test_each_cycle_ends_in_one_info_line_with_its_figures_in_the_stats(crawled)
 
 def test_a_cycle_opening_estimates_the_freshness_at_the_end_of_the_one_before(crawled):
     runs, log, has_first_cycle = crawled[0], crawled[2], crawled[5]
-    # cycles 1 (warm-up: first fetches) and 2 open with no URL observed twice: no estimate
-    assert FRESHNESS_STAT not in runs[0]["stats"] and FRESHNESS_STAT not in runs[1]["stats"]
+    assert FRESHNESS_STAT not in runs[0]["stats"]  # cycle 1 opens: no cycle before it
     if not has_first_cycle:  # a store that hands out no first_cycle: no interval, no figure
         assert FRESHNESS_STAT not in runs[2]["stats"]
         return
+    # cycle 1 fetched every page and nothing was observed yet: all current at its end
+    first = runs[1]["stats"]
+    assert first[FRESHNESS_CYCLE_STAT] == 1 and first[FRESHNESS_STAT] == 1.0
+    assert first[FRESHNESS_PAGES_STAT] == PAGES + 1  # the index and the pages
     stats = runs[2]["stats"]
     assert stats[FRESHNESS_CYCLE_STAT] == 2
-    # recrawl-report's estimate from the visit log (it keeps the gone URL in: close)
-    report, pages = freshness_by_cycle(VisitLog(log), np.array([2]))[2]
-    assert pages > 0 and 0.0 < stats[FRESHNESS_STAT] <= 1.0
-    assert abs(stats[FRESHNESS_STAT] - report) < 0.05
+    # recrawl-report's estimate from the visit log: the same definition, the same figure
+    report = estimate_by_cycle(object(), VisitLog(log), np.array([2]))[2]
+    assert stats[FRESHNESS_PAGES_STAT] == report.pages
+    assert stats[FRESHNESS_STAT] == pytest.approx(report.share, abs=1e-3)
+    assert stats[FRESHNESS_LOW_STAT] <= stats[FRESHNESS_STAT] <= stats[FRESHNESS_HIGH_STAT]
+    assert (
+        f"recrawl cycle 2: estimated freshness of the {report.pages} known pages"
+        in (runs[2]["log"])
+    )
 
 
-def test_the_freshness_estimate_is_the_one_estimator_over_the_live_urls():
+def test_the_freshness_estimate_is_the_one_estimator_over_the_known_urls():
     columns = {
-        "n": np.array([4, 2, 0, 3]),
-        "X": np.array([2, 0, 0, 3]),
-        "first_cycle": np.array([1, 5, 9, 1]),
-        "last_visit_cycle": np.array([9, 9, 9, 4]),
-        "gone": np.array([False, False, False, True]),
+        "n": np.array([4, 2, 0, 3, 0]),
+        "X": np.array([2, 0, 0, 3, 0]),
+        "first_cycle": np.array([1, 5, 9, 1, 9]),
+        "last_visit_cycle": np.array([9, 9, 9, 4, -1]),
+        "gone": np.array([False, False, False, True, False]),
     }
-    share, pages = freshness_estimate(columns, 10)
-    # URL 0: CG = -log(2.5/4.5) per 2-cycle interval, age 1; URL 1: X = 0, CG = 0;
-    # URL 2: no observation (no rate); URL 3: gone
-    p0 = np.exp(np.log(2.5 / 4.5) / 2.0 * 1.0)
-    assert pages == 2 and share == pytest.approx((p0 + 1.0) / 2)
-    assert freshness_estimate({k: v for k, v in columns.items() if k != "first_cycle"}, 10) is None
+    est = freshness_estimate(columns, 9)
+    # URL 3 is gone, URL 4 was never fetched: three known pages
+    assert est.pages == 3 and est.observed == 2 and est.cycle == 9
+    direct = estimate_freshness(
+        columns["n"][:3], columns["X"][:3], columns["first_cycle"][:3],
+        columns["last_visit_cycle"][:3], 9,
+    )  # fmt: skip
+    assert est.share == pytest.approx(direct.share)
+    # all three were fetched in cycle 9: current at its end
+    assert est.share == pytest.approx(1.0)
+    assert freshness_estimate({k: v for k, v in columns.items() if k != "first_cycle"}, 9) is None
     tally = CycleTally(StatsStub())
-    tally.note_state(columns, 10)
-    assert tally.stats.values == {FRESHNESS_STAT: round(share, 4), FRESHNESS_CYCLE_STAT: 9}
+    tally.note_state(columns, 11)  # cycle 11 opens: the estimate of cycle 10's end
+    later = freshness_estimate(columns, 10)
+    assert later.share < 1.0  # URL 0 changed at half its visits: maybe stale one cycle on
+    assert tally.stats.values == {
+        FRESHNESS_STAT: round(later.share, 4),
+        FRESHNESS_LOW_STAT: round(later.low, 4),
+        FRESHNESS_HIGH_STAT: round(later.high, 4),
+        FRESHNESS_PAGES_STAT: 3,
+        FRESHNESS_CYCLE_STAT: 10,
+    }
 
 
 class StatsStub:

@@ -26,7 +26,6 @@ from scrapy_recrawl.insight.cycles import cycle_rows
 from scrapy_recrawl.insight.log import VisitLog
 from scrapy_recrawl.insight.plot import figure
 from scrapy_recrawl.learn.histories import load
-from scrapy_recrawl.scoring.freshness import expected_freshness
 
 from .cli_project import make_project, scrapy
 from .helpers import LocalSite, Page
@@ -184,16 +183,6 @@ def _open(setting: str, read_only: bool = True):
     return store
 
 
-def test_freshness_estimate():
-    # a page that never changed is fresh; one that changed at every one of many visits,
-    # seen one interval ago, is almost surely stale
-    share, pages = expected_freshness(
-        np.array([5, 5, 0]), np.array([0, 5, 0]), np.array([1.0, 1.0, 1.0]), np.ones(3)
-    )
-    assert pages == 2
-    assert share == pytest.approx((1.0 + 0.5 / 5.5) / 2)
-
-
 def _log_only_store(path) -> None:
     """Four cycles of three URLs, written as a crawl before per-cycle records would:
     one changes at every visit, one never, one answers 404 from cycle 3 on."""
@@ -223,10 +212,13 @@ def test_a_store_without_records_shows_what_its_log_gives(tmp_path):
         (3, 3, 0, 0, 0), (3, 0, 1, 2, 0), (3, 0, 1, 1, 1), (3, 0, 1, 1, 1)
     ]  # fmt: skip
     assert all(r.recrawl is None and r.budget is None and r.scorer is None for r in rows)
-    # freshness at the end of cycle 2: the changing page (CG = -log(0.5/1.5) per cycle,
-    # one cycle old) and the unchanged ones (rate 0: fresh)
-    assert rows[1].fresh_pages == 3
-    assert rows[1].freshness == pytest.approx((1 / 3 + 1 + 1) / 3)
+    # at the end of cycle 2 every page was just fetched: the three are current
+    assert rows[1].fresh_pages == 3 and rows[1].freshness == pytest.approx(1.0)
+    # from cycle 3 on /2 is gone (404): two known pages, the estimate over them
+    assert [r.fresh_pages for r in rows[2:]] == [2, 2]
+    for r in rows[2:]:
+        assert r.freshness_low <= r.freshness <= r.freshness_high
+        assert r.freshness == pytest.approx(1.0)  # both fetched in the cycle itself
     project = make_project(tmp_path / "p")
     run = scrapy(project, "recrawl-report", "-s", f"RECRAWL_STORE={path}")
     assert run.returncode == 0, run.stderr

@@ -284,9 +284,11 @@ class Command(RecrawlCommand):
     def _store(self, opts: argparse.Namespace, out: TextIO) -> None:
         """The plan a crawl in plan mode would solve now, from the spider's own store."""
         from scrapy_recrawl.core.budget import budget_pages
+        from scrapy_recrawl.core.groups import group_codes
         from scrapy_recrawl.core.selection import candidate_mask
         from scrapy_recrawl.planning import PlanError
         from scrapy_recrawl.planning.webfountain import current_buckets, solve_from_buckets
+        from scrapy_recrawl.scoring.freshness import unchanged_probability
         from scrapy_recrawl.scoring.terminals import prior_from_settings
         from scrapy_recrawl.settings import RecrawlSettingError, get
 
@@ -295,6 +297,7 @@ class Command(RecrawlCommand):
         try:
             arrays = store.arrays()
             waiting = int(store.frontier_size())
+            hosts = group_codes([str(u) for u in store.urls(arrays.ids)])  # the priors' groups
             where = getattr(store, "location", "the history store")
         finally:
             store.close()
@@ -317,7 +320,16 @@ class Command(RecrawlCommand):
                 )
         except RecrawlSettingError as exc:
             raise UsageError(str(exc), print_help=False) from None
-        _, stats = current_buckets(cols, arrays.cycle, opts.buckets, known, prior=prior)
+        # the stale copies now: the freshness estimate's (scoring/freshness.py), the figure
+        # recrawl-report and the crawl's stats give; the buckets' rates plan the periods
+        fresh = unchanged_probability(
+            cols["n"], cols["X"], cols["first_cycle"], cols["last_visit_cycle"],
+            arrays.cycle, known=known, group=hosts,
+        ) if "first_cycle" in cols else None  # fmt: skip
+        stale = None if fresh is None else np.clip(1.0 - fresh, 0.0, 1.0)
+        _, stats = current_buckets(
+            cols, arrays.cycle, opts.buckets, known, prior=prior, stale=stale
+        )
         rates = stats.rate
         out.write(
             f"{where}: cycle {arrays.cycle}, {int(known.sum())} live pages fetched before in "

@@ -149,7 +149,7 @@ class Command(RecrawlCommand):
                 f"{int(log['cycle'].max())}"
             )
         since = log if not opts.since else VisitLog(_since(log, opts.since))
-        stats = UrlStats.from_log(since)
+        stats = UrlStats.from_log(since, store)
 
         def body_of(url_id: int) -> bytes | None:
             rec = record_of(store, url_id)
@@ -270,10 +270,12 @@ def _notes(rows: list[Any]) -> list[str]:
             "probe), the budget and the scorer are not recorded"
         )
     notes.append(
-        "freshness: the store's own estimate (not a ground truth): the expected share of "
-        "pages unchanged since their last visit, each page a Poisson process at its own "
-        "rate (CG over its mean visit interval; scoring/freshness.py), over the pages with "
-        "at least one change observation; it moves little while the rates are still "
-        "being learned"
+        "est. freshness: an estimate, not a ground truth: the expected share of the known "
+        "pages (fetched at least once, not gone) whose copy is current at the cycle's end, "
+        "each page a Poisson process whose rate is learned from its own change "
+        "observations and its host's (a page fetched once has its host's); in brackets "
+        "its 90% interval, wide while few pages were observed more than once; a "
+        "monitoring sample (RECRAWL_MONITOR_SHARE) narrows it; it is only as true as the "
+        "change detection (docs/freshness.md)"
     )
     return notes

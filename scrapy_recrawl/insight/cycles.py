@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from scrapy_recrawl.core.groups import group_codes
 from scrapy_recrawl.history.cycle_log import CycleRecord, cycle_records
-from scrapy_recrawl.scoring.freshness import expected_freshness
+from scrapy_recrawl.scoring.freshness import FreshnessEstimate, estimate_freshness
 
 from .log import VisitLog
 
@@ -36,8 +37,10 @@ class CycleRow:
     gone: int
     budget: int | None
     budget_used: float | None  # fetched / budget
-    freshness: float | None  # estimated share of pages unchanged at the cycle's end
-    fresh_pages: int  # pages the estimate is over (those with a change rate)
+    freshness: float | None  # estimated share of the known pages current at the cycle's end
+    freshness_low: float | None  # its 90% interval (scoring/freshness.py)
+    freshness_high: float | None
+    fresh_pages: int  # pages the estimate is over (fetched at least once, not gone)
     scorer: str | None
     cutoff: float | None
     seconds: float | None
@@ -46,40 +49,38 @@ class CycleRow:
         return asdict(self)
 
 
-def freshness_by_cycle(log: VisitLog, cycles: np.ndarray) -> dict[int, tuple[float, int]]:
-    """:func:`~scrapy_recrawl.scoring.freshness.expected_freshness` at the end of each
-    cycle, from what the log shows up to it: per URL, its observations ``n`` and changes
-    ``X`` so far, its mean visit interval in cycles, and its age at the next cycle's
-    start (the terminal ``t`` the scorer sees then)."""
-    out: dict[int, tuple[float, int]] = {}
+def estimate_by_cycle(
+    store: object, log: VisitLog, cycles: np.ndarray
+) -> dict[int, FreshnessEstimate]:
+    """The freshness estimate (:func:`~scrapy_recrawl.scoring.freshness.estimate_freshness`,
+    the crawl's one definition) at the end of each cycle, from what the log shows up to
+    it: per URL, its change observations ``n`` and changes ``X`` so far, the cycle it was
+    first recorded in, its last good fetch, whether it is gone (its latest visit said
+    so, after its last good fetch), its host (the pooled prior's group)."""
+    out: dict[int, FreshnessEstimate] = {}
     if not len(log):
         return out
-    good = log.good
-    url = log["url_id"][good]
-    cyc = log["cycle"][good]
-    obs = log["changed"][good]
-    ids, row = np.unique(url, return_inverse=True)
+    ids, row = np.unique(log["url_id"], return_inverse=True)
+    row = row.ravel()
+    urls = store.urls(ids) if hasattr(store, "urls") else None  # type: ignore[attr-defined]
+    group = group_codes([str(u) for u in urls]) if urls is not None else None
+    cyc, obs, good = log["cycle"], log["changed"], log.good
+    gone_visit = log.gone
     size = ids.size
-    n = np.zeros(size)
-    X = np.zeros(size)
-    first = np.full(size, -1, dtype=np.int64)
-    last = np.full(size, -1, dtype=np.int64)
-    order = np.argsort(cyc, kind="stable")
-    row, cyc, obs = row[order], cyc[order], obs[order]
-    bounds = np.searchsorted(cyc, cycles, side="right")
-    start = 0
-    for c, end in zip(cycles.tolist(), bounds.tolist(), strict=True):
-        r, cc, o = row[start:end], cyc[start:end], obs[start:end]
-        np.add.at(n, r, (o >= 0).astype(float))
-        np.add.at(X, r, (o == 1).astype(float))
-        unseen = first[r] < 0
-        first[r[unseen]] = cc[unseen]
-        np.maximum.at(last, r, cc)
-        start = end
-        seen = last >= 0
-        interval = np.maximum((last - first) / np.maximum(n, 1.0), 1.0)
-        out[int(c)] = expected_freshness(
-            n[seen], X[seen], interval[seen], (c + 1 - last)[seen].astype(float)
+    for c in np.asarray(cycles).tolist():
+        at = cyc <= c
+        g = at & good
+        n = np.bincount(row[g], weights=(obs[g] >= 0), minlength=size)
+        X = np.bincount(row[g], weights=(obs[g] == 1), minlength=size)
+        first = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first, row[at], cyc[at])
+        last = np.full(size, -1, dtype=np.int64)
+        np.maximum.at(last, row[g], cyc[g])
+        last_gone = np.full(size, -1, dtype=np.int64)
+        gv = at & gone_visit
+        np.maximum.at(last_gone, row[gv], cyc[gv])
+        out[int(c)] = estimate_freshness(
+            n, X, first, last, int(c), known=last_gone < last, group=group
         )
     return out
 
@@ -88,17 +89,14 @@ def cycle_rows(store: object, log: VisitLog, since: int = 0) -> list[CycleRow]:
     """One row per cycle from ``since`` on that the log or the record knows."""
     records = {r.cycle: r for r in cycle_records(store)}
     cycles = np.union1d(log.cycles(), np.array(sorted(records), dtype=np.int64))
-    fresh = freshness_by_cycle(log, cycles)
+    fresh = estimate_by_cycle(store, log, cycles)
     rows = []
     new = log.first_of_url
     for c in cycles.tolist():
         if c < since:
             continue
         at = log["cycle"] == c
-        share, pages = fresh.get(c, (float("nan"), 0))
-        rows.append(
-            _row(c, records.get(c), log, at, new, None if np.isnan(share) else share, pages)
-        )
+        rows.append(_row(c, records.get(c), log, at, new, fresh.get(c)))
     return rows
 
 
@@ -108,8 +106,7 @@ def _row(
     log: VisitLog,
     at: np.ndarray,
     new: np.ndarray,
-    freshness: float | None,
-    pages: int,
+    est: FreshnessEstimate | None,
 ) -> CycleRow:
     plan = rec.plan if rec else None
     s = rec.summary if rec else None
@@ -153,10 +150,16 @@ def _row(
         fetched=fetched,
         budget=budget,
         budget_used=(fetched / budget) if budget else None,
-        freshness=freshness,
-        fresh_pages=pages,
+        freshness=_known(est.share) if est else None,
+        freshness_low=_known(est.low) if est else None,
+        freshness_high=_known(est.high) if est else None,
+        fresh_pages=est.pages if est else 0,
         scorer=plan.scorer if plan else None,
         cutoff=plan.cutoff if plan else None,
         seconds=seconds,
         **figures,  # type: ignore[arg-type]
     )
+
+
+def _known(x: float) -> float | None:
+    return None if np.isnan(x) else float(x)

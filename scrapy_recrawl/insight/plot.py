@@ -26,6 +26,9 @@ def figure(rows: Sequence[CycleRow], title: str) -> Any:
     top.set_title(title)
     fresh = [float("nan") if r.freshness is None else r.freshness for r in rows]
     bottom.plot(cycles, fresh, marker="^", color="tab:green", label="estimated freshness")
+    low = [float("nan") if r.freshness_low is None else r.freshness_low for r in rows]
+    high = [float("nan") if r.freshness_high is None else r.freshness_high for r in rows]
+    bottom.fill_between(cycles, low, high, color="tab:green", alpha=0.2, label="90% interval")
     bottom.set_ylabel("estimated freshness (share)")
     bottom.set_ylim(0, 1.05)
     bottom.set_xlabel("cycle")

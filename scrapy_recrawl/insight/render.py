@@ -93,6 +93,15 @@ def _pct(value: float | None) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value * 100:.0f}%"
 
 
+def _band(value: float | None, low: float | None, high: float | None) -> str:
+    """An estimate with its interval: ``79% (75-83%)``."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    if low is None or high is None:
+        return _pct(value)
+    return f"{value * 100:.0f}% ({low * 100:.0f}-{high * 100:.0f}%)"
+
+
 def _esc(text: str) -> str:
     """Cells are data: ``[@id="x"]`` in an XPath or a URL is not rich markup."""
     from rich.markup import escape
@@ -142,7 +151,7 @@ def print_report(report: Report, out: IO[str] | None = None) -> None:
             str(r.cycle), str(r.fetched), _fmt(r.recrawl), _fmt(r.new), _fmt(r.monitor),
             _fmt(r.probe), str(r.changed), str(r.unchanged), str(r.not_modified),
             str(r.errors), str(r.gone), _fmt(r.budget), _pct(r.budget_used),
-            _pct(r.freshness), _esc(r.scorer or "-"),
+            _band(r.freshness, r.freshness_low, r.freshness_high), _esc(r.scorer or "-"),
         )  # fmt: skip
     con.print(t)
     _url_table(con, "Top changing URLs", report.changing)

@@ -2,7 +2,8 @@
 
 All from the visit log (:class:`~.log.VisitLog`): per URL, its visits, its change
 observations ``n`` and changes ``X``, its last change and its mean visit interval,
-hence its change rate (:func:`scrapy_recrawl.scoring.freshness.change_rate`).
+hence its change rate (:func:`scrapy_recrawl.scoring.freshness.posterior_rate`: the
+freshness estimate's model, its host's prior for a URL with few observations).
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from scrapy_recrawl.core.groups import group_codes
 from scrapy_recrawl.core.selection import host_of
 from scrapy_recrawl.history.state import gone_status
-from scrapy_recrawl.scoring.freshness import change_rate
+from scrapy_recrawl.scoring.freshness import posterior_rate
 
 from .log import VisitLog
 
@@ -28,10 +30,12 @@ class UrlStats:
     n: np.ndarray  # change observations
     X: np.ndarray  # changes among them
     last_change: np.ndarray  # cycle of the last change (-1: none seen)
-    rate: np.ndarray  # changes per cycle (NaN: no observation)
+    rate: np.ndarray  # expected changes per cycle (NaN: never fetched)
 
     @classmethod
-    def from_log(cls, log: VisitLog) -> UrlStats:
+    def from_log(cls, log: VisitLog, store: Any = None) -> UrlStats:
+        """``store`` (with ``urls()``): each URL's host is the group of its rate's prior;
+        without it, one prior for all."""
         ids, row = np.unique(log["url_id"], return_inverse=True)
         size = ids.size
         visits = np.bincount(row, minlength=size)
@@ -44,10 +48,13 @@ class UrlStats:
         good = log.good
         first = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
         last = np.full(size, -1, dtype=np.int64)
-        np.minimum.at(first, row[good], log["cycle"][good])
+        np.minimum.at(first, row, log["cycle"])
         np.maximum.at(last, row[good], log["cycle"][good])
-        interval = np.where(n > 0, np.maximum((last - first) / np.maximum(n, 1), 1.0), 1.0)
-        return cls(ids, visits, n, X, last_change, change_rate(n, X, interval))
+        group = None
+        if store is not None and hasattr(store, "urls") and size:
+            group = group_codes([str(u) for u in store.urls(ids)])
+        rate = posterior_rate(n, X, first, last, group=group)
+        return cls(ids, visits, n, X, last_change, rate)
 
 
 @dataclass

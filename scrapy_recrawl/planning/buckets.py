@@ -155,20 +155,25 @@ def bucket_stats(
     last_visit_cycle: np.ndarray,
     cycle: int,
     mask: np.ndarray | None = None,
+    stale: np.ndarray | None = None,
 ) -> BucketStats:
     """Sizes, rates and expected obsolete copies of the non-empty buckets.
 
     A URL last fetched ``t`` cycles ago is stale with probability
-    ``1 - exp(-rate t)``, using its bucket's rate; ``y_i0`` sums that over the
-    bucket. ``mask`` restricts the count (e.g. to live, already-fetched URLs).
+    ``1 - exp(-rate t)``, using its bucket's rate, unless ``stale`` gives each URL's
+    (recrawl-plan: one minus the freshness estimate's, scoring/freshness.py
+    ``unchanged_probability``); ``y_i0`` sums that over the bucket. ``mask``
+    restricts the count (e.g. to live, already-fetched URLs).
     """
     B = assignment.n_buckets
     bucket = assignment.bucket
     age = np.maximum(cycle - np.asarray(last_visit_cycle, dtype=np.float64), 0.0)
+    given = None if stale is None else np.nan_to_num(np.asarray(stale, dtype=np.float64))
     if mask is not None:
         bucket, age = bucket[mask], age[mask]
+        given = None if given is None else given[mask]
     sizes = np.bincount(bucket, minlength=B).astype(np.float64)
-    stale = -np.expm1(-assignment.rate[bucket] * age)
+    stale = -np.expm1(-assignment.rate[bucket] * age) if given is None else given
     obsolete = np.bincount(bucket, weights=stale, minlength=B)
     keep = np.flatnonzero(sizes > 0)
     return BucketStats(

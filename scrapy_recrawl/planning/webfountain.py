@@ -101,15 +101,17 @@ def current_buckets(
     known: np.ndarray,
     *,
     prior: tuple[float, float] | None = None,
+    stale: np.ndarray | None = None,
 ) -> tuple[Any, Any]:
     """The store's URLs in change-rate buckets now, and the non-empty buckets' sizes, rates
     and expected obsolete copies over the ``known`` rows (live, fetched before): what the
-    plan is solved from, by the crawl and by ``recrawl-plan``."""
+    plan is solved from, by the crawl and by ``recrawl-plan`` (``stale``: each URL's
+    chance of being stale now, else its bucket's rate and its age say it)."""
     from .buckets import assign_buckets, bucket_stats
 
     assignment = assign_buckets(columns, cycle, n_buckets, prior=prior)
     last = np.asarray(columns["last_visit_cycle"])
-    return assignment, bucket_stats(assignment, last, cycle, mask=known)
+    return assignment, bucket_stats(assignment, last, cycle, mask=known, stale=stale)
 
 
 def solve_from_buckets(

@@ -1,0 +1,164 @@
+"""The freshness estimate (scoring/freshness.py) on synthetic Poisson pages whose truth is
+known: rates drawn from a skewed mix, a warm-up that fetches everything, then a budget
+spent by a scorer that chooses from what it saw (so the observed pages are not a random
+sample), and the true share of current copies at each cycle's end to compare with."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scrapy_recrawl.scoring.freshness import (
+    RATE_GRID,
+    estimate_freshness,
+    interval_loglik,
+    posterior_rate,
+    unchanged_probability,
+)
+
+CYCLES = 15
+
+
+def site(pages: int, seed: int) -> np.ndarray:
+    """Per-page change rates per cycle: 45% never, 25% slow, 20% moderate, 10% fast."""
+    rng = np.random.default_rng(seed)
+    kind = rng.choice(4, size=pages, p=[0.45, 0.25, 0.2, 0.1])
+    rate = np.zeros(pages)
+    rate[kind == 1] = rng.uniform(0.005, 0.03, (kind == 1).sum())
+    rate[kind == 2] = rng.uniform(0.05, 0.3, (kind == 2).sum())
+    rate[kind == 3] = rng.uniform(0.5, 2.5, (kind == 3).sum())
+    return rate
+
+
+def crawl(rate: np.ndarray, seed: int, budget: int, monitor: float = 0.0, scorer: str = "cg"):
+    """Cycles 1-2 fetch every page, then ``budget`` pages a cycle by the scorer (plus a
+    fixed random ``monitor`` share every cycle). Yields, at each cycle's end, the
+    columns (n, X, first, last) and the true freshness of the known pages."""
+    rng = np.random.default_rng(seed + 1)
+    pages = rate.size
+    changes = rng.poisson(rate[:, None], size=(pages, CYCLES + 1))  # changes in cycle c
+    count = np.cumsum(changes, axis=1)  # changes up to cycle c (when it is crawled)
+    n = np.zeros(pages, dtype=np.int64)
+    X = np.zeros(pages, dtype=np.int64)
+    first = np.full(pages, -1, dtype=np.int64)
+    last = np.full(pages, -1, dtype=np.int64)
+    held = np.zeros(pages, dtype=np.int64)  # the change count the copy was fetched at
+    sample = rng.random(pages) < monitor
+    for c in range(1, CYCLES + 1):
+        if c <= 2:
+            fetch = np.ones(pages, dtype=bool)
+        else:
+            t = c - last
+            if scorer == "cg":
+                score = -np.log((n - X + 0.5) / (n + 0.5)) * t
+            else:  # age
+                score = t.astype(float)
+            score[sample] = -np.inf
+            fetch = np.zeros(pages, dtype=bool)
+            fetch[np.argsort(-score, kind="stable")[:budget]] = True
+            fetch |= sample
+        seen = fetch & (last >= 0)
+        changed = count[:, c] != held
+        n[seen] += 1
+        X[seen & changed] += 1
+        first[fetch & (first < 0)] = c
+        last[fetch] = c
+        held[fetch] = count[fetch, c]
+        truth = float(np.mean(held[last >= 0] == count[last >= 0, c]))
+        yield c, n.copy(), X.copy(), first.copy(), last.copy(), truth
+
+
+def errors(rate, seed, budget, **kw):
+    out = []
+    for c, n, X, first, last, truth in crawl(rate, seed, budget, **kw):
+        est = estimate_freshness(n, X, first, last, c, interval=False)
+        out.append((c, truth, est.share))
+    return out
+
+
+@pytest.mark.parametrize("scorer", ["cg", "age"])
+def test_the_estimate_tracks_the_true_freshness_of_a_selective_crawl(scorer):
+    rate = site(1500, seed=3)
+    rows = errors(rate, 3, budget=75, scorer=scorer)
+    err = [abs(e - t) for c, t, e in rows if c >= 3]
+    assert max(err) <= 0.05, rows
+    assert np.mean(err) <= 0.03, rows
+    # the truth moves: a figure stuck at one value would not pass
+    assert rows[2][1] - rows[-1][1] > 0.05
+
+
+def test_the_old_estimator_fails_the_same_check():
+    """Today's figure (CG rate of the observed pages over their mean interval) misses by
+    far on the same crawl: the check above can fail."""
+    rate = site(1500, seed=3)
+    worst = 0.0
+    for c, n, X, first, last, truth in crawl(rate, 3, 75):
+        seen = n > 0
+        if c < 3 or not seen.any():
+            continue
+        interval = np.maximum((last - first) / np.maximum(n, 1), 1.0)
+        cg = -np.log((n - X + 0.5) / (n + 0.5))
+        old = float(np.exp(-(cg / interval) * (c + 1 - last))[seen].mean())
+        worst = max(worst, abs(old - truth))
+    assert worst > 0.05
+
+
+def test_censored_observations_give_the_poisson_rate_not_the_share_changed():
+    # 400 pages of rate 1 a cycle, each seen 30 times a cycle apart: ~63% of the visits
+    # see a change (X/n = 1 - e^-1), the rate is 1
+    rng = np.random.default_rng(0)
+    n = np.full(400, 30)
+    X = rng.binomial(30, 1 - np.exp(-1.0), 400)
+    rate = posterior_rate(n, X, np.ones(400, dtype=np.int64), np.full(400, 31))
+    assert np.mean(X / n) == pytest.approx(0.632, abs=0.03)
+    assert np.mean(rate) == pytest.approx(1.0, rel=0.1)
+    # unequal spacing: seen every 3 cycles (30 observations over 90 cycles), same rate
+    X3 = rng.binomial(30, 1 - np.exp(-3.0), 400)
+    rate3 = posterior_rate(n, X3, np.ones(400, dtype=np.int64), np.full(400, 91))
+    assert np.mean(rate3) == pytest.approx(1.0, rel=0.15)
+
+
+def test_the_likelihood_of_a_change_rules_out_a_page_that_never_changes():
+    ll = interval_loglik(np.array([3, 3]), np.array([0, 1]), np.array([2.0, 2.0]))
+    assert ll[0, 0] == 0.0 and ll[1, 0] == -np.inf  # rate 0: certain no-change
+    lam = RATE_GRID[5]
+    assert ll[1, 5] == pytest.approx(-lam * 4 + np.log(1 - np.exp(-lam * 2)))
+
+
+def test_pages_fetched_once_count_with_their_hosts_prior():
+    # host 0: 200 pages seen unchanged over 10 cycles; host 1: 200 seen changed at every
+    # one of 10 visits. One page of each host fetched once, 5 cycles before the end.
+    n = np.r_[np.full(200, 10), np.full(200, 10), 0, 0]
+    X = np.r_[np.zeros(200), np.full(200, 10), 0, 0].astype(np.int64)
+    first = np.r_[np.full(400, 1), 6, 6]
+    last = np.r_[np.full(400, 11), 6, 6]
+    group = np.r_[np.zeros(200), np.ones(200), 0, 1].astype(np.int64)
+    p = unchanged_probability(n, X, first, last, 11, group=group)
+    assert p[-2] > 0.9  # a quiet host's page stays current
+    assert p[-1] < 0.05  # a busy host's page is stale after 5 cycles
+    est = estimate_freshness(n, X, first, last, 11, group=group)
+    assert est.pages == 402 and est.observed == 400
+    assert est.share == pytest.approx(np.mean(p))
+
+
+def test_known_pages_only():
+    n, X = np.array([2, 2, 0]), np.array([0, 0, 0])
+    first, last = np.array([1, 1, -1]), np.array([3, 3, -1])
+    est = estimate_freshness(n, X, first, last, 3, known=np.array([True, False, True]))
+    assert est.pages == 1  # one gone, one never fetched
+    assert np.isnan(estimate_freshness(n, X, first, last, 3, known=np.zeros(3, bool)).share)
+
+
+def test_the_interval_covers_the_truth_and_a_monitoring_sample_narrows_it():
+    rate = site(1500, seed=5)
+    plain, monitored, covered = [], [], 0
+    for kw, widths in (({}, plain), ({"monitor": 0.1}, monitored)):
+        for c, n, X, first, last, truth in crawl(rate, 5, 75, **kw):
+            if c < 6:
+                continue
+            est = estimate_freshness(n, X, first, last, c)
+            assert est.low <= est.share <= est.high
+            widths.append(est.high - est.low)
+            covered += est.low - 0.01 <= truth <= est.high + 0.01
+    assert covered >= 0.8 * (len(plain) + len(monitored))
+    assert np.mean(monitored) < np.mean(plain)
