@@ -28,6 +28,8 @@ FROM_THE_COMMAND_LINE = {
     "RECRAWL_SIMHASH_DISTANCE": ("4", 4),
     "RECRAWL_MIN_ELEMENT_CHANGES": ("2", 2),
     "RECRAWL_IGNORE_XPATHS": ("//footer,//nav", ["//footer", "//nav"]),
+    "RECRAWL_LEARN_BOILERPLATE": ("false", False),
+    "RECRAWL_BOILERPLATE_PAIRS": ("3", 3),
     "RECRAWL_MAX_PARSE_BYTES": ("1000", 1000),
     "RECRAWL_CONDITIONAL_GET": ("False", False),
     "RECRAWL_SKIP_UNCHANGED": ("items", "items"),

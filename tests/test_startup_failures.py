@@ -64,6 +64,8 @@ def test_an_unknown_preset_is_one_line_listing_the_presets(project, runner):
         ("RECRAWL_CYCLE_PERIOD=0", ("RECRAWL_CYCLE_PERIOD='0'", "seconds > 0")),
         ("RECRAWL_CYCLE_PERIOD=hourly", ("RECRAWL_CYCLE_PERIOD='hourly'", "a number")),
         ("RECRAWL_NEW_SHARE=1.5", ("RECRAWL_NEW_SHARE='1.5'", "a share 0..1")),
+        ("RECRAWL_BOILERPLATE_PAIRS=0", ("RECRAWL_BOILERPLATE_PAIRS='0'", "pairs >= 1")),
+        ("RECRAWL_LEARN_BOILERPLATE=sure", ("RECRAWL_LEARN_BOILERPLATE='sure'", "True or False")),
         ("RECRAWL_STORE=ftp://nowhere/h", ("RECRAWL_STORE='ftp://nowhere/h'", "unknown store")),
     ],
 )
