@@ -26,14 +26,11 @@ from scrapy.utils.defer import deferred_from_coro
 
 from .change import BoilerplateModel, ChangeDetector, Ignore, Signature
 from .change.boilerplate import TABLE
+from .core.meta import META_PAIR
 from .history import HistoryStore, HistoryStoreError
 from .settings import get
 
 logger = logging.getLogger(__name__)
-
-#: Request.meta key of the second fetch of a pair (never stored: the middleware's
-#: volatile meta); its value is the id() of the pair
-META_PAIR = "_recrawl_boilerplate_pair"
 
 
 @dataclass

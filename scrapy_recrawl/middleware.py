@@ -47,7 +47,7 @@ from scrapy.http import Headers, Response
 from scrapy.responsetypes import responsetypes
 from twisted.internet import task
 
-from .boilerplate_pairs import META_PAIR, PairFetcher
+from .boilerplate_pairs import PairFetcher
 from .change import ChangeDetector, ChangeResult, Signature, SignatureVersionError
 from .core.meta import (
     FLAG_CHANGED,
@@ -60,6 +60,7 @@ from .core.meta import (
     META_IMPORTANCE,
     META_KIND,
     META_LASTMOD,
+    META_PAIR,
     META_RANK,
     META_RESULT,
     META_SCORE,

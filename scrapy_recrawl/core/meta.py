@@ -4,6 +4,9 @@
 META_RESULT = "recrawl"
 #: the cycle that scheduled the request
 META_CYCLE = "recrawl_cycle"
+#: the second fetch of a boilerplate pair (boilerplate_pairs.py): not a visit, never
+#: recorded or stored; components that watch responses (response_received) skip it
+META_PAIR = "_recrawl_boilerplate_pair"
 #: the recrawl's URL id, its rank in the cycle's selection and its score
 META_ID = "recrawl_id"
 META_RANK = "recrawl_rank"

@@ -15,6 +15,7 @@ import numpy as np
 from scrapy import signals
 
 from ..change import ChangeDetector
+from ..core.meta import META_PAIR
 from ..core.plugins import uses_terminals
 from ..history.base import HistoryArrays
 from ..scoring.registry import Terminal
@@ -93,6 +94,8 @@ class BasketsPlugin:
         self._inc("recrawl/probes/fetched")
 
     def _on_response(self, response: Any, request: Any, spider: Any) -> None:
+        if META_PAIR in request.meta:
+            return  # a boilerplate pair's second fetch: not a visit, nothing probed
         before = dict(self.prober.stats)
         fingerprint = self.crawler.request_fingerprinter.fingerprint(request)
         self.prober.on_response(fingerprint, response.status)

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 from scrapy import signals
 
-from ..core.meta import META_CHANGEFREQ, META_LASTMOD
+from ..core.meta import META_CHANGEFREQ, META_LASTMOD, META_PAIR
 from ..core.plugins import uses_terminals
 from ..core.selection import DUE_NOW, hosts_of
 from ..history.base import HistoryArrays, HistoryStoreError
@@ -164,6 +164,8 @@ class EvidencePlugin:
 
     def _on_response(self, response: Any, request: Any, spider: Any) -> None:
         meta = request.meta
+        if META_PAIR in meta:
+            return  # a boilerplate pair's second fetch: not a visit
         sitemap = META_LASTMOD in meta or META_CHANGEFREQ in meta
         weighs = (
             importance.META_IMPORTANCE in meta
