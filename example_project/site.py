@@ -54,12 +54,13 @@ import math
 import os
 import random
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.utils import format_datetime, parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+from .serving import ServerThread, SimulatedClock
 
 #: Simulated calendar: day d is EPOCH + d days (UTC midnight).
 EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -507,35 +508,18 @@ def _noise() -> tuple[bytes, bytes]:
 # --------------------------------------------------------------------------- state
 
 
-class SiteState:
+class SiteState(SimulatedClock):
     """Simulated time and the serve log, shared by the request handlers."""
 
     def __init__(self, model: SiteModel, day_seconds: float = 0.0) -> None:
+        super().__init__(day_seconds)
         self.model = model
-        self.day_seconds = day_seconds
-        self._lock = threading.Lock()
-        self._manual_days = 0
-        self._t0 = time.monotonic()
+        self._lock = self.lock
         self._served: list[dict] = []
-
-    @property
-    def day(self) -> int:
-        day = self._manual_days
-        if self.day_seconds > 0:
-            day += int((time.monotonic() - self._t0) / self.day_seconds)
-        return day
-
-    def advance(self, days: int = 1) -> int:
-        if days < 0:
-            raise ValueError("days must be >= 0")
-        with self._lock:
-            self._manual_days += days
-            return self.day
 
     def reset(self) -> int:
         with self._lock:
-            self._manual_days = 0
-            self._t0 = time.monotonic()
+            self.reset_clock()
             self._served = []
             return 0
 
@@ -745,7 +729,7 @@ def make_server(
     return _Server((host, port), handler), state
 
 
-class RunningSite:
+class RunningSite(ServerThread):
     """A site served from a background thread; a context manager.
 
     No Twisted reactor is involved, so it can run beside (or before) a crawl that
@@ -760,28 +744,12 @@ class RunningSite:
         port: int = 0,
         day_seconds: float = 0.0,
     ) -> None:
-        self.server, self.state = make_server(pages, seed, host, port, day_seconds)
+        server, self.state = make_server(pages, seed, host, port, day_seconds)
         self.model = self.state.model
-        bound_host, bound_port = self.server.server_address[:2]
-        self.base_url = f"http://{bound_host}:{bound_port}"
-        self._thread = threading.Thread(
-            target=self.server.serve_forever,
-            kwargs={"poll_interval": 0.1},
-            name=f"example-site-{bound_port}",
-            daemon=True,
-        )
-        self._thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(timeout=5)
+        super().__init__(server, "example-site")
 
     def __enter__(self) -> RunningSite:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def start_in_thread(

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from example_project.serving import ServerThread
 
 from .boilerplate import KINDS
 from .world import SITES, ReferenceSite, dumps
@@ -148,7 +149,7 @@ def make_server(
     return _Server((host, port), handler)
 
 
-class RunningReferenceSite:
+class RunningReferenceSite(ServerThread):
     """A reference site served from a background thread; a context manager.
 
     ``.site`` is the :class:`ReferenceSite` (the truth, in process), ``.base_url`` its
@@ -164,27 +165,10 @@ class RunningReferenceSite:
         **kwargs: Any,
     ) -> None:
         self.site = site if site is not None else ReferenceSite(**kwargs)
-        self.server = make_server(self.site, host, port)
-        bound_port = int(self.server.server_address[1])
-        self.base_url = f"http://{host}:{bound_port}"
-        self._thread = threading.Thread(
-            target=self.server.serve_forever,
-            kwargs={"poll_interval": 0.1},
-            name=f"reference-site-{bound_port}",
-            daemon=True,
-        )
-        self._thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(timeout=5)
+        super().__init__(make_server(self.site, host, port), "reference-site")
 
     def __enter__(self) -> RunningReferenceSite:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def start_in_thread(

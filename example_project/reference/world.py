@@ -13,7 +13,6 @@ import datetime as dt
 import json
 import os
 import random
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from email.utils import format_datetime
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from example_project.serving import SimulatedClock
 from example_project.site import _etag_matches, _ims_satisfied
 
 from .boilerplate import RequestContext, canonical, fill, parse_kinds
@@ -56,7 +56,7 @@ class Response:
     body: bytes
 
 
-class ReferenceSite:
+class ReferenceSite(SimulatedClock):
     """A shop and a news site whose content is a pure function of ``(seed, path, day)``.
 
     ``sites`` picks the sections served (``"shop"``, ``"news"``); ``boilerplate`` the
@@ -88,8 +88,7 @@ class ReferenceSite:
         unknown = sorted(set(names) - set(SITES))
         if unknown or not names:
             raise ValueError(f"sites must name some of {', '.join(SITES)}, got {names}")
-        if day_seconds < 0:
-            raise ValueError(f"day_seconds must be >= 0, got {day_seconds}")
+        super().__init__(day_seconds)
         self.seed = seed
         self.kinds = parse_kinds(boilerplate)
         self.sections: dict[str, Section] = {}
@@ -104,44 +103,23 @@ class ReferenceSite:
                 correction_rate=correction_rate,
                 removal_rate=removal_rate,
             )
-        self.day_seconds = day_seconds
         self.history = ContentHistory(self._live_paths, self._page, self._meta)
-        self._lock = threading.Lock()
-        self._manual_days = 0
-        self._t0 = self._day_began = time.monotonic()
+        self._lock = self.lock
         self._served: list[Served] = []
 
-    # -- the clock --------------------------------------------------------------------
-
-    @property
-    def day(self) -> int:
-        """The current simulated day (0 at the start)."""
-        day = self._manual_days
-        if self.day_seconds > 0:
-            day += int((time.monotonic() - self._t0) / self.day_seconds)
-        return day
-
-    def advance(self, days: int = 1) -> int:
-        """Move the clock on by ``days``; returns the new day."""
-        if days < 0:
-            raise ValueError(f"days must be >= 0, got {days}")
-        with self._lock:
-            self._manual_days += days
-            self._day_began = time.monotonic()
-            return self.day
+    # -- the clock (SimulatedClock: day, advance) --------------------------------------
 
     def reset(self) -> int:
         """Back to day 0 with an empty served log (the content model is pure: unchanged)."""
         with self._lock:
-            self._manual_days = 0
-            self._t0 = self._day_began = time.monotonic()
+            self.reset_clock()
             self._served = []
             return 0
 
     def sim_now(self) -> dt.datetime:
         """Noon of the current day plus the real time since it began (at most 11 h):
         what relative dates are relative to."""
-        elapsed = min(time.monotonic() - self._day_began, 11 * 3600)
+        elapsed = min(time.monotonic() - self.day_began, 11 * 3600)
         return at_noon(self.day) + dt.timedelta(seconds=elapsed)
 
     # -- content ----------------------------------------------------------------------
