@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..scoring import compute_terminals
+from ..scoring.terminals import DEFAULT_PRIOR, check_prior
 from ..settings import RecrawlSettingError
 
 Prior = tuple[float, float] | None
@@ -153,11 +154,30 @@ def cycle_budget(
 # -- the adaptive budget (RECRAWL_ADAPTIVE_BUDGET) ----------------------------------
 
 
+#: The adaptive budget's prior strength, in observations: RECRAWL_PRIOR's mean ``a/b``
+#: counts as at most this many observations in a page's chance of change, so a page's
+#: own evidence decides once it has a few (the prior (0.5, 100) at full strength made
+#: a page that changed at each of 6 observations a 5% chance a cycle; here 57%).
+CHANCE_PRIOR_STRENGTH = 1.0
+
+
+def chance_prior(prior: Prior) -> tuple[float, float]:
+    """The prior ``(a, b)`` of :func:`change_chance`: RECRAWL_PRIOR's mean ``a/b`` at a
+    strength ``b`` of at most :data:`CHANCE_PRIOR_STRENGTH` observations."""
+    a, b = DEFAULT_PRIOR if prior is None else check_prior(prior)
+    strength = min(b, CHANCE_PRIOR_STRENGTH)
+    return a / b * strength, strength
+
+
 def change_chance(state: Mapping[str, np.ndarray], cycle: int, prior: Prior) -> np.ndarray:
-    """Each URL's chance of a change since its last visit: ``1 - exp(-AADp * t)``, the
-    prior-smoothed AAD rate (RECRAWL_PRIOR, the default scorer's rate) over the cycles
-    ``t`` since the visit; ``state`` holds the store's columns of those URLs only."""
-    terms = compute_terminals(state, cycle, prior=prior, needed=("AADp", "t"))
+    """Each URL's chance of a change since its last visit: ``1 - exp(-rate * t)`` over the
+    cycles ``t`` since the visit, ``rate`` the AAD rate smoothed towards RECRAWL_PRIOR's
+    mean at a bounded strength (:func:`chance_prior`): ``(m AAD + a') / (m + b')``, ``m``
+    AAD's effective observations (the ``AADp`` terminal's form, with the prior
+    ``(a', b')``). A page seen changing at each of its ``n >= 5`` observations gets a
+    chance of at least 0.5 a cycle, one never seen changing ``(a/b) / (m + 1)`` a cycle.
+    ``state`` holds the store's columns of those URLs only."""
+    terms = compute_terminals(state, cycle, prior=chance_prior(prior), needed=("AADp", "t"))
     rate = terms["AADp"]
     rate *= terms["t"]
     np.negative(rate, out=rate)
