@@ -73,6 +73,7 @@ from .history import (
     StoreRefused,
     UrlRecord,
     Visit,
+    cycle_log,
     store_for_crawler,
 )
 from .history.state import fold_failure, gone_status
@@ -190,6 +191,8 @@ class RecrawlMiddleware:
             raise startup_failure(exc) from None
         # this cycle's figures, shared with the scheduler, which sums them up per cycle
         self.tally = tally_for_crawler(crawler)
+        # URL ids noted as start URLs (history/cycle_log.py: START_TABLE), once a process
+        self._start_ids: set[int] = set()
         keeper = plugins.bag_keeper
         self.bags = keeper if getattr(keeper, "keeps_bags", False) else None
         if self.bags is not None:
@@ -500,7 +503,7 @@ class RecrawlMiddleware:
         signature: bytes | None = None,
         body: bytes | None = None,
     ) -> UrlRecord:
-        return self.store.record(
+        rec = self.store.record(
             Visit(
                 fingerprint=fp,
                 url=response.url,
@@ -522,6 +525,15 @@ class RecrawlMiddleware:
                 cycle=request.meta.get(META_CYCLE),
             )
         )
+        if (
+            request.meta.get("is_start_request")
+            and META_KIND not in request.meta
+            and rec.id not in self._start_ids
+        ):
+            # a start URL: fetched on the spider's say-so, never the budget's waste
+            self._start_ids.add(rec.id)
+            cycle_log.note_start_urls(self.store, [rec.id])
+        return rec
 
     # -- helpers -----------------------------------------------------------
 

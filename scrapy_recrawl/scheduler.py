@@ -374,11 +374,15 @@ class RecrawlScheduler(Scheduler):
         record = cycle_log.CyclePlan(
             cycle=plan.cycle,
             planned_at=time.time(),
-            budget=plan.budget.total or 0,  # 0: no budget (a warm-up fetches everything)
+            # RECRAWL_BUDGET's pages, the monitoring sample apart; 0: no budget (a warm-up)
+            budget=plan.budget.pages or 0,
             scorer=self.scorer_name,
             candidates=sel.scored,
             cutoff=cutoff,
             picks=len(ids),
+            backlog=plan.backlog,
+            new_share=plan.budget.new or 0,
+            monitor=sel.monitored,
         )
         cycle_log.save_plan(self.store, record, ids if scored else None, scores if scored else None)
 
@@ -386,11 +390,13 @@ class RecrawlScheduler(Scheduler):
     def tally(self) -> CycleTally:
         return tally_for_crawler(self.crawler)
 
-    def end_cycle(self, cycle: int, budget: Budget, seconds: float, *, shared: bool) -> None:
+    def end_cycle(
+        self, cycle: int, budget: Budget, seconds: float, *, shared: bool, backlog: int = 0
+    ) -> None:
         """``cycle`` ended for this process: its figures in one INFO line, in the stats and
         in the store (cycle_summary.py)."""
         try:
-            self.tally.end(self.store, cycle, budget, seconds, shared=shared)
+            self.tally.end(self.store, cycle, budget, seconds, shared=shared, backlog=backlog)
         except HistoryStoreError as exc:  # the figures are lost, the crawl goes on
             if isinstance(exc, StoreLost):
                 return  # said once, as the crawl stops (history/epoch.py)
@@ -414,15 +420,19 @@ class RecrawlScheduler(Scheduler):
                 stats.inc_value("recrawl/adaptive_budget_cut", plan.adaptive_cut)
         logger.info(
             "recrawl cycle %d: %s; scored %d known URLs with %s in %.2fs, %d recrawls queued "
-            "(%d monitored), %d new URLs from the frontier, %d failing URLs backed off",
+            "(%d monitored, on top of the budget), %d new URLs from the frontier (backlog %d), "
+            "%d failing URLs backed off",
             plan.cycle,
-            "warm-up, no budget" if plan.warmup else f"budget {plan.budget.total} pages",
+            "warm-up, no budget"
+            if plan.warmup
+            else f"budget {plan.budget.pages} pages (new URLs' share {plan.budget.new})",
             plan.selection.scored,
             self.scorer,
             plan.score_seconds,
             scheduled,
             plan.selection.monitored,
             plan.new_quota,
+            plan.backlog,
             plan.selection.backed_off,
         )
 

@@ -32,6 +32,9 @@ class CycleConfig:
 
     budget: int | float = Share(0.05)  # pages (int) or a Share of the known URLs
     new_share: float = 0.2
+    #: RECRAWL_NEW_SHARE_MAX: the most of the budget new URLs may take while a backlog
+    #: waits (core/budget.py: new_pages)
+    new_share_max: float = 0.5
     warmup_cycles: int = 2
     continuous: bool = False
     cycle_seconds: float = 3600.0
@@ -53,6 +56,9 @@ class CycleConfig:
         return cls(
             budget=budget,
             new_share=get(s, "RECRAWL_NEW_SHARE", share, lambda v: 0 <= v <= 1, "a share 0..1"),
+            new_share_max=get(
+                s, "RECRAWL_NEW_SHARE_MAX", share, lambda v: 0 <= v <= 1, "a share 0..1"
+            ),
             warmup_cycles=get(
                 s, "RECRAWL_WARMUP_CYCLES", int, lambda v: v >= 0, "a number of cycles >= 0"
             ),
@@ -90,6 +96,8 @@ class CyclePlan:
     score_seconds: float
     #: scored picks not fetched under RECRAWL_ADAPTIVE_BUDGET (taken off the budget)
     adaptive_cut: int = 0
+    #: new URLs waiting from earlier cycles when the cycle opened (the store's frontier)
+    backlog: int = 0
 
 
 def plan_cycle(
@@ -122,7 +130,14 @@ def plan_cycle(
     cycle = arrays.cycle
     warmup = cycle <= config.warmup_cycles
     known = int((~arrays.columns["gone"]).sum())
-    budget = cycle_budget(config.budget, config.new_share, known, warmup=warmup)
+    budget = cycle_budget(
+        config.budget,
+        config.new_share,
+        known,
+        warmup=warmup,
+        backlog=pending_new,
+        max_share=config.new_share_max,
+    )
     # New URLs waiting from earlier cycles get first call on the new share;
     # whatever the recrawls leave of it flows to them (and back).
     new_quota = pending_new if budget.new is None else min(pending_new, budget.total or 0)
@@ -154,10 +169,17 @@ def plan_cycle(
             kept = len(selection.ids) - selection.monitored
             budget = Budget(min(budget.total, kept + (budget.new or 0)), budget.new)
     if selection.monitored and budget.total is not None:
-        # the monitoring sample is fetched on top of the budget
-        budget = Budget(budget.total + selection.monitored, budget.new)
+        # the monitoring sample is fetched on top of the budget (never in its pages)
+        budget = Budget(budget.total + selection.monitored, budget.new, selection.monitored)
     return CyclePlan(
-        cycle, warmup, budget, selection, new_quota, time.perf_counter() - t0, adaptive_cut=cut
+        cycle,
+        warmup,
+        budget,
+        selection,
+        new_quota,
+        time.perf_counter() - t0,
+        adaptive_cut=cut,
+        backlog=pending_new,
     )
 
 

@@ -64,8 +64,11 @@ class SchedulerHost(Protocol):
 
     def log_cycle(self, plan: CyclePlan, scheduled: int) -> None: ...
 
-    def end_cycle(self, cycle: int, budget: Budget, seconds: float, *, shared: bool) -> None:
-        """``cycle`` ended for this process: say and keep its figures (cycle_summary.py)."""
+    def end_cycle(
+        self, cycle: int, budget: Budget, seconds: float, *, shared: bool, backlog: int = 0
+    ) -> None:
+        """``cycle`` ended for this process: say and keep its figures (cycle_summary.py);
+        ``backlog``: new URLs left waiting for a later cycle."""
         ...
 
     def request_from_frontier(self, d: dict[str, Any]) -> Request | None:
@@ -268,6 +271,18 @@ class CycleFrontier(ABC):
     def queued(self) -> int:
         """Recrawls and new URLs queued in this cycle."""
 
+    def waiting_new(self) -> int:
+        """New URLs queued for this cycle and not handed out yet."""
+        return 0
+
+    def new_backlog(self) -> int:
+        """New URLs waiting, not fetched: the store's frontier and this cycle's queues
+        (0 when the store or the shared queues cannot say)."""
+        try:
+            return int(self.host.store.frontier_size()) + self.waiting_new()
+        except Exception:  # noqa: BLE001 -- a store or Redis away: said where it matters
+            return 0
+
     def has_pending(self) -> bool:
         return self.budget_left() and self.queued() > 0
 
@@ -297,7 +312,11 @@ class CycleFrontier(ABC):
         adopted, the spider closing): its summary, once (cycle_summary.py)."""
         if self.cycle > 0:
             self.host.end_cycle(
-                self.cycle, self.budget, time.monotonic() - self.started, shared=self.many_processes
+                self.cycle,
+                self.budget,
+                time.monotonic() - self.started,
+                shared=self.many_processes,
+                backlog=self.new_backlog(),
             )
 
     # -- continuous mode -------------------------------------------------------------
