@@ -276,9 +276,8 @@ def test_the_line_counts_first_fetches_not_gone_urls_as_such():
     from scrapy import Request
 
     from scrapy_recrawl.core.budget import Budget
-    from scrapy_recrawl.cycle_summary import CycleTally, summary_line
-
     from scrapy_recrawl.core.meta import META_KIND
+    from scrapy_recrawl.cycle_summary import CycleTally, summary_line
 
     def tagged(url: str, kind: str) -> Request:
         return Request(url, meta={META_KIND: kind})

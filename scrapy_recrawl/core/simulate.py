@@ -96,16 +96,12 @@ class ReplayResult:
     #: pages fetched per cycle (below ``k`` where the adaptive budget cut the list)
     fetched: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
     #: with ``born`` (new pages): new pages fetched per cycle
-    fetched_new: np.ndarray = field(
-        default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False
-    )
+    fetched_new: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
     #: with ``born``: new pages found and not fetched yet at each cycle's end
     backlog: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
     #: with ``born``: per page, the cycles from its appearance to its first fetch (0: in
     #: the cycle it appeared; -1: never fetched)
-    new_latency: np.ndarray = field(
-        default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False
-    )
+    new_latency: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
 
     @property
     def mean_change_rate(self) -> float:
@@ -449,10 +445,7 @@ def _simulate_growing(
         fetch_new(np.flatnonzero(exists & ~known), cyc)
 
     evaluated = cycles - warmup
-    out = {
-        name_: np.zeros(evaluated)
-        for name_ in ("change_rate", "ndcg", "freshness")
-    }
+    out = {name_: np.zeros(evaluated) for name_ in ("change_rate", "ndcg", "freshness")}
     counts = {
         name_: np.zeros(evaluated, dtype=np.int64)
         for name_ in ("changed_fetched", "fetched", "fetched_new", "backlog", "k")
@@ -483,9 +476,7 @@ def _simulate_growing(
         if threshold is not None and not pick.oracle:
             idx = idx[: adaptive_cut(state, idx, cyc, pick.cut_prior, threshold)]
         # new pages within their share; what either side leaves flows to the other
-        ready = np.concatenate(
-            [backlog[np.argsort(born[backlog], kind="stable")], found]
-        )
+        ready = np.concatenate([backlog[np.argsort(born[backlog], kind="stable")], found])
         take_new = min(ready.size, new)
         take_rec = min(idx.size, total - take_new)
         take_new = min(ready.size, total - take_rec)

@@ -291,9 +291,7 @@ def reset_spider(settings: Any, spider: str) -> tuple[str, int]:
     skey, dupes = names.scheduler, names.dupefilter
     server, location = redis_from_settings(settings)
     try:
-        keys = [
-            f"{skey}:{n}" for n in ("state", "taken", "workers", "lock", "recrawls", "backlog")
-        ]
+        keys = [f"{skey}:{n}" for n in ("state", "taken", "workers", "lock", "recrawls", "backlog")]
         keys += [names.queue, dupes]
         patterns = ("starts", "picks", "fetched")
         for pattern in [f"{skey}:{p}:*" for p in patterns] + [f"{dupes}:*"]:

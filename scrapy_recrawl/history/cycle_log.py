@@ -196,7 +196,6 @@ def start_url_ids(store: Any) -> np.ndarray:
     return np.fromiter((int(k) for k, _ in store.side_items(START_TABLE)), dtype=np.int64)
 
 
-
 def cycle_records(store: Any, since: int = 0) -> list[CycleRecord]:
     """Every cycle from ``since`` on that has a plan or a summary, ascending.
 
