@@ -77,6 +77,7 @@ from .history import (
     store_for_crawler,
 )
 from .history.state import fold_failure, gone_status
+from .hubs import META_HUB_PAGE, META_VIA, hubs_for_crawler
 from .plugins import plugins_for_crawler, scorer_for_crawler
 from .scope import not_a_page, off_reason, warn_http_cache
 from .settings import RecrawlSettingError, get
@@ -104,6 +105,8 @@ _VOLATILE_META = {
     _META_CONDITIONAL,
     _META_SENT,
     _META_REFETCH,
+    META_HUB_PAGE,
+    META_VIA,
     "download_slot",
     "download_latency",
     "retry_times",
@@ -193,6 +196,8 @@ class RecrawlMiddleware:
         self.tally = tally_for_crawler(crawler)
         # URL ids noted as start URLs (history/cycle_log.py: START_TABLE), once a process
         self._start_ids: set[int] = set()
+        # the refetched pages whose callbacks' new links make them hubs (hubs.py)
+        self.hubs = hubs_for_crawler(crawler)
         keeper = plugins.bag_keeper
         self.bags = keeper if getattr(keeper, "keeps_bags", False) else None
         if self.bags is not None:
@@ -292,6 +297,8 @@ class RecrawlMiddleware:
                 stored = self.store.body(fp) if rec is not None and rec.has_body else None
                 if stored is None:
                     return self._no_copy(request, response, fp, rec)
+                assert rec is not None  # a stored copy: a known page
+                self._note_refetch(request, rec, rec)  # the spider gets the kept copy
                 return self._skip(request, self._not_modified(request, response, fp, stored))
             if 200 <= response.status < 300:
                 return self._skip(request, self._good(request, response, fp, rec))
@@ -394,6 +401,7 @@ class RecrawlMiddleware:
         self._inc("visits")
         outcome = None if old is None else "changed" if result.changed else "unchanged"
         self._count(request, first, outcome)
+        self._note_refetch(request, rec, saved)
         if first:
             self._inc("new")
         elif outcome is not None:
@@ -615,6 +623,16 @@ class RecrawlMiddleware:
         ):
             return name
         return None
+
+    def _note_refetch(self, request: Request, before: UrlRecord | None, after: UrlRecord) -> None:
+        """A good refetch of a known page: the new links its callback yields count for it
+        (hubs.py); its first fetch's links are all new and say nothing."""
+        if before is None or _first(before):
+            return
+        cycle = request.meta.get(META_CYCLE, self.store.cycle)
+        gap = max(1, int(cycle) - int(before.last_visit_cycle))
+        self.hubs.refetched(after.id, gap)
+        request.meta[META_HUB_PAGE] = [after.id, gap]
 
     def _count(
         self,
