@@ -28,6 +28,7 @@ class RecrawlAddon:
         return cls(crawler)
 
     def update_settings(self, settings: Any) -> None:
+        from .hubs import HUB_MIDDLEWARE_ORDER
         from .skip import SPIDER_MIDDLEWARE_ORDER
         from .startup import check_settings, enabled, startup_failure
 
@@ -48,6 +49,10 @@ class RecrawlAddon:
         # off (NotConfigured) unless RECRAWL_SKIP_UNCHANGED = "items"
         settings["SPIDER_MIDDLEWARES"]["scrapy_recrawl.skip.RecrawlSpiderMiddleware"] = (
             SPIDER_MIDDLEWARE_ORDER
+        )
+        # which refetched page yielded which new URLs: the hubs (hubs.py, core/hubs.py)
+        settings["SPIDER_MIDDLEWARES"]["scrapy_recrawl.hubs.HubSpiderMiddleware"] = (
+            HUB_MIDDLEWARE_ORDER
         )
         crawler = self.crawler
         if crawler is not None and getattr(crawler, "spider", None) is not None:

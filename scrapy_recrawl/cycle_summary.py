@@ -28,7 +28,7 @@ import numpy as np
 from scrapy import Request
 
 from .core.budget import Budget
-from .core.meta import KIND_MONITOR, KIND_NEW, KIND_PROBE, KIND_RECRAWL, META_KIND
+from .core.meta import KIND_MONITOR, KIND_NEW, KIND_PROBE, KIND_RECRAWL, KIND_START, META_KIND
 from .history.cycle_log import COUNTS, CycleSummary, push_summary
 from .scoring.freshness import FreshnessEstimate, estimate_freshness
 
@@ -36,9 +36,11 @@ logger = logging.getLogger("scrapy_recrawl.scheduler")
 
 #: the outcomes the middleware reports (a CycleSummary counter each)
 OUTCOMES = ("changed", "unchanged", "not_modified", "errors", "failed", "gone")
-KINDS = (KIND_RECRAWL, KIND_NEW, KIND_MONITOR, KIND_PROBE)
+KINDS = (KIND_RECRAWL, KIND_NEW, KIND_MONITOR, KIND_PROBE, KIND_START)
 #: where the figures of the last cycle this process ended go in crawler.stats
 STATS_PREFIX = "recrawl/last_cycle/"
+#: new URLs waiting for a later cycle when the last cycle ended
+BACKLOG_STAT = "recrawl/backlog"
 #: the estimated freshness of the known pages at the end of a cycle (scoring/freshness.py),
 #: its 90% interval, the pages it is over, and which cycle that is
 FRESHNESS_STAT = "recrawl/freshness_estimate"
@@ -73,13 +75,15 @@ def freshness_estimate(
     )
 
 
-def kind_of(request: Request, first: bool) -> str:
-    """The request's kind as the scheduler tagged it. Untagged (a start request, or a
-    request of the spider's outside the budget): new on a first visit, else a recrawl."""
+def kind_of(request: Request, first: bool = False) -> str:
+    """The request's kind as the scheduler tagged it. Untagged: a request the spider sent
+    outside the budget (a start request, its own ``dont_filter`` request), counted as
+    ``start``, apart from the budget's pages, whether it was the URL's first visit or not
+    (``first`` is kept for callers that pass it)."""
     kind = request.meta.get(META_KIND)
     if kind in KINDS:
         return str(kind)
-    return KIND_NEW if first else KIND_RECRAWL
+    return KIND_START
 
 
 class CycleTally:
@@ -116,14 +120,23 @@ class CycleTally:
         summary.ended = time.time()
 
     def end(
-        self, store: Any, cycle: int, budget: Budget, seconds: float, *, shared: bool = False
+        self,
+        store: Any,
+        cycle: int,
+        budget: Budget,
+        seconds: float,
+        *,
+        shared: bool = False,
+        backlog: int = 0,
     ) -> CycleSummary:
         """``cycle`` has ended for this process: say its figures once (INFO line, stats),
-        push them to the store, and push any late visits of cycles ended before."""
+        push them to the store, and push any late visits of cycles ended before.
+        ``backlog``: new URLs left waiting for a later cycle."""
         now = time.time()
         summary = self._cycles.pop(cycle, None) or CycleSummary(cycle, now - seconds, now)
         summary.started = min(summary.started, now - seconds)
         summary.ended = now
+        summary.backlog = backlog
         late = [self._cycles.pop(c) for c in sorted(self._cycles) if c < cycle]
         first = self._unobserved.pop(cycle, 0)
         for c in [c for c in self._unobserved if c < cycle]:
@@ -132,7 +145,7 @@ class CycleTally:
             self._ended.add(cycle)
             self._say(summary, budget, seconds, first, shared)
         for part in [summary, *late]:
-            if _anything(part):
+            if _anything(part) or part is summary and part.backlog:
                 push_summary(store, part)
         return summary
 
@@ -169,31 +182,39 @@ class CycleTally:
             self.stats.set_value(f"{STATS_PREFIX}cycle", s.cycle)
             self.stats.set_value(f"{STATS_PREFIX}seconds", round(seconds, 3))
             self.stats.set_value(f"{STATS_PREFIX}fetched", s.fetched)
-            # 0: no budget (a warm-up), as the store's plan has it
-            self.stats.set_value(f"{STATS_PREFIX}budget", budget.total or 0)
+            # RECRAWL_BUDGET's pages (the monitoring sample apart); 0: no budget (a
+            # warm-up), as the store's plan has it
+            self.stats.set_value(f"{STATS_PREFIX}budget", budget.pages or 0)
             for name in COUNTS:
                 self.stats.set_value(f"{STATS_PREFIX}{name}", getattr(s, name))
+            self.stats.set_value(f"{STATS_PREFIX}backlog", s.backlog)
+            self.stats.set_value(BACKLOG_STAT, s.backlog)
             self.stats.inc_value("recrawl/cycles_summarized")
-        logger.info("%s", summary_line(s, budget.total, seconds, first, shared=shared))
+        logger.info("%s", summary_line(s, budget.pages, seconds, first, shared=shared))
 
 
 def summary_line(
     s: CycleSummary, budget: int | None, seconds: float, first: int = 0, *, shared: bool = False
 ) -> str:
-    """The one INFO line of a cycle's end, in the manner of Scrapy's LogStats; ``first``:
-    the visits with nothing to compare (a first fetch), which have no outcome of their own."""
+    """The one INFO line of a cycle's end, in the manner of Scrapy's LogStats; ``budget``:
+    RECRAWL_BUDGET's pages (None: a warm-up), against which the recrawls, new URLs and
+    probes count, the monitoring sample and the spider's start requests apart;
+    ``first``: the visits with nothing to compare (a first fetch), which have no outcome
+    of their own."""
     who = "this process fetched" if shared else "fetched"
-    kinds = f"recrawl {s.recrawl}, new {s.new}, monitor {s.monitor}, probe {s.probe}"
+    kinds = f"recrawl {s.recrawl}, new {s.new}, probe {s.probe}"
+    outside = f"monitor {s.monitor}, start {s.start}"
     spent = (
-        f"{who} {s.fetched} (warm-up, no budget; {kinds})"
+        f"{who} {s.fetched} (warm-up, no budget: {kinds}; {outside})"
         if budget is None
-        else f"{who} {s.fetched} of a budget of {budget} ({kinds})"
+        else f"{who} {s.fetched} ({s.budgeted} of a budget of {budget}: {kinds}; "
+        f"outside the budget: {outside})"
     )
     fresh = f"first fetch {first}, " if first else ""
     return (
-        f"recrawl cycle {s.cycle} done in {seconds:.0f} s: {spent}, {fresh}changed "
-        f"{s.changed}, unchanged {s.unchanged}, 304 {s.not_modified}, errors {s.errors}, "
-        f"failed {s.failed}, gone {s.gone}"
+        f"recrawl cycle {s.cycle} done in {seconds:.0f} s: {spent}, backlog {s.backlog}, "
+        f"{fresh}changed {s.changed}, unchanged {s.unchanged}, 304 {s.not_modified}, "
+        f"errors {s.errors}, failed {s.failed}, gone {s.gone}"
     )
 
 

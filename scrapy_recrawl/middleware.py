@@ -75,9 +75,11 @@ from .history import (
     StoreRefused,
     UrlRecord,
     Visit,
+    cycle_log,
     store_for_crawler,
 )
 from .history.state import fold_failure, gone_status
+from .hubs import META_HUB_PAGE, META_VIA, hubs_for_crawler
 from .plugins import plugins_for_crawler, scorer_for_crawler
 from .scope import not_a_page, off_reason, warn_http_cache
 from .settings import RecrawlSettingError, get
@@ -106,6 +108,8 @@ _VOLATILE_META = {
     _META_CONDITIONAL,
     _META_SENT,
     _META_REFETCH,
+    META_HUB_PAGE,
+    META_VIA,
     "download_slot",
     "download_latency",
     "retry_times",
@@ -194,6 +198,10 @@ class RecrawlMiddleware:
             raise startup_failure(exc) from None
         # this cycle's figures, shared with the scheduler, which sums them up per cycle
         self.tally = tally_for_crawler(crawler)
+        # URL ids noted as start URLs (history/cycle_log.py: START_TABLE), once a process
+        self._start_ids: set[int] = set()
+        # the refetched pages whose callbacks' new links make them hubs (hubs.py)
+        self.hubs = hubs_for_crawler(crawler)
         keeper = plugins.bag_keeper
         self.bags = keeper if getattr(keeper, "keeps_bags", False) else None
         if self.bags is not None:
@@ -305,6 +313,8 @@ class RecrawlMiddleware:
                 stored = self.store.body(fp) if rec is not None and rec.has_body else None
                 if stored is None:
                     return self._no_copy(request, response, fp, rec)
+                assert rec is not None  # a stored copy: a known page
+                self._note_refetch(request, rec, rec)  # the spider gets the kept copy
                 return self._skip(request, self._not_modified(request, response, fp, stored))
             if 200 <= response.status < 300:
                 return self._skip(request, self._good(request, response, fp, rec))
@@ -413,6 +423,7 @@ class RecrawlMiddleware:
         self._inc("visits")
         outcome = None if old is None else "changed" if result.changed else "unchanged"
         self._count(request, first, outcome)
+        self._note_refetch(request, rec, saved)
         if first:
             self._inc("new")
         elif outcome is not None:
@@ -527,7 +538,7 @@ class RecrawlMiddleware:
         signature: bytes | None = None,
         body: bytes | None = None,
     ) -> UrlRecord:
-        return self.store.record(
+        rec = self.store.record(
             Visit(
                 fingerprint=fp,
                 url=response.url,
@@ -549,6 +560,15 @@ class RecrawlMiddleware:
                 cycle=request.meta.get(META_CYCLE),
             )
         )
+        if (
+            request.meta.get("is_start_request")
+            and META_KIND not in request.meta
+            and rec.id not in self._start_ids
+        ):
+            # a start URL: fetched on the spider's say-so, never the budget's waste
+            self._start_ids.add(rec.id)
+            cycle_log.note_start_urls(self.store, [rec.id])
+        return rec
 
     # -- helpers -----------------------------------------------------------
 
@@ -640,6 +660,16 @@ class RecrawlMiddleware:
         ):
             return name
         return None
+
+    def _note_refetch(self, request: Request, before: UrlRecord | None, after: UrlRecord) -> None:
+        """A good refetch of a known page: the new links its callback yields count for it
+        (hubs.py); its first fetch's links are all new and say nothing."""
+        if before is None or _first(before):
+            return
+        cycle = request.meta.get(META_CYCLE, self.store.cycle)
+        gap = max(1, int(cycle) - int(before.last_visit_cycle))
+        self.hubs.refetched(after.id, gap)
+        request.meta[META_HUB_PAGE] = [after.id, gap]
 
     def _count(
         self,

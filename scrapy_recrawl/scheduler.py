@@ -69,6 +69,9 @@ from .history import (
     cycle_log,
     store_for_crawler,
 )
+from .hubs import META_VIA, hubs_for_crawler
+from .hubs import keep as keep_hubs
+from .hubs import read as read_hubs
 from .plugins import Plugins, plugins_for_crawler, scorer_for_crawler
 from .scope import not_a_page, off_reason
 from .settings import RecrawlSettingError
@@ -269,6 +272,9 @@ class RecrawlScheduler(Scheduler):
         if self.store.knows(self.fingerprinter.fingerprint(request)):
             self.inc_stat("recrawl/known_skipped")
             return False
+        via = request.meta.pop(META_VIA, None)
+        if via is not None:  # a new URL found on a refetched page: a hub's (hubs.py)
+            hubs_for_crawler(self.crawler).found(int(via))
         return True
 
     def next_request(self) -> Request | None:
@@ -383,6 +389,7 @@ class RecrawlScheduler(Scheduler):
             providers=self.plugins.column_providers,
             selector=self.plugins.selector,
             groups=self.group_index,
+            hubs=read_hubs(store),
         )
         self._save_plan(plan)
         return plan
@@ -404,11 +411,15 @@ class RecrawlScheduler(Scheduler):
         record = cycle_log.CyclePlan(
             cycle=plan.cycle,
             planned_at=time.time(),
-            budget=plan.budget.total or 0,  # 0: no budget (a warm-up fetches everything)
+            # RECRAWL_BUDGET's pages, the monitoring sample apart; 0: no budget (a warm-up)
+            budget=plan.budget.pages or 0,
             scorer=self.scorer_name,
             candidates=sel.scored,
             cutoff=cutoff,
             picks=len(ids),
+            backlog=plan.backlog,
+            new_share=plan.budget.new or 0,
+            monitor=sel.monitored,
         )
         cycle_log.save_plan(self.store, record, ids if scored else None, scores if scored else None)
 
@@ -416,11 +427,14 @@ class RecrawlScheduler(Scheduler):
     def tally(self) -> CycleTally:
         return tally_for_crawler(self.crawler)
 
-    def end_cycle(self, cycle: int, budget: Budget, seconds: float, *, shared: bool) -> None:
+    def end_cycle(
+        self, cycle: int, budget: Budget, seconds: float, *, shared: bool, backlog: int = 0
+    ) -> None:
         """``cycle`` ended for this process: its figures in one INFO line, in the stats and
         in the store (cycle_summary.py)."""
         try:
-            self.tally.end(self.store, cycle, budget, seconds, shared=shared)
+            keep_hubs(self.store, hubs_for_crawler(self.crawler))
+            self.tally.end(self.store, cycle, budget, seconds, shared=shared, backlog=backlog)
         except HistoryStoreError as exc:  # the figures are lost, the crawl goes on
             if isinstance(exc, StoreLost):
                 return  # said once, as the crawl stops (history/epoch.py)
@@ -442,17 +456,24 @@ class RecrawlScheduler(Scheduler):
                 stats.inc_value("recrawl/backed_off", plan.selection.backed_off)
             if plan.adaptive_cut:  # RECRAWL_ADAPTIVE_BUDGET: pages not spent
                 stats.inc_value("recrawl/adaptive_budget_cut", plan.adaptive_cut)
+            if plan.hubs_due:  # pages that keep yielding new links, taken first
+                stats.inc_value("recrawl/hubs_due", plan.hubs_due)
         logger.info(
             "recrawl cycle %d: %s; scored %d known URLs with %s in %.2fs, %d recrawls queued "
-            "(%d monitored), %d new URLs from the frontier, %d failing URLs backed off",
+            "(%d monitored, on top of the budget; %d hubs due), %d new URLs from the frontier "
+            "(backlog %d), %d failing URLs backed off",
             plan.cycle,
-            "warm-up, no budget" if plan.warmup else f"budget {plan.budget.total} pages",
+            "warm-up, no budget"
+            if plan.warmup
+            else f"budget {plan.budget.pages} pages (new URLs' share {plan.budget.new})",
             plan.selection.scored,
             self.scorer,
             plan.score_seconds,
             scheduled,
             plan.selection.monitored,
+            plan.hubs_due,
             plan.new_quota,
+            plan.backlog,
             plan.selection.backed_off,
         )
 

@@ -41,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     # scheduler
     "RECRAWL_BUDGET": "5%",  # pages per cycle (int) or a share of the known URLs ("5%")
     "RECRAWL_NEW_SHARE": 0.2,
+    "RECRAWL_NEW_SHARE_MAX": 0.5,  # the most new URLs may take of a budget while a backlog waits
     "RECRAWL_WARMUP_CYCLES": 2,
     "RECRAWL_CONTINUOUS": False,
     "RECRAWL_CYCLE_SECONDS": 3600.0,  # the longest a cycle may run
@@ -250,6 +251,7 @@ KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
     # read by core.budget.parse_budget(), the one budget rule, strings included
     "RECRAWL_BUDGET": (_text, "pages (an int) or a share such as '5%'"),
     "RECRAWL_NEW_SHARE": (_number, "a number"),
+    "RECRAWL_NEW_SHARE_MAX": (_number, "a number"),
     "RECRAWL_WARMUP_CYCLES": (_int, "an integer"),
     "RECRAWL_CONTINUOUS": (_bool, "True or False"),
     "RECRAWL_CYCLE_SECONDS": (_number, "a number"),

@@ -34,12 +34,13 @@ from .test_redis_crawl import finish, start_crawl
 pytestmark = pytest.mark.slow
 
 LINE = re.compile(
-    r"recrawl cycle (\d+) done in \d+ s: fetched (\d+) (?:of a budget of (\d+) \(|\(warm-up, "
-    r"no budget; )recrawl (\d+), new (\d+), monitor (\d+), probe (\d+)\), (?:first fetch \d+, )?"
+    r"recrawl cycle (\d+) done in \d+ s: fetched (\d+) \((?:(\d+) of a budget of (\d+): |"
+    r"warm-up, no budget: )recrawl (\d+), new (\d+), probe (\d+); (?:outside the budget: )?"
+    r"monitor (\d+), start (\d+)\), backlog (\d+), (?:first fetch \d+, )?"
     r"changed (\d+), unchanged (\d+), 304 (\d+), errors (\d+), failed (\d+), gone (\d+)$",
     re.MULTILINE,
 )
-FIGURES = ("recrawl", "new", "monitor", "probe", *COUNTS[4:])
+FIGURES = ("recrawl", "new", "probe", "monitor", "start", "backlog", *COUNTS[5:])
 PAGES = 12
 
 
@@ -105,14 +106,23 @@ def test_each_cycle_ends_in_one_info_line_with_its_figures_in_the_stats(crawled)
         stats = run["stats"]
         assert stats["recrawl/last_cycle/cycle"] == cycle
         assert int(line[1]) == stats["recrawl/last_cycle/fetched"]
-        assert stats["recrawl/last_cycle/budget"] == int(line[2] or 0)  # 0: warm-up
-        assert [int(v) for v in line[3:]] == [stats[f"recrawl/last_cycle/{k}"] for k in FIGURES]
+        assert stats["recrawl/last_cycle/budget"] == int(line[3] or 0)  # 0: warm-up
+        assert [int(v) for v in line[4:]] == [stats[f"recrawl/last_cycle/{k}"] for k in FIGURES]
+        assert stats["recrawl/backlog"] == stats["recrawl/last_cycle/backlog"]
         assert " 1 pages" not in run["log"]
+        # every visit is of one kind: the budget's (recrawl, new, probe) or outside it
+        recrawl, new, probe, monitor, start = (int(v) for v in line[4:9])
+        assert int(line[1]) == recrawl + new + probe + monitor + start
     first, second, third = (LINE.findall(r["log"])[0] for r in runs)
-    assert first[2] == "" and "warm-up, no budget" in runs[0]["log"]
-    assert int(second[2]) >= 6 and int(third[2]) >= 6  # the budget, the monitoring on top
-    # the warm-up fetched the index and every page, all new
-    assert int(first[4]) == PAGES + 1 and int(first[1]) == PAGES + 1
+    assert first[3] == "" and "warm-up, no budget" in runs[0]["log"]
+    # the budget is RECRAWL_BUDGET's pages (the monitoring sample and the start request
+    # apart, issue 26), and what it paid for fits in it
+    for line in (second, third):
+        assert int(line[3]) == 6 and int(line[2]) <= 6, line
+        assert int(line[2]) == sum(int(v) for v in line[4:7])
+    assert int(second[7]) > 0 or int(third[7]) > 0  # a monitoring sample, beside the budget
+    # the warm-up fetched the index (the start request) and every page (new)
+    assert int(first[5]) == PAGES and int(first[8]) == 1 and int(first[1]) == PAGES + 1
 
 
 def test_a_cycle_opening_estimates_the_freshness_at_the_end_of_the_one_before(crawled):
@@ -196,6 +206,9 @@ def test_the_record_agrees_with_the_visit_log_and_the_server(crawled):
     assert sum(s.changed for s in later) > 0 and sum(s.not_modified for s in later) > 0
     assert sum(s.gone for s in later) == 1  # /p11, once recrawled
     assert sum(s.monitor for s in later) > 0 and sum(s.recrawl for s in later) > 0
+    assert records[0].summary.start == 1  # the start request, apart from the budget
+    for rec in records[1:]:
+        assert rec.summary.budgeted <= rec.plan.budget == 6  # "used" is at most 100%
 
 
 def test_the_plan_keeps_its_cut_off_and_picks(crawled):
@@ -205,7 +218,7 @@ def test_the_plan_keeps_its_cut_off_and_picks(crawled):
     for rec in records[1:]:
         plan = rec.plan
         ids, scores = kept[rec.cycle]
-        assert plan.scorer == "cg" and plan.budget >= 6
+        assert plan.scorer == "cg" and plan.budget == 6 and plan.monitor > 0
         assert plan.picks == len(ids) > 0 and plan.candidates >= plan.picks
         assert plan.cutoff == pytest.approx(float(scores.min()))
         assert np.all(np.diff(scores) <= 0)  # best first
@@ -243,8 +256,10 @@ def test_a_continuous_crawl_sums_up_each_cycle_at_its_roll_over(tmp_path):
     for rec in records:
         # a response in flight at a roll-over counts in its own cycle (a late summary)
         assert rec.summary.fetched == int((log["cycle"] == rec.cycle).sum())
-    assert records[0].summary.new == 9 and records[0].plan.budget == 0
-    assert all(0 < r.summary.fetched <= r.plan.budget for r in records[1:])
+    # the start request apart from the eight pages found (issue 26: it was counted new)
+    assert records[0].summary.new == 8 and records[0].summary.start == 1
+    assert records[0].plan.budget == 0
+    assert all(0 < r.summary.budgeted <= r.plan.budget for r in records[1:])
 
 
 def test_two_processes_on_one_redis_cycle_add_up_to_what_was_served(redis_db, tmp_path):  # noqa: F811
@@ -269,7 +284,8 @@ def test_two_processes_on_one_redis_cycle_add_up_to_what_was_served(redis_db, tm
     assert sum(s["recrawl/cycles_summarized"] for s in stats) == 2
     for rec in records:
         assert rec.summary.fetched == int((log["cycle"] == rec.cycle).sum())
-        assert rec.summary.new == rec.summary.fetched  # the warm-up: every page is new
+        # the warm-up: every page is new, but the start request (one, by one process)
+        assert rec.summary.new + rec.summary.start == rec.summary.fetched
         assert rec.plan is not None and rec.plan.cutoff is None  # warm-up: nothing scored
     assert sum(r.summary.fetched for r in records) == len(urls)
     assert sum(r.summary.fetched for r in records) == sum(
@@ -286,13 +302,19 @@ def test_the_line_counts_first_fetches_not_gone_urls_as_such():
     from scrapy import Request
 
     from scrapy_recrawl.core.budget import Budget
+    from scrapy_recrawl.core.meta import META_KIND
     from scrapy_recrawl.cycle_summary import CycleTally, summary_line
 
+    def tagged(url: str, kind: str) -> Request:
+        return Request(url, meta={META_KIND: kind})
+
     tally = CycleTally(None)
-    tally.count(Request("https://a.test/new"), 2, True, None)
-    tally.count(Request("https://a.test/404"), 2, False, "gone")
-    tally.count(Request("https://a.test/down"), 2, False, "failed", gone=True)
-    tally.count(Request("https://a.test/late"), 1, True, None)  # a late visit of cycle 1
+    tally.count(tagged("https://a.test/new", "new"), 2, True, None)
+    tally.count(tagged("https://a.test/404", "recrawl"), 2, False, "gone")
+    tally.count(tagged("https://a.test/down", "recrawl"), 2, False, "failed", gone=True)
+    tally.count(tagged("https://a.test/late", "new"), 1, True, None)  # a late visit of cycle 1
+    # untagged: a request the spider sent outside the budget (its start request)
+    tally.count(Request("https://a.test/"), 2, False, "unchanged")
     pushed: list[int] = []
 
     class Store:
@@ -301,7 +323,10 @@ def test_the_line_counts_first_fetches_not_gone_urls_as_such():
 
     s = tally.end(Store(), 2, Budget(None, None), 1.0)
     assert pushed == [2, 1]
-    assert (s.fetched, s.new, s.recrawl, s.failed, s.gone) == (3, 1, 2, 1, 2)
+    assert (s.fetched, s.new, s.recrawl, s.start, s.failed, s.gone) == (4, 1, 2, 1, 1, 2)
+    assert s.budgeted == 3
     assert tally._unobserved == {}  # the late cycle's count went with its summary
     line = summary_line(s, 5, 1.0, 1)
     assert "first fetch 1, changed 0" in line and line.endswith("failed 1, gone 2")
+    assert "fetched 4 (3 of a budget of 5: recrawl 2, new 1, probe 0; outside" in line
+    assert "monitor 0, start 1), backlog 0," in line

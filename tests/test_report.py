@@ -106,6 +106,13 @@ def test_csv_and_json_parse(crawled):
     changing = {u["url"].rsplit("/", 1)[-1] for u in data["changing"]}
     assert {"1.html", "2.html", "3.html", "5.html"} <= changing
     assert all(u["changes"] == 0 for u in data["wasted"])
+    # the start URL "/" never changes, but the spider fetches it: never the budget's waste
+    assert data["wasted"] and not any(u["url"].endswith("/") for u in data["wasted"])
+    # the start request counted apart; "used" is what the budget paid for, at most 100%
+    assert rows[0]["start"] == "1" and int(rows[0]["new"]) == URLS - 1
+    for r in rows[1:]:
+        assert int(r["budget"]) == 4 and float(r["budget_used"]) <= 1.0, r
+        assert r["backlog"] == "0"
     # the moving stamp is found, and the line that would silence it names its element
     (stamp,) = [b for b in data["boilerplate"] if b["url"].endswith(f"/p/{STAMP}.html")]
     assert '//p[@class="generated"]' in stamp["ignore_line"]

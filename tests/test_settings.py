@@ -36,6 +36,7 @@ FROM_THE_COMMAND_LINE = {
     "RECRAWL_MAX_FAILURES": ("5", 5),
     "RECRAWL_BUDGET": ("5%", Share(0.05)),  # read by parse_budget (core/budget.py)
     "RECRAWL_NEW_SHARE": ("0.3", 0.3),
+    "RECRAWL_NEW_SHARE_MAX": ("0.6", 0.6),
     "RECRAWL_WARMUP_CYCLES": ("1", 1),
     "RECRAWL_CONTINUOUS": ("true", True),
     "RECRAWL_CYCLE_SECONDS": ("60", 60),

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..scoring import compute_terminals
+from ..scoring.terminals import DEFAULT_PRIOR, check_prior
 from ..settings import RecrawlSettingError
 
 Prior = tuple[float, float] | None
@@ -112,17 +113,30 @@ def parse_budget(value: Any, name: str = "RECRAWL_BUDGET") -> tuple[int | Share,
 class Budget:
     """Pages one cycle may fetch, split between recrawls and never-fetched URLs.
 
-    ``None`` means unlimited (a warm-up cycle fetches everything).
+    ``total`` is what the frontier hands out against the cycle: the budget's
+    :attr:`pages` (RECRAWL_BUDGET's, less an adaptive cut) and the monitoring sample
+    (``monitor``), fetched on top of it; ``new`` is the new URLs' share of the pages
+    (:func:`new_pages`). ``None`` means unlimited (a warm-up cycle fetches everything).
     """
 
     total: int | None
     new: int | None
+    #: the monitoring sample (RECRAWL_MONITOR_SHARE): handed out on the recrawl side,
+    #: on top of the budget's pages, never counted in them
+    monitor: int = 0
 
     @property
     def recrawl(self) -> int | None:
+        """The recrawl side's quota: the pages less the new share, plus the sample."""
         if self.total is None or self.new is None:
             return None
         return self.total - self.new
+
+    @property
+    def pages(self) -> int | None:
+        """The budget's pages, as RECRAWL_BUDGET set them (after an adaptive cut): what
+        recrawls, new URLs and probes may spend; None in a warm-up."""
+        return None if self.total is None else self.total - self.monitor
 
 
 def budget_pages(budget: int | float | str, known: int) -> int:
@@ -140,24 +154,78 @@ def budget_pages(budget: int | float | str, known: int) -> int:
     return max(total, 1)
 
 
+def new_pages(total: int, new_share: float, backlog: int, max_share: float = 0.5) -> int:
+    """The new URLs' share of a budget of ``total`` pages (RECRAWL_NEW_SHARE
+    ``new_share``, RECRAWL_NEW_SHARE_MAX ``max_share``) when ``backlog`` never-fetched
+    URLs wait from earlier cycles: the one rule, for the crawl and the replay.
+
+    * ``new_share * total``, rounded;
+    * while a backlog waits, **at least one page** (the share never rounds to zero:
+      20% of 2 pages is 0, with a backlog 1), and it **grows** to the backlog plus
+      that base (the backlog is fetched, oldest first, and this cycle's finds still get
+      their base share), up to ``max_share * total`` pages (rounded down, at least the
+      base): the recrawls keep the rest. At most ``max_share * total`` new pages
+      appearing per cycle are then all fetched in the cycle they are found or the next;
+    * ``new_share = 0``: none (new URLs only get what the recrawls leave).
+
+    A share no backlog claims when the cycle opens is lent to the recrawls, and taken
+    back by new URLs found during the cycle (core/cycle.py: plan_cycle, side_order).
+    """
+    if new_share <= 0 or total <= 0:
+        return 0
+    base = min(total, int(round(total * new_share)))
+    if backlog <= 0:
+        return base
+    base = max(base, 1)
+    cap = min(total, max(base, int(total * max_share + 1e-9)))
+    return min(cap, base + backlog)
+
+
 def cycle_budget(
-    budget: int | float | str, new_share: float, known: int, *, warmup: bool
+    budget: int | float | str,
+    new_share: float,
+    known: int,
+    *,
+    warmup: bool,
+    backlog: int = 0,
+    max_share: float = 0.5,
 ) -> Budget:
-    """RECRAWL_BUDGET (pages, or a share of the known URLs) and RECRAWL_NEW_SHARE."""
+    """RECRAWL_BUDGET (pages, or a share of the known URLs) and the new URLs' share of it
+    (:func:`new_pages`: RECRAWL_NEW_SHARE, grown while ``backlog`` new URLs wait, up to
+    RECRAWL_NEW_SHARE_MAX)."""
     if warmup:
         return Budget(None, None)
     total = budget_pages(budget, known)
-    return Budget(total, int(round(total * new_share)))
+    return Budget(total, new_pages(total, new_share, backlog, max_share))
 
 
 # -- the adaptive budget (RECRAWL_ADAPTIVE_BUDGET) ----------------------------------
 
 
+#: The adaptive budget's prior strength, in observations: RECRAWL_PRIOR's mean ``a/b``
+#: counts as at most this many observations in a page's chance of change, so a page's
+#: own evidence decides once it has a few (the prior (0.5, 100) at full strength made
+#: a page that changed at each of 6 observations a 5% chance a cycle; here 57%).
+CHANCE_PRIOR_STRENGTH = 1.0
+
+
+def chance_prior(prior: Prior) -> tuple[float, float]:
+    """The prior ``(a, b)`` of :func:`change_chance`: RECRAWL_PRIOR's mean ``a/b`` at a
+    strength ``b`` of at most :data:`CHANCE_PRIOR_STRENGTH` observations."""
+    a, b = DEFAULT_PRIOR if prior is None else check_prior(prior)
+    strength = min(b, CHANCE_PRIOR_STRENGTH)
+    return a / b * strength, strength
+
+
 def change_chance(state: Mapping[str, np.ndarray], cycle: int, prior: Prior) -> np.ndarray:
-    """Each URL's chance of a change since its last visit: ``1 - exp(-AADp * t)``, the
-    prior-smoothed AAD rate (RECRAWL_PRIOR, the default scorer's rate) over the cycles
-    ``t`` since the visit; ``state`` holds the store's columns of those URLs only."""
-    terms = compute_terminals(state, cycle, prior=prior, needed=("AADp", "t"))
+    """Each URL's chance of a change since its last visit: ``1 - exp(-rate * t)`` over the
+    cycles ``t`` since the visit, ``rate`` the AAD rate smoothed towards RECRAWL_PRIOR's
+    mean at a bounded strength (:func:`chance_prior`): ``(m AAD + a') / (m + b')``, ``m``
+    AAD's effective observations (the ``AADp`` terminal's form, with the prior
+    ``(a', b')``). A page seen changing at each of its ``n >= 5`` observations gets a
+    chance of at least 0.5 a cycle, one never seen changing ``(a/b) / (m + 1)`` a cycle.
+    ``state`` holds the store's columns of those URLs only."""
+    terms = compute_terminals(state, cycle, prior=chance_prior(prior), needed=("AADp", "t"))
     rate = terms["AADp"]
     rate *= terms["t"]
     np.negative(rate, out=rate)

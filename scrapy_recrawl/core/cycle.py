@@ -25,8 +25,9 @@ from ..scoring.pooled import POOLED_NAMES
 from ..settings import get
 from .budget import Budget, Share, adaptive_cut, check_adaptive_budget, cycle_budget, parse_budget
 from .groups import GROUP_COLUMN, GroupIndex
+from .hubs import due_hubs
 from .plugins import ColumnProvider, Selector
-from .selection import Selection, candidate_mask, select_recrawls
+from .selection import DUE_NOW, Selection, candidate_mask, select_recrawls
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class CycleConfig:
 
     budget: int | float = Share(0.05)  # pages (int) or a Share of the known URLs
     new_share: float = 0.2
+    #: RECRAWL_NEW_SHARE_MAX: the most of the budget new URLs may take while a backlog
+    #: waits (core/budget.py: new_pages)
+    new_share_max: float = 0.5
     warmup_cycles: int = 2
     continuous: bool = False
     #: the longest a cycle may run (continuous mode)
@@ -59,6 +63,9 @@ class CycleConfig:
         return cls(
             budget=budget,
             new_share=get(s, "RECRAWL_NEW_SHARE", share, lambda v: 0 <= v <= 1, "a share 0..1"),
+            new_share_max=get(
+                s, "RECRAWL_NEW_SHARE_MAX", share, lambda v: 0 <= v <= 1, "a share 0..1"
+            ),
             warmup_cycles=get(
                 s, "RECRAWL_WARMUP_CYCLES", int, lambda v: v >= 0, "a number of cycles >= 0"
             ),
@@ -99,6 +106,10 @@ class CyclePlan:
     score_seconds: float
     #: scored picks not fetched under RECRAWL_ADAPTIVE_BUDGET (taken off the budget)
     adaptive_cut: int = 0
+    #: new URLs waiting from earlier cycles when the cycle opened (the store's frontier)
+    backlog: int = 0
+    #: hubs (core/hubs.py) made due this cycle: ranked first among the recrawls
+    hubs_due: int = 0
 
 
 def plan_cycle(
@@ -113,6 +124,7 @@ def plan_cycle(
     providers: Sequence[ColumnProvider] = (),
     selector: Selector | None = None,
     groups: GroupIndex | None = None,
+    hubs: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> CyclePlan:
     """Decide cycle ``arrays.cycle``: its budget, its recrawls and its new-URL quota.
 
@@ -121,6 +133,8 @@ def plan_cycle(
     ``selector`` (plan mode) replaces the scored top-k once the warm-up is over.
     ``groups`` (with ``urls_of``) gives the ``group`` column of the pooled-prior
     terminals when the scorer uses one (core/groups.py: URLs of new ids only).
+    ``hubs`` is ``(ids, rates)``: the pages whose refetches keep yielding new links and
+    their new links per cycle (core/hubs.py); those due are taken first.
     """
     t0 = time.perf_counter()
     now = time.time() if now is None else now
@@ -131,11 +145,21 @@ def plan_cycle(
     cycle = arrays.cycle
     warmup = cycle <= config.warmup_cycles
     known = int((~arrays.columns["gone"]).sum())
-    budget = cycle_budget(config.budget, config.new_share, known, warmup=warmup)
+    budget = cycle_budget(
+        config.budget,
+        config.new_share,
+        known,
+        warmup=warmup,
+        backlog=pending_new,
+        max_share=config.new_share_max,
+    )
     # New URLs waiting from earlier cycles get first call on the new share;
     # whatever the recrawls leave of it flows to them (and back).
     new_quota = pending_new if budget.new is None else min(pending_new, budget.total or 0)
     k = None if budget.total is None else budget.total - min(budget.new or 0, pending_new)
+    hubs_due = 0
+    if hubs is not None and k and selector is None and not warmup:
+        hubs_due = _mark_due_hubs(arrays, hubs, k)
     if selector is not None and budget.total is not None:
         # Plan mode: the selector's pick replaces the scorer and RECRAWL_NEW_SHARE
         # (monitoring and the per-host cap do not apply: docs/planning.md)
@@ -163,11 +187,43 @@ def plan_cycle(
             kept = len(selection.ids) - selection.monitored
             budget = Budget(min(budget.total, kept + (budget.new or 0)), budget.new)
     if selection.monitored and budget.total is not None:
-        # the monitoring sample is fetched on top of the budget
-        budget = Budget(budget.total + selection.monitored, budget.new)
+        # the monitoring sample is fetched on top of the budget (never in its pages)
+        budget = Budget(budget.total + selection.monitored, budget.new, selection.monitored)
     return CyclePlan(
-        cycle, warmup, budget, selection, new_quota, time.perf_counter() - t0, adaptive_cut=cut
+        cycle,
+        warmup,
+        budget,
+        selection,
+        new_quota,
+        time.perf_counter() - t0,
+        adaptive_cut=cut,
+        backlog=pending_new,
+        hubs_due=hubs_due,
     )
+
+
+def _mark_due_hubs(arrays: HistoryArrays, hubs: tuple[np.ndarray, np.ndarray], k: int) -> int:
+    """Mark the hubs due this cycle in the DUE_NOW column (with what a plug-in marked);
+    returns how many."""
+    ids, rates = (np.asarray(a) for a in hubs)
+    if ids.size == 0:
+        return 0
+    rows = np.searchsorted(arrays.ids, ids)  # arrays.ids ascending
+    inside = rows < arrays.ids.size
+    inside[inside] = arrays.ids[rows[inside]] == ids[inside]
+    rows, rates = rows[inside], rates[inside]
+    cols = arrays.columns
+    live = ~np.asarray(cols["gone"], dtype=bool)[rows]
+    rows, rates = rows[live], rates[live]
+    t = arrays.cycle - np.asarray(cols["last_visit_cycle"])[rows]
+    due = rows[due_hubs(rates, t, k)]
+    if due.size:
+        mark = np.zeros(arrays.ids.size, dtype=bool)
+        if DUE_NOW in cols:
+            mark |= np.asarray(cols[DUE_NOW], dtype=bool)
+        mark[due] = True
+        cols[DUE_NOW] = mark
+    return int(due.size)
 
 
 def _cut(

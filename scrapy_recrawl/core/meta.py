@@ -30,6 +30,9 @@ KIND_RECRAWL = "recrawl"  # a scored recrawl of the cycle's top-k
 KIND_NEW = "new"  # a URL never fetched before
 KIND_MONITOR = "monitor"  # the monitoring sample (RECRAWL_MONITOR_SHARE)
 KIND_PROBE = "probe"  # a loop-time probe (paper 001)
+#: sent by the spider outside the budget (its start requests, its dont_filter requests):
+#: untagged by the scheduler, counted apart from the budget's pages
+KIND_START = "start"
 
 # What a spider (or scrapy_recrawl.evidence.SitemapEvidenceMixin) tells the crawl about a
 # URL (docs/evidence.md). Read by the evidence plug-in when the request is scheduled or

@@ -50,6 +50,7 @@ from scrapy_recrawl.core.budget import (
     adaptive_cut,
     budget_pages,
     check_adaptive_budget,
+    cycle_budget,
     parse_budget,
 )
 from scrapy_recrawl.core.groups import GROUP_COLUMN, history_groups
@@ -94,6 +95,13 @@ class ReplayResult:
     state: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     #: pages fetched per cycle (below ``k`` where the adaptive budget cut the list)
     fetched: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
+    #: with ``born`` (new pages): new pages fetched per cycle
+    fetched_new: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
+    #: with ``born``: new pages found and not fetched yet at each cycle's end
+    backlog: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
+    #: with ``born``: per page, the cycles from its appearance to its first fetch (0: in
+    #: the cycle it appeared; -1: never fetched)
+    new_latency: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
 
     @property
     def mean_change_rate(self) -> float:
@@ -244,6 +252,9 @@ def simulate(
     adaptive_budget: float | None = None,
     handover: int | None = None,
     before: Scorer | str | SelectFn | None = None,
+    born: np.ndarray | None = None,
+    new_share: float = 0.2,
+    new_share_max: float = 0.5,
 ) -> ReplayResult:
     """Replay ``policy`` over ``changes[page, cycle]``; returns per-cycle metrics.
 
@@ -267,6 +278,19 @@ def simulate(
     by ``before`` (a policy as ``policy``; None: ``policy`` itself), so the policy
     takes over a store that already holds their observations: what a user gets who
     crawled with one scorer, ran ``recrawl-evolve`` and pasted the winner.
+
+    ``born`` (one cycle per page; None: every page exists from cycle 0) replays a
+    growing site: page ``p`` appears in cycle ``born[p]``, found that cycle (a page
+    the crawl fetches links to it), and is unknown until its first fetch. Each budgeted
+    cycle then spends the crawl's budget as the crawl does (``k`` a page count or a
+    share of the known pages; the new URLs' share by
+    :func:`scrapy_recrawl.core.budget.cycle_budget` from RECRAWL_NEW_SHARE
+    ``new_share``, RECRAWL_NEW_SHARE_MAX ``new_share_max`` and the backlog waiting as
+    the cycle opens; a share the backlog does not claim lent to the recrawls, taken
+    back by the cycle's finds); the backlog is fetched first, oldest first, then the
+    cycle's finds. The policy ranks the known pages only; ChangeRate is per budget
+    page, freshness over the pages that exist (one never fetched is not fresh);
+    ``fetched_new``, ``backlog`` and ``new_latency`` say how new pages fared.
     """
     c = np.asarray(changes)
     if c.ndim != 2:
@@ -274,6 +298,24 @@ def simulate(
     pages, cycles = c.shape
     if pages == 0:
         raise ValueError("changes has no pages")
+    if born is not None:
+        return _simulate_growing(
+            c,
+            policy,
+            np.asarray(born, dtype=np.int64),
+            warmup=warmup,
+            k=k,
+            seed=seed,
+            prior=prior,
+            cycle_hours=cycle_hours,
+            name=name,
+            adaptive_budget=adaptive_budget,
+            new_share=new_share,
+            new_share_max=new_share_max,
+            extension=extension,
+            handover=handover,
+            groups=groups,
+        )
     if not 1 <= warmup <= cycles:
         raise ValueError(f"warmup={warmup!r}: expected 1..{cycles} (the number of cycles)")
     budget = resolve_k(k, pages)
@@ -347,6 +389,130 @@ def simulate(
         changed_fetched=changed_fetched,
         state=state,
         fetched=fetched,
+    )
+
+
+def _simulate_growing(
+    c: np.ndarray,
+    policy: Scorer | str | SelectFn,
+    born: np.ndarray,
+    *,
+    warmup: int,
+    k: int | float | str,
+    seed: int,
+    prior: tuple[float, float] | None,
+    cycle_hours: float,
+    name: str | None,
+    adaptive_budget: float | None,
+    new_share: float,
+    new_share_max: float,
+    extension: ReplayExtension | None,
+    handover: int | None,
+    groups: np.ndarray | None,
+) -> ReplayResult:
+    """:func:`simulate` with pages that appear (``born``): the module docstring's replay,
+    the known pages ranked, new pages fetched under the crawl's new-share rule."""
+    pages, cycles = c.shape
+    if extension is not None or handover is not None or groups is not None:
+        raise ValueError("born= replays no extension, hand-over or groups")
+    if np.shape(born) != (pages,):
+        raise ValueError(f"born must hold one cycle per page ({pages}), got {np.shape(born)}")
+    if not 1 <= warmup <= cycles:
+        raise ValueError(f"warmup={warmup!r}: expected 1..{cycles} (the number of cycles)")
+    parse_budget(k, "k")
+    pick = _Picker(policy, prior, seed)
+    threshold = check_adaptive_budget(adaptive_budget, "adaptive_budget")
+    by_cycle = np.ascontiguousarray(c.T != 0)
+    seconds = float(cycle_hours) * 3600.0
+    state = new_state(pages)
+    known = np.zeros(pages, dtype=bool)
+    stale = np.zeros(pages, dtype=bool)
+    latency = np.full(pages, -1, dtype=np.int64)
+
+    def fetch_new(idx: np.ndarray, cyc: int) -> None:
+        known[idx] = True
+        latency[idx] = cyc - born[idx]
+        state["first_cycle"][idx] = cyc
+        _record_fetch(state, idx, np.zeros(idx.size, dtype=bool), cyc, cyc * seconds, first=True)
+        stale[idx] = False
+
+    for cyc in range(warmup):
+        exists = born <= cyc
+        stale |= by_cycle[cyc] & exists
+        old = np.flatnonzero(known)
+        _record_fetch(state, old, stale[old].copy(), cyc, cyc * seconds)
+        stale[old] = False
+        fetch_new(np.flatnonzero(exists & ~known), cyc)
+
+    evaluated = cycles - warmup
+    out = {name_: np.zeros(evaluated) for name_ in ("change_rate", "ndcg", "freshness")}
+    counts = {
+        name_: np.zeros(evaluated, dtype=np.int64)
+        for name_ in ("changed_fetched", "fetched", "fetched_new", "backlog", "k")
+    }
+    discount = 1.0 / np.log2(np.arange(2, pages + 2, dtype=np.float64))
+    ideal = np.concatenate(([0.0], np.cumsum(discount)))
+    for cyc in range(warmup, cycles):
+        j = cyc - warmup
+        exists = born <= cyc
+        stale |= by_cycle[cyc] & exists & known
+        waiting = exists & ~known
+        backlog = np.flatnonzero(waiting & (born < cyc))  # from earlier cycles
+        found = np.flatnonzero(waiting & (born == cyc))  # found in this cycle
+        budget = cycle_budget(
+            k,
+            new_share,
+            int(np.count_nonzero(known)),
+            warmup=False,
+            backlog=backlog.size,
+            max_share=new_share_max,
+        )
+        total, new = int(budget.total or 0), int(budget.new or 0)
+        # the recrawls queued: the budget less the share the backlog claims
+        rows = np.flatnonzero(known)
+        sub = {col: values[rows] for col, values in state.items()}
+        want = min(rows.size, total - min(new, backlog.size))
+        idx = rows[pick(sub, None, stale[rows], cyc, cyc * seconds, want)] if want else rows[:0]
+        if threshold is not None and not pick.oracle:
+            idx = idx[: adaptive_cut(state, idx, cyc, pick.cut_prior, threshold)]
+        # new pages within their share; what either side leaves flows to the other
+        ready = np.concatenate([backlog[np.argsort(born[backlog], kind="stable")], found])
+        take_new = min(ready.size, new)
+        take_rec = min(idx.size, total - take_new)
+        take_new = min(ready.size, total - take_rec)
+        idx = idx[:take_rec]
+        hit = stale[idx]
+        n_stale = int(np.count_nonzero(stale))
+        found_changes = int(np.count_nonzero(hit))
+        counts["k"][j] = total
+        counts["fetched"][j] = idx.size
+        counts["changed_fetched"][j] = found_changes
+        out["change_rate"][j] = found_changes / total if total else 0.0
+        best = ideal[min(idx.size, n_stale)]
+        out["ndcg"][j] = float(discount[: idx.size] @ hit) / best if best > 0 else 1.0
+        _record_fetch(state, idx, hit, cyc, cyc * seconds)
+        stale[idx] = False
+        fetch_new(ready[:take_new], cyc)
+        counts["fetched_new"][j] = take_new
+        counts["backlog"][j] = ready.size - take_new
+        alive = int(np.count_nonzero(exists))
+        out["freshness"][j] = (
+            int(np.count_nonzero(known & exists & ~stale)) / alive if alive else 1.0
+        )
+    return ReplayResult(
+        policy=name or pick.label,
+        pages=pages,
+        k=int(counts["k"].max()) if evaluated else 0,
+        warmup=warmup,
+        change_rate=out["change_rate"],
+        ndcg=out["ndcg"],
+        freshness=out["freshness"],
+        changed_fetched=counts["changed_fetched"],
+        state=state,
+        fetched=counts["fetched"],
+        fetched_new=counts["fetched_new"],
+        backlog=counts["backlog"],
+        new_latency=latency,
     )
 
 

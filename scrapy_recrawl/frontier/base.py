@@ -74,8 +74,11 @@ class SchedulerHost(Protocol):
 
     def log_cycle(self, plan: CyclePlan, scheduled: int) -> None: ...
 
-    def end_cycle(self, cycle: int, budget: Budget, seconds: float, *, shared: bool) -> None:
-        """``cycle`` ended for this process: say and keep its figures (cycle_summary.py)."""
+    def end_cycle(
+        self, cycle: int, budget: Budget, seconds: float, *, shared: bool, backlog: int = 0
+    ) -> None:
+        """``cycle`` ended for this process: say and keep its figures (cycle_summary.py);
+        ``backlog``: new URLs left waiting for a later cycle."""
         ...
 
     def request_from_frontier(self, d: dict[str, Any]) -> Request | None:
@@ -293,6 +296,18 @@ class CycleFrontier(ABC):
     def queued(self) -> int:
         """Recrawls and new URLs queued in this cycle."""
 
+    def waiting_new(self) -> int:
+        """New URLs queued for this cycle and not handed out yet."""
+        return 0
+
+    def new_backlog(self) -> int:
+        """New URLs waiting, not fetched: the store's frontier and this cycle's queues
+        (0 when the store or the shared queues cannot say)."""
+        try:
+            return int(self.host.store.frontier_size()) + self.waiting_new()
+        except Exception:  # noqa: BLE001 -- a store or Redis away: said where it matters
+            return 0
+
     def has_pending(self) -> bool:
         return not self.waiting and self.budget_left() and self.queued() > 0
 
@@ -324,7 +339,11 @@ class CycleFrontier(ABC):
         if self.cycle > 0 and self._summarized != self.cycle:
             self._summarized = self.cycle
             self.host.end_cycle(
-                self.cycle, self.budget, time.monotonic() - self.started, shared=self.many_processes
+                self.cycle,
+                self.budget,
+                time.monotonic() - self.started,
+                shared=self.many_processes,
+                backlog=self.new_backlog(),
             )
 
     # -- continuous mode: one cycle per RECRAWL_CYCLE_PERIOD ------------------------------

@@ -139,6 +139,7 @@ class DistributedFrontier(CycleFrontier):
         self.names: SpiderKeys | None = None
         self.recrawls: Any = None
         self.newqs: Any = None
+        self.backlog: Any = None  # new URLs from the store's frontier: taken first
 
     @property
     def shared(self) -> RedisFrontier:
@@ -160,6 +161,14 @@ class DistributedFrontier(CycleFrontier):
             server=self.server,
             spider=spider,
             key=self.shared.key("recrawls"),
+            serializer=self.serializer,
+        )
+        # the cycle's new URLs from earlier cycles (the store's frontier, in its order),
+        # handed out before the cycle's own finds, so none waits for ever
+        self.backlog = FifoQueue(
+            server=self.server,
+            spider=spider,
+            key=self.shared.key("backlog"),
             serializer=self.serializer,
         )
         # Scrapy's own queues (and the dupefilter it built, kept for close()) hold
@@ -264,7 +273,12 @@ class DistributedFrontier(CycleFrontier):
     def take(self, side: str, quota: int | None) -> Request | None:
         if not self.shared.reserve(side, self.budget.total, quota):
             return None
-        request = self._pop(self.recrawls if side == "recrawl" else self.newqs)
+        if side == "recrawl":
+            request = self._pop(self.recrawls)
+        else:
+            request = self._pop(self.backlog)
+            if request is None:
+                request = self._pop(self.newqs)
         if request is None:  # another process emptied it first: give the budget back
             self.shared.give_back(side)
         return request
@@ -312,9 +326,13 @@ class DistributedFrontier(CycleFrontier):
 
     def queued(self) -> int:
         try:
-            return len(self.recrawls) + len(self.newqs) + len(self._held)
+            return len(self.recrawls) + self.waiting_new() + len(self._held)
         except Exception:  # noqa: BLE001 -- Redis away: what we know locally
             return len(self._held)
+
+    def waiting_new(self) -> int:
+        """New URLs queued for the cycle, by all processes, not handed out yet."""
+        return len(self.backlog) + len(self.newqs)
 
     def has_pending(self) -> bool:
         if self._held:
@@ -324,7 +342,7 @@ class DistributedFrontier(CycleFrontier):
                 self._write_status(busy=False)
                 self._outage.ok()
                 return False
-            pending = self.budget_left() and (len(self.recrawls) > 0 or len(self.newqs) > 0)
+            pending = self.budget_left() and (len(self.recrawls) > 0 or self.waiting_new() > 0)
             if not pending:
                 self._write_status(busy=not self.host.quiet())
                 pending = self._others_busy()
@@ -394,7 +412,8 @@ class DistributedFrontier(CycleFrontier):
             check_epoch()
         self.cycle = int(state["cycle"])
         total, new = int(state["total"]), int(state["new"])
-        self.budget = Budget(None if total < 0 else total, None if new < 0 else new)
+        monitor = int(state.get("monitor", 0))  # the sample, on top of the budget's pages
+        self.budget = Budget(None if total < 0 else total, None if new < 0 else new, monitor)
         # the periods are kept in the Redis's time, one clock for every process
         self._offset = self.shared.now() - super().now()
         self._cycle_opened = float(state["opened"])
@@ -408,7 +427,7 @@ class DistributedFrontier(CycleFrontier):
     def _join(self, state: dict[str, str]) -> None:
         self._adopt(state)
         self.cycles_run += 1
-        pending = len(self.recrawls) + len(self.newqs)
+        pending = len(self.recrawls) + self.waiting_new()
         if pending:
             # scrapy-redis's words, so its users recognise a shared queue being picked up
             self.host.spider.log(f"Resuming crawl ({pending} requests scheduled)")
@@ -419,7 +438,7 @@ class DistributedFrontier(CycleFrontier):
         logger.info(
             "recrawl cycle %d joined (opened by another process): budget %s, %d requests queued",
             self.cycle,
-            self.budget.total,
+            self.budget.pages,
             pending,
         )
 
@@ -436,13 +455,14 @@ class DistributedFrontier(CycleFrontier):
         for d in self.host.store.pop_frontier(plan.new_quota):
             request = self.host.request_from_frontier(d)
             if request is not None:
-                self.newqs.push(request)
+                self.backlog.push(request)
         opened = self.shared.now()
         self.shared.open_cycle(
             {
                 "cycle": plan.cycle,
                 "total": -1 if budget.total is None else budget.total,
                 "new": -1 if budget.new is None else budget.new,
+                "monitor": budget.monitor,
                 "opened": repr(opened),
                 "period_start": repr(opened if period_start is None else period_start),
                 "opened_by": self.worker_id,
@@ -556,7 +576,7 @@ class DistributedFrontier(CycleFrontier):
             if not state or int(state.get("cycle", -1)) != self.cycle or int(state.get("done", 0)):
                 return
             drained = not self.budget_left() or (
-                len(self.recrawls) == 0 and len(self.newqs) == 0 and not self._held
+                len(self.recrawls) == 0 and self.waiting_new() == 0 and not self._held
             )
             if (reason == "finished" and drained) or not self.persist:
                 self._end_cycle(self.cycle, reason)
@@ -569,7 +589,8 @@ class DistributedFrontier(CycleFrontier):
 
     def _end_cycle(self, cycle: int, reason: str) -> None:
         """Close ``cycle``: new URLs left over go to the frontier, the rest is dropped."""
-        left = list(iter(lambda: self._pop(self.newqs), None))
+        left = list(iter(lambda: self._pop(self.backlog), None))
+        left += list(iter(lambda: self._pop(self.newqs), None))
         left += [r for r in self._held if not r.meta.get("is_start_request")]
         self._held = []
         kept = self.keep_for_later(left)

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import time
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,9 @@ class LocalFrontier(CycleFrontier):
         super().__init__(host)
         self.recrawls = RecrawlQueue(host.crawler)
         self.newqs: Any = None
+        # new URLs waiting from earlier cycles (the store's frontier, its order: priority,
+        # then oldest first): taken before this cycle's finds, so none waits for ever
+        self.backlog: deque[Request] = deque()
         self.taken_new = 0
         self.taken_recrawl = 0
         self.taken_probe = 0
@@ -109,9 +113,12 @@ class LocalFrontier(CycleFrontier):
             if self.host.config.continuous and request is not None:
                 self.in_flight.add(request.meta[META_ID])
             return request
-        if not len(self.newqs):
+        if self.backlog:
+            request = self.backlog.popleft()
+        elif not len(self.newqs):
             return None
-        request = self.newqs.pop()
+        else:
+            request = self.newqs.pop()
         if request is not None:
             self.taken_new += 1
         return request
@@ -145,7 +152,16 @@ class LocalFrontier(CycleFrontier):
         return self.budget.total is None and not self.host.config.continuous
 
     def queued(self) -> int:
-        return len(self.recrawls) + (len(self.newqs) if self.newqs is not None else 0)
+        return (
+            len(self.recrawls)
+            + len(self.backlog)
+            + (len(self.newqs) if self.newqs is not None else 0)
+        )
+
+    def waiting_new(self) -> int:
+        """New URLs queued in this process and not handed out: the backlog a cycle
+        leaves for later cycles, with the store's frontier (cycle_summary.py)."""
+        return len(self.backlog) + (len(self.newqs) if self.newqs is not None else 0)
 
     # -- probes (loop-time baskets) count against the budget -------------------------
 
@@ -185,6 +201,9 @@ class LocalFrontier(CycleFrontier):
 
     def drop_queued_recrawls(self) -> None:
         self.recrawls.drain()  # unfetched recrawls are rescored with the rest
+        # new URLs not fetched: the next cycle's backlog, through the store's frontier
+        # (its order, and the count the next cycle's new share grows with)
+        self.keep_for_later([r for r in self._pending_new() if is_new(r)])
 
     def _reset_probe_cap(self) -> None:
         prober = getattr(self.host, "prober", None)
@@ -205,7 +224,7 @@ class LocalFrontier(CycleFrontier):
     def _queue_from_frontier(self, d: dict[str, Any]) -> None:
         request = self.host.request_from_frontier(d)
         if request is not None:
-            self.newqs.push(request)
+            self.backlog.append(request)
 
     def _left_downloader(self, request: Request, spider: Spider) -> None:
         self.in_flight.discard(request.meta.get(META_ID, -1))
@@ -217,7 +236,9 @@ class LocalFrontier(CycleFrontier):
         if self.unbudgeted():
             # new URLs shared Scrapy's memory queue (JOBDIR's disk queue keeps its own)
             queues.append(self.host.mqs)
-        return [r for q in queues if q is not None for r in iter(q.pop, None)]
+        backlog = list(self.backlog)  # the oldest first, back into the store's frontier
+        self.backlog.clear()
+        return backlog + [r for q in queues if q is not None for r in iter(q.pop, None)]
 
     def _state_path(self) -> str | None:
         dqdir = getattr(self.host, "dqdir", None)
@@ -234,7 +255,7 @@ class LocalFrontier(CycleFrontier):
             "finished": reason == "finished",
             "taken_new": self.taken_new,
             "taken_recrawl": self.taken_recrawl,
-            "budget": [self.budget.total, self.budget.new],
+            "budget": [self.budget.total, self.budget.new, self.budget.monitor],
             "left_ids": [int(self.selected[i]) for i in left if i is not None],
             "fetched": {fp.hex(): list(v) for fp, v in self.fetched.items()},
         }
@@ -278,6 +299,6 @@ class LocalFrontier(CycleFrontier):
             "recrawl cycle %d resumed from JOBDIR: %d recrawls and %d new URLs left",
             store.cycle,
             len(ids),
-            len(self.newqs),
+            len(self.backlog),
         )
         return True

@@ -8,6 +8,8 @@ Keys under ``RECRAWL_REDIS_SCHEDULER_KEY`` (``%(spider)s:recrawl``), one set per
 ``{s}:workers``   hash: worker id -> JSON status (cycle, busy, last seen)
 ``{s}:lock``      the lock under which a cycle is opened, rolled over or left
 ``{s}:recrawls``  the cycle's scored recrawls (a scrapy-redis FifoQueue)
+``{s}:backlog``   new URLs the cycle took from the store's frontier (a FifoQueue),
+                  handed out before the new URLs found in the cycle
 ``{s}:starts:<cycle>``  hash: start-request fingerprint -> the worker that claimed it
 ``{s}:picks:<cycle>``   set: fingerprints of the cycle's recrawls (monitoring sample
                   included), which a start request of the same URL leaves to them
@@ -306,7 +308,7 @@ def reset_spider(settings: Any, spider: str) -> tuple[str, int]:
     skey, dupes = names.scheduler, names.dupefilter
     server, location = redis_from_settings(settings)
     try:
-        keys = [f"{skey}:{n}" for n in ("state", "taken", "workers", "lock", "recrawls")]
+        keys = [f"{skey}:{n}" for n in ("state", "taken", "workers", "lock", "recrawls", "backlog")]
         keys += [names.queue, dupes]
         patterns = ("starts", "picks", "fetched")
         for pattern in [f"{skey}:{p}:*" for p in patterns] + [f"{dupes}:*"]:

@@ -1,7 +1,7 @@
 """What each cycle did, kept in the store's side storage: the crawl writes it, the
 report (``scrapy recrawl-report``) reads it.
 
-Two side tables, both plain records (:mod:`.records`, never pickles), keyed by cycle:
+Side tables of plain records (:mod:`.records`, never pickles), keyed by cycle:
 
 * ``cycle_plan``: what the cycle was planned to do, written once by whoever opened
   the cycle (one process; under the lock on Redis): its budget, the scorer, how many
@@ -11,7 +11,9 @@ Two side tables, both plain records (:mod:`.records`, never pickles), keyed by c
   the table stays small whatever the crawl's length.
 * ``cycle_log``: what was fetched, one summary per process and cycle, pushed with
   :meth:`HistoryStore.side_push` (atomic: many processes add to the same cycle);
-  :func:`cycle_records` adds them up.
+  :func:`cycle_records` adds them up;
+* ``start_urls``: the ids of the URLs the spider fetched as its start requests, so the
+  report does not count them as budget wasted (:func:`start_url_ids`).
 
 Adding these tables is no change of stored format (side storage takes any table);
 a store without them has no per-cycle record (older crawls): readers say so.
@@ -20,7 +22,7 @@ a store without them has no per-cycle record (older crawls): readers say so.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -29,6 +31,9 @@ from .records import RecordError, pack_record, unpack_list, unpack_record
 
 PLAN_TABLE = "cycle_plan"
 LOG_TABLE = "cycle_log"
+#: the URL ids the spider fetched as its start requests (key: the id, value empty):
+#: fetched every cycle on the spider's say-so, never the budget's waste
+START_TABLE = "start_urls"
 #: picks (URL ids and scores) are kept for this many of the latest cycles
 KEEP_PICK_CYCLES = 8
 #: and at most this many a cycle (the best ones): 1.6 MB a cycle at the most
@@ -42,6 +47,7 @@ COUNTS = (
     "new",  # fetched: URLs never fetched before
     "monitor",  # fetched: the monitoring sample
     "probe",  # fetched: loop-time probes
+    "start",  # fetched outside the budget: the spider's start (and dont_filter) requests
     "changed",
     "unchanged",
     "not_modified",  # 304s (an unchanged observation when a copy is kept)
@@ -60,6 +66,12 @@ class CyclePlan:
     candidates: int  # URLs scored
     cutoff: float | None  # lowest score among the picked recrawls (None: none scored)
     picks: int  # recrawls picked
+    #: new URLs waiting from earlier cycles when the cycle opened (0 in older records)
+    backlog: int = 0
+    #: the new URLs' share of the budget's pages (core/budget.py: new_pages)
+    new_share: int = 0
+    #: the monitoring sample, fetched on top of the budget
+    monitor: int = 0
 
 
 @dataclass
@@ -79,10 +91,20 @@ class CycleSummary:
     errors: int = 0
     failed: int = 0
     gone: int = 0
+    start: int = 0
+    #: new URLs left waiting for a later cycle when the cycle ended for the process (the
+    #: store's frontier and the cycle's queues); not added up over processes: the largest
+    backlog: int = 0
 
     @property
     def fetched(self) -> int:
-        return self.recrawl + self.new + self.monitor + self.probe
+        """Every visit: the budget's and those outside it (monitoring sample, start)."""
+        return self.recrawl + self.new + self.monitor + self.probe + self.start
+
+    @property
+    def budgeted(self) -> int:
+        """The visits the budget paid for: recrawls, new URLs and probes."""
+        return self.recrawl + self.new + self.probe
 
 
 @dataclass
@@ -109,6 +131,9 @@ def _from_record(cls: Any, data: bytes) -> Any:
     kwargs: dict[str, Any] = {}
     for f in fields(cls):
         if f.name not in raw:
+            if f.default is not MISSING:  # a field added since the record was written
+                kwargs[f.name] = f.default
+                continue
             raise RecordError(f"a {cls.__name__} record without {f.name!r}")
         value = raw[f.name]
         kind, _, optional = f.type.partition(" | ")  # "float | None"
@@ -157,7 +182,18 @@ def push_summary(store: Any, summary: CycleSummary) -> None:
     store.side_push(LOG_TABLE, int(summary.cycle), pack_record(asdict(summary)), MAX_SUMMARIES)
 
 
+def note_start_urls(store: Any, ids: list[int]) -> None:
+    """Remember these URL ids as the spider's start URLs (:data:`START_TABLE`)."""
+    if ids:
+        store.side_put(START_TABLE, [(int(i), b"") for i in ids])
+
+
 # -- reading (the report) ------------------------------------------------------------
+
+
+def start_url_ids(store: Any) -> np.ndarray:
+    """The URL ids fetched as the spider's start requests (:func:`note_start_urls`)."""
+    return np.fromiter((int(k) for k, _ in store.side_items(START_TABLE)), dtype=np.int64)
 
 
 def cycle_records(store: Any, since: int = 0) -> list[CycleRecord]:
@@ -186,6 +222,8 @@ def cycle_records(store: Any, since: int = 0) -> list[CycleRecord]:
         total = CycleSummary(cycle, min(p.started for p in parts), max(p.ended for p in parts))
         for name in COUNTS:
             setattr(total, name, sum(getattr(p, name) for p in parts))
+        # what each process saw waiting as it left the cycle: the largest of them
+        total.backlog = max(p.backlog for p in parts)
         sums[cycle] = (total, len(parts))
     return [
         CycleRecord(

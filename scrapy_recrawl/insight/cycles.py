@@ -30,13 +30,15 @@ class CycleRow:
     new: int | None
     monitor: int | None
     probe: int | None
+    start: int | None  # the spider's start (and dont_filter) requests: outside the budget
     changed: int
     unchanged: int
     not_modified: int
     errors: int
     gone: int
-    budget: int | None
-    budget_used: float | None  # fetched / budget
+    budget: int | None  # RECRAWL_BUDGET's pages (the monitoring sample apart)
+    budget_used: float | None  # (recrawl + new + probe) / budget
+    backlog: int | None  # new URLs left waiting for a later cycle at the cycle's end
     freshness: float | None  # estimated share of the known pages current at the cycle's end
     freshness_low: float | None  # its 90% interval (scoring/freshness.py)
     freshness_high: float | None
@@ -111,13 +113,18 @@ def _row(
     plan = rec.plan if rec else None
     s = rec.summary if rec else None
     budget = plan.budget if plan else None
+    used: float | None = None
+    backlog: int | None = None
     if s is not None:
         fetched = s.fetched
+        used = s.budgeted / budget if budget else None
+        backlog = s.backlog
         figures: dict[str, int | None] = dict(
             recrawl=s.recrawl,
             new=s.new,
             monitor=s.monitor,
             probe=s.probe,
+            start=s.start,
             changed=s.changed,
             unchanged=s.unchanged,
             not_modified=s.not_modified,
@@ -134,6 +141,7 @@ def _row(
             new=int(np.count_nonzero(new & at)),
             monitor=None,
             probe=None,
+            start=None,
             changed=int(np.count_nonzero(changed == 1)),
             # as the crawl's record counts them: a full body that did not change;
             # a 304 in its own column
@@ -149,7 +157,10 @@ def _row(
         source="record" if s is not None else "log",
         fetched=fetched,
         budget=budget,
-        budget_used=(fetched / budget) if budget else None,
+        # what the budget paid for: the monitoring sample and start requests are apart
+        # (a cycle without its record: unknown, the log does not say why a URL was fetched)
+        budget_used=used,
+        backlog=backlog,
         freshness=_known(est.share) if est else None,
         freshness_low=_known(est.low) if est else None,
         freshness_high=_known(est.high) if est else None,

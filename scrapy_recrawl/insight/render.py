@@ -142,15 +142,17 @@ def print_report(report: Report, out: IO[str] | None = None) -> None:
         + f": {report.urls} URLs, current cycle {report.current_cycle}"
     )
     columns = (
-        "cycle", "fetched", "recrawl", "new", "monitor", "probe", "changed", "unchanged",
-        "304", "errors", "gone", "budget", "used", "est. freshness", "scorer",
+        "cycle", "fetched", "recrawl", "new", "probe", "monitor", "start", "changed",
+        "unchanged", "304", "errors", "gone", "budget", "used", "backlog", "est. freshness",
+        "scorer",
     )  # fmt: skip
     t = _table("Per cycle", columns, left={"scorer"})
     for r in report.cycles:
         t.add_row(
-            str(r.cycle), str(r.fetched), _fmt(r.recrawl), _fmt(r.new), _fmt(r.monitor),
-            _fmt(r.probe), str(r.changed), str(r.unchanged), str(r.not_modified),
-            str(r.errors), str(r.gone), _fmt(r.budget), _pct(r.budget_used),
+            str(r.cycle), str(r.fetched), _fmt(r.recrawl), _fmt(r.new), _fmt(r.probe),
+            _fmt(r.monitor), _fmt(r.start), str(r.changed), str(r.unchanged),
+            str(r.not_modified), str(r.errors), str(r.gone), _fmt(r.budget),
+            _pct(r.budget_used), _fmt(r.backlog),
             _band(r.freshness, r.freshness_low, r.freshness_high), _esc(r.scorer or "-"),
         )  # fmt: skip
     con.print(t)

@@ -15,6 +15,7 @@ import numpy as np
 
 from scrapy_recrawl.core.groups import group_codes
 from scrapy_recrawl.core.selection import host_of
+from scrapy_recrawl.history.cycle_log import start_url_ids
 from scrapy_recrawl.history.state import gone_status
 from scrapy_recrawl.scoring.freshness import posterior_rate
 
@@ -106,8 +107,11 @@ def top_changing(store: Any, stats: UrlStats, limit: int) -> list[UrlLine]:
 
 
 def top_wasted(store: Any, stats: UrlStats, limit: int, min_observations: int = 2) -> list[UrlLine]:
-    """URLs fetched often that never changed (the most observations first)."""
-    never = np.flatnonzero((stats.X == 0) & (stats.n >= min_observations))
+    """URLs fetched often that never changed (the most observations first), but for the
+    spider's start URLs: fetched every cycle on its say-so, not the budget's choice."""
+    never = (stats.X == 0) & (stats.n >= min_observations)
+    never &= ~np.isin(stats.ids, start_url_ids(store))
+    never = np.flatnonzero(never)
     order = np.lexsort((stats.ids[never], -stats.visits[never]))
     index = never[order][:limit]
     return _lines(stats, index, store.urls(stats.ids[index]))
