@@ -91,16 +91,22 @@ def test_three_processes_three_cycles_share_one_frontier(redis_deployment, tmp_p
             served = site.state.served(served_at)
             served_at = served["next"]
             pages = Counter(e["path"] for e in served["served"])
-            # no URL fetched twice within a cycle, across the three processes
-            assert pages and max(pages.values()) == 1, pages.most_common(3)
+            # no URL handed out twice within a cycle, across the three processes; the only
+            # second fetches are boilerplate pairs (docs/detection.md), counted apart
+            pairs = sum(s.get("recrawl/boilerplate/pair_fetches", 0) for s in stats)
+            again = sum(n - 1 for n in pages.values())
+            assert pages and max(pages.values()) <= 2, pages.most_common(3)
+            assert again <= pairs, (again, pairs, pages.most_common(3))
             assert sum(s.get("recrawl/cycles_opened", 0) for s in stats) == 1  # opened once
             assert {s["recrawl/cycle"] for s in stats} == {cycle}  # the others joined it
             assert all(s.get("response_received_count", 0) > 0 for s in stats), stats  # all worked
             with redis.store("site:history") as store:
                 log = store.visit_log()
                 in_cycle = log["cycle"] == cycle
-                # exactly one visit-log record per response received, by any process
-                assert in_cycle.sum() == sum(s["response_received_count"] for s in stats)
+                # exactly one visit-log record per response received, by any process (a
+                # pair's second fetch is a response, not a visit)
+                received = sum(s["response_received_count"] for s in stats)
+                assert in_cycle.sum() == received - pairs
                 ids = Counter(log["url_id"][in_cycle].tolist())
                 assert max(ids.values()) == 1
                 if cycle == 1:
@@ -111,7 +117,9 @@ def test_three_processes_three_cycles_share_one_frontier(redis_deployment, tmp_p
                     client.close()
                     assert int(taken[b"total"]) <= budget  # the shared budget
                     redirects = sum(1 for e in served["served"] if e["status"] == 301)
-                    assert len(served["served"]) <= budget + redirects
+                    # outside the budget: the start URL (each process's), redirects, pairs
+                    starts = sum(s.get("recrawl/last_cycle/start", 0) for s in stats)
+                    assert len(served["served"]) <= budget + redirects + pairs + starts
                     assert sum(pages.values()) >= budget // 2
             site.state.advance(1)
         with redis.store("site:history") as store:
