@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/reference_site.py [--cycles 15] [--sites shop,news]
         [--scorers aad+,nutch,chogm,age,learned] [--seed 1] [--products 200]
-        [--categories 14] [--monitor-share 0] [--keep DIR] [--quick]
+        [--categories 14] [--monitor-share 0] [--set 'NAME = VALUE'] [--no-full]
+        [--keep DIR] [--quick]
 
 For each site and each scorer: ``--cycles`` real ``scrapy crawl shop`` (or ``news``)
 in a project whose settings are the example spiders, the add-on line and
@@ -203,6 +204,8 @@ def crawl_run(
         settings = f"RECRAWL_SCORER = {scorer!r}\n"
         if args.monitor_share:
             settings += f"RECRAWL_MONITOR_SHARE = {args.monitor_share!r}\n"
+        for assignment in args.set:
+            settings += assignment + "\n"
         project = make_project(out / "project", settings)
     else:
         project = make_project(out / "project")
@@ -434,6 +437,14 @@ def main(argv: list[str] | None = None) -> None:
         default=0.0,
         help="RECRAWL_MONITOR_SHARE in every add-on run (0: the user's default)",
     )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a line added to every add-on run's settings.py (Python), e.g. "
+        "'RECRAWL_LEARN_BOILERPLATE = False'",
+    )
     ap.add_argument("--no-full", action="store_true", help="skip the full recrawl baseline")
     ap.add_argument("--keep", type=Path, help="keep the projects, stores and stats here")
     ap.add_argument("--quick", action="store_true", help="4 cycles, small shop, aad+ only")
@@ -454,7 +465,8 @@ def main(argv: list[str] | None = None) -> None:
         f"reference site, seed {args.seed}, {args.cycles} cycles, shop {args.products} "
         f"products in {args.categories} categories; policies: {', '.join(scorers)}"
         + ("" if args.no_full else f", {FULL} (the spider without the add-on)")
-        + (f"; RECRAWL_MONITOR_SHARE = {args.monitor_share}" if args.monitor_share else ""),
+        + (f"; RECRAWL_MONITOR_SHARE = {args.monitor_share}" if args.monitor_share else "")
+        + "".join(f"; {line}" for line in args.set),
         flush=True,
     )
     runs: list[Run] = []
