@@ -19,6 +19,7 @@ the one the issue's bound is stated on.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -198,6 +199,38 @@ def test_editing_the_ignore_list_between_cycles_is_not_a_change(backend, tmp_pat
     assert edited.fp == 0, describe(edited)  # the edit itself is no change
     assert edited.recall is not None and edited.recall >= 0.95, describe(edited)
     assert before.fp == 0, describe(before)
+
+
+def test_the_reports_pin_line_with_learning_off_does_what_was_learned(tmp_path):
+    """docs/detection.md: the report's lines pin what was learned. A fresh store, learning
+    off, the XPaths of the report's lines (one per section: the setting is global, so
+    their union): text-volatile parts and, as ``<path>/@*``, the attributes of the links
+    that carry session ids. Detection is as exact as with learning on."""
+    backend = Backend("sqlite", tmp_path / "learn")
+    backend.tmp_path.mkdir()
+    project = make_project(tmp_path / "learn" / "project", HALF)
+    with RunningReferenceSite(seed=1, sites=["shop"], **SMALL_SHOP) as running:
+        cycles(running, backend, project, 2)
+        report = recrawl_report(project, backend)
+    xpaths: list[str] = []
+    for section in report["learned"]:
+        line = section["pin_line"]
+        assert line.startswith("RECRAWL_IGNORE_XPATHS = "), line
+        xpaths += [x for x in ast.literal_eval(line.split("=", 1)[1].strip()) if x not in xpaths]
+    assert any(x.endswith("/@*") for x in xpaths), xpaths  # the session ids
+    pin = f"RECRAWL_IGNORE_XPATHS = {xpaths!r}"
+    pinned = Backend("sqlite", tmp_path / "pinned")
+    pinned.tmp_path.mkdir()
+    settings = HALF + "RECRAWL_LEARN_BOILERPLATE = False\n" + pin + "\n"
+    project = make_project(tmp_path / "pinned" / "project", settings)
+    with RunningReferenceSite(seed=1, sites=["shop"], **SMALL_SHOP) as running:
+        stats = cycles(running, pinned, project, 4)
+        d = scored(pinned, running, from_day=1)  # cycles 2-4: no pair needed, none learned
+    print(f"\n{pin}\nlearning off, pinned: cycles 2-4: {describe(d)}")
+    assert sum(s.get("recrawl/boilerplate/pair_fetches", 0) for s in stats) == 0
+    assert d.compared >= 100
+    assert d.precision is not None and d.precision >= 0.95, describe(d)
+    assert d.recall is not None and d.recall >= 0.95, describe(d)
 
 
 # ------------------------------------------------------------------ the freshness estimate
