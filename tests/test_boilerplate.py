@@ -306,6 +306,9 @@ def test_the_report_names_what_was_learned_and_reset_forgets_it(shop, tmp_path):
     assert "/html/body/main/ul/li/a" in section["attributes"]
     assert section["named_from"].startswith(shop.url + "/category/")
     assert section["pin_line"].startswith("RECRAWL_IGNORE_XPATHS = [")
+    # the line does what was learned: the session ids' attributes are pinned too
+    assert "'/html/body/main/ul/li/a/@*'" in section["pin_line"]
+    assert "'/html/body/footer/p'" in section["pin_line"]
     run = scrapy(project, "recrawl-report")
     assert "Boilerplate learned" in run.stdout and "/html/body/footer/p" in run.stdout
 

@@ -47,12 +47,15 @@ def crawl(
     store: str,
     extra: Mapping[str, str] | None = None,
     timeout: float = 300,
+    stats_file: Path | str | None = None,
 ) -> dict:
     """One ``scrapy crawl <spider>`` in ``project`` with ``RECRAWL_STORE=store`` (and
     ``extra`` as ``-s NAME=VALUE``); returns the crawl's stats. A failed crawl raises
-    RuntimeError with the end of its log."""
+    RuntimeError with the end of its log. The stats go through ``stats_file``
+    (default: beside a store file, ``<store>.stats.json``; give one when ``store`` is
+    not a path, e.g. ``"redis"`` with the ``RedisRecrawlScheduler``)."""
     project = Path(project)
-    stats_file = Path(store).with_suffix(".stats.json")
+    stats_file = Path(stats_file or Path(store).with_suffix(".stats.json"))
     cmd = [sys.executable, "-m", "scrapy", "crawl", spider, "-a", f"start_url={start_url}",
            "-s", f"RECRAWL_STORE={store}", "-s", "LOG_LEVEL=WARNING",
            "-s", f"STATS_DUMP_FILE={stats_file}",
@@ -77,11 +80,13 @@ def run_cycles(
     project: Path | str,
     store: str,
     extra: Mapping[str, str] | None = None,
+    stats_file: Path | str | None = None,
 ) -> list[dict]:
     """``cycles`` crawls of ``<base_url>/<spider>/``, advancing ``site`` one day after
-    each; returns each cycle's stats."""
+    each; returns each cycle's stats (``stats_file``: as :func:`crawl`)."""
     stats = []
     for _ in range(cycles):
-        stats.append(crawl(project, spider, f"{base_url}/{spider}/", store, extra))
+        url = f"{base_url}/{spider}/"
+        stats.append(crawl(project, spider, url, store, extra, stats_file=stats_file))
         site.advance()
     return stats

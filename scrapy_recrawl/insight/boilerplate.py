@@ -163,7 +163,7 @@ class Learned:
     attributes: list[str]  # XPaths of the parts compared without their attributes
     named_from: str | None  # the URL whose kept copy named them (None: no copy kept)
     unnamed: int  # learned parts no kept copy had (counted, not named)
-    pin_line: str  # the RECRAWL_IGNORE_XPATHS line that pins the volatile parts
+    pin_line: str  # the RECRAWL_IGNORE_XPATHS line that pins them (attributes as <path>/@*)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -178,6 +178,18 @@ def tag_path(el: Any) -> str:
         tags.append(parent.tag)
         parent = parent.getparent()
     return "/" + "/".join(reversed(tags))
+
+
+def pinning_line(current: list[str], volatile: list[str], attributes: list[str]) -> str:
+    """The ``RECRAWL_IGNORE_XPATHS`` line that does what was learned: the text-volatile
+    parts left out, and the attributes of the parts compared without them (``<path>/@*``:
+    an ignore-XPath that selects attributes removes them) unless a volatile part already
+    holds them. Without the attributes, pinning the line with learning off leaves every
+    page whose links carry a session id changed at every visit. "" when nothing is named."""
+    covered = tuple(v + "/" for v in volatile)
+    attrs = [f"{a}/@*" for a in attributes if a not in volatile and not a.startswith(covered)]
+    pinned = [*volatile, *attrs]
+    return ignore_line(current, pinned) if pinned else ""
 
 
 def learned(
@@ -227,7 +239,7 @@ def learned(
                 attributes,
                 named_from,
                 len(wanted) - len(names),
-                ignore_line(current, volatile) if volatile else "",
+                pinning_line(current, volatile, attributes),
             )
         )
     return out
