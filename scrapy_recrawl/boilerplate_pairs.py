@@ -1,7 +1,7 @@
 """Learning a site's boilerplate as the crawl goes (change/boilerplate.py has the rule).
 
 The recording middleware owns one :class:`PairFetcher`. When a page of a section that has
-not been learned yet reads as changed, the fetcher downloads it once more at once (through the
+not been learned yet is fetched, the fetcher downloads it once more at once (through the
 engine, like ``scrapy shell``'s ``fetch``: the downloader middlewares run, the scheduler,
 the budget and the spider's callbacks never see it), compares the two responses and keeps
 what differed as that section's boilerplate, in the store's side storage (table
@@ -36,7 +36,9 @@ logger = logging.getLogger(__name__)
 @dataclass
 class _Pending:
     url: str
-    signature: Signature  # the first fetch's
+    signature: Signature | None  # the first fetch's, when it was signed in full
+    body: bytes  # else its body and content type, signed when the second comes back
+    content_type: str | None
 
 
 class PairFetcher:
@@ -74,19 +76,28 @@ class PairFetcher:
 
     # -- the second fetch ----------------------------------------------------------
 
-    def after_change(
+    def after_visit(
         self,
         request: Request,
         response: Response,
         old: Signature | None,
         new: Signature,
+        changed: bool,
         cycle: int,
     ) -> None:
-        """A good HTML response was recorded as changed: fetch it again at once if its
-        section wants a pair (change/boilerplate.py: BoilerplateModel.wants_pair)."""
-        if not self.learn or old is None or old.kind != "html" or new.kind != "html":
+        """A good response was recorded (``new`` its signature, ``old`` the one it was
+        compared with, None at a first fetch): fetch it again at once if its section wants
+        a pair (change/boilerplate.py: BoilerplateModel.wants_pair): while the section has
+        too few, or when a change fell on parts no pair had."""
+        if not self.learn or new.kind == "bytes":
             return
-        if not self.model.wants_pair(response.url, cycle, old, new):
+        if old is None:
+            want = self.model.wants_pair(response.url, cycle)
+        elif changed and old.kind == "html" and new.kind == "html":
+            want = self.model.wants_pair(response.url, cycle, old, new)
+        else:
+            return
+        if not want:
             return
         engine = getattr(self.crawler, "engine", None)
         if engine is None or getattr(engine, "spider", None) is None:
@@ -103,7 +114,11 @@ class PairFetcher:
             dont_filter=True,
         )
         again.meta[META_PAIR] = id(again)
-        self._pending[id(again)] = _Pending(response.url, new)
+        # a first fetch's signature may be deferred (a hash of the kept body): the body is
+        # signed when the second fetch comes back
+        first = new if new.kind == "html" else None
+        body = b"" if first is not None else bytes(response.body)
+        self._pending[id(again)] = _Pending(response.url, first, body, _content_type(response))
         self._inc("boilerplate/pair_fetches")
         try:
             if hasattr(engine, "download_async"):  # Scrapy 2.14+
@@ -127,7 +142,9 @@ class PairFetcher:
             self._inc("boilerplate/pairs_failed")
             self.model.pair_failed(pending.url)
             return
-        first = pending.signature
+        first = pending.signature or self.detector.signature(
+            pending.body, pending.url, pending.content_type
+        )
         second = self.detector.signature(response.body, pending.url, _content_type(response))
         if first.kind != "html" or second.kind != "html":
             self.model.pair_failed(pending.url)

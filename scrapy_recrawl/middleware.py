@@ -429,10 +429,15 @@ class RecrawlMiddleware:
         elif outcome is not None:
             self._inc(outcome)
         request.meta[META_RESULT] = result
-        if self.pairs is not None and result.changed:
+        if self.pairs is not None:
             cycle = request.meta.get(META_CYCLE)
-            self.pairs.after_change(
-                request, response, old, new, self.store.cycle if cycle is None else cycle
+            self.pairs.after_visit(
+                request,
+                response,
+                old,
+                new,
+                result.changed,
+                self.store.cycle if cycle is None else cycle,
             )
         # nothing to compare with (first fetch, or an unreadable old signature): new
         tag = FLAG_NEW if old is None else FLAG_CHANGED if result.changed else FLAG_UNCHANGED

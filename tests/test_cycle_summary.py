@@ -196,7 +196,9 @@ def test_the_record_agrees_with_the_visit_log_and_the_server(crawled):
     for rec, run in zip(records, runs, strict=True):
         s, in_cycle = rec.summary, log["cycle"] == rec.cycle
         assert rec.processes == 1
-        assert s.fetched == int(in_cycle.sum()) == len(run["served"])
+        # what the site served: the visits, and the boilerplate pairs' second fetches
+        pairs = run["stats"].get("recrawl/boilerplate/pair_fetches", 0)
+        assert s.fetched == int(in_cycle.sum()) == len(run["served"]) - pairs
         assert s.changed == int((log["changed"][in_cycle] == 1).sum())
         assert s.unchanged + s.not_modified == int((log["changed"][in_cycle] == 0).sum())
         assert s.not_modified == int((log["status"][in_cycle] == 304).sum())
@@ -204,7 +206,10 @@ def test_the_record_agrees_with_the_visit_log_and_the_server(crawled):
         assert s.started <= s.ended
     later = [r.summary for r in records[1:]]
     assert sum(s.changed for s in later) > 0 and sum(s.not_modified for s in later) > 0
-    assert sum(s.gone for s in later) == 1  # /p11, once recrawled
+    # /p11 is gone when next recrawled, if the scorer's picks reached it (ties among
+    # pages observed as often are broken by URL id: by the order cycle 1 fetched them in)
+    p11_later = int(((log["status"] == 404) & (log["cycle"] > 1)).sum())
+    assert sum(s.gone for s in later) == p11_later <= 1
     assert sum(s.monitor for s in later) > 0 and sum(s.recrawl for s in later) > 0
     assert records[0].summary.start == 1  # the start request, apart from the budget
     for rec in records[1:]:
@@ -278,7 +283,11 @@ def test_two_processes_on_one_redis_cycle_add_up_to_what_was_served(redis_db, tm
         log = store.visit_log()
         urls = store.urls(log["url_id"])
     page_visits = sum(1 for u in urls if "/page/" in u)
-    assert page_visits == pages_served
+    # one visit per page; a page served twice is a boilerplate pair's second fetch (no
+    # visit), counted apart
+    pages = {e["path"] for e in served if e["status"] != 301}
+    pairs = sum(s.get("recrawl/boilerplate/pair_fetches", 0) for s in stats)
+    assert page_visits == len(pages) and pages_served - len(pages) <= pairs
     # usually both processes share cycle 1; one may also finish it before the other starts
     assert sum(r.processes for r in records) == 2
     assert sum(s["recrawl/cycles_summarized"] for s in stats) == 2

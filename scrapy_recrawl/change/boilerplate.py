@@ -6,10 +6,10 @@ The definition is the operational one: **what differs between two fetches of the
 URL a moment apart is not content.** A real change between two requests seconds apart is
 rare; boilerplate differs every time. So, once per *section* of a site (a host and the
 first segment of the path, digits folded: ``shop.example/product``, ``news.example/N``),
-when a page of it first reads as changed, the crawl fetches that page a second time at
-once (a *confirmation pair*, :meth:`BoilerplateModel.wants_pair`: a site without
-boilerplate pays nothing until a real change) and compares the two signatures element by
-element
+at the first fetches of its pages, the crawl fetches a page a second time at once (a
+*confirmation pair*, :meth:`BoilerplateModel.wants_pair`: a few requests per section,
+once per store, so the section is learned before its pages are first compared) and
+compares the two signatures element by element
 (:func:`touched`): the element keys (tag paths, :mod:`.elements`) whose own text differs
 are *text-volatile*, those whose attributes alone differ (a session id in an ``href``)
 are *attribute-volatile*. Keys present in the pair and untouched are known stable.
@@ -257,11 +257,18 @@ class BoilerplateModel:
 
     # -- when to fetch a page twice ---------------------------------------------
 
-    def wants_pair(self, url: str, cycle: int, old: Signature, new: Signature) -> bool:
-        """A comparison of two visits of ``url`` read as changed: whether to fetch it again
-        now, to tell boilerplate from content. Yes while its section has fewer than
-        ``pairs`` pairs (done or in flight); after that, when the changes fall on element
-        keys no pair of the section had (a template grew a block), once per cycle. A yes
+    def wants_pair(
+        self,
+        url: str,
+        cycle: int,
+        old: Signature | None = None,
+        new: Signature | None = None,
+    ) -> bool:
+        """Whether to fetch ``url`` again now, to tell boilerplate from content: yes while
+        its section has fewer than ``pairs`` pairs (done or in flight), so a section is
+        learned at its first fetches, before any comparison; after that, when a
+        comparison that read as changed (``old`` to ``new``) has changes on element keys
+        no pair of the section had (a template grew a block), once per cycle. A yes
         counts the pair as in flight: call :meth:`add_pair` or :meth:`pair_failed` after.
         """
         _, section = section_of(url)
@@ -270,7 +277,13 @@ class BoilerplateModel:
         in_flight = self._in_flight.get(section, 0)
         if done + in_flight < self.pairs:
             want = True
-        elif in_flight or self._asked_cycle.get(section) == cycle or stats is None:
+        elif (
+            old is None
+            or new is None
+            or in_flight
+            or stats is None
+            or self._asked_cycle.get(section) == cycle
+        ):
             want = False
         else:
             _, text, attrs = touched(old, new)

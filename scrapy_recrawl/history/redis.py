@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 import struct
 import time
 import zlib
@@ -104,6 +105,7 @@ from .request_codec import decode_stored, encode_stored
 from .state import fold_visit, good_status
 
 logger = logging.getLogger("scrapy_recrawl.history")
+_INT_FIELD = re.compile(rb"-?[0-9]{1,19}")
 
 
 def _validator(value: bytes | None) -> str | None:
@@ -1412,8 +1414,10 @@ class RedisHistoryStore:
     def side_items(self, table: str) -> Iterator[tuple[int, bytes]]:
         key = self._side(table)
         items = self._call("read", lambda c: dict(c.hscan_iter(key, count=1000)))
-        for k in sorted(items, key=int):
-            yield int(k), bytes(items[k])
+        # a field that is no int was not written by a store (the Redis is shared): skipped
+        keyed = {int(k): v for k, v in items.items() if _INT_FIELD.fullmatch(bytes(k))}
+        for k in sorted(keyed):
+            yield k, bytes(keyed[k])
 
     def side_push(self, table: str, key: int, item: bytes, keep: int) -> list[bytes]:
         script, name = self._script("side_push"), self._side(table)
