@@ -56,6 +56,11 @@ def wait_holding(lock: Path, proc: subprocess.Popen, site: LocalSite, pages: int
     raise AssertionError("the crawl never started")
 
 
+#: the lock is under test here: no boilerplate pair (a deliberate second fetch of a page,
+#: docs/detection.md) to tell apart from the visits the counts below compare
+_SETTINGS = 'RECRAWL_STORE = "history.sqlite3"\nRECRAWL_LEARN_BOILERPLATE = False\n'
+
+
 def visits_per_url(store: Path, cycle: int | None = None) -> Counter:
     db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
     sql = "SELECT u.url FROM visits v JOIN urls u ON u.id = v.url_id"
@@ -70,7 +75,7 @@ def served(site: LocalSite, log: list[dict] | None = None) -> Counter:
 
 
 def test_a_second_crawl_on_the_same_store_stops_at_start_up(tmp_path, site):
-    project = make_project(tmp_path, 'RECRAWL_STORE = "history.sqlite3"\n')
+    project = make_project(tmp_path, _SETTINGS)
     store, lock = project / "history.sqlite3", project / "history.sqlite3.lock"
     first = start_crawl(project, site.url)
     try:
@@ -99,7 +104,7 @@ def test_a_second_crawl_on_the_same_store_stops_at_start_up(tmp_path, site):
 
 
 def test_a_sigkilled_crawl_leaves_no_stale_lock(tmp_path, site):
-    project = make_project(tmp_path, 'RECRAWL_STORE = "history.sqlite3"\n')
+    project = make_project(tmp_path, _SETTINGS)
     store, lock = project / "history.sqlite3", project / "history.sqlite3.lock"
     first = start_crawl(project, site.url, "RECRAWL_FLUSH_EVERY=2")
     wait_holding(lock, first, site, pages=6)

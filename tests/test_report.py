@@ -220,9 +220,9 @@ def test_a_store_without_records_shows_what_its_log_gives(tmp_path):
     ]  # fmt: skip
     assert all(r.recrawl is None and r.budget is None and r.scorer is None for r in rows)
     # at the end of cycle 2 every page was just fetched: the three are current
-    assert rows[1].fresh_pages == 3 and rows[1].freshness == pytest.approx(1.0)
+    assert rows[1].known_pages == 3 and rows[1].freshness == pytest.approx(1.0)
     # from cycle 3 on /2 is gone (404): two known pages, the estimate over them
-    assert [r.fresh_pages for r in rows[2:]] == [2, 2]
+    assert [r.known_pages for r in rows[2:]] == [2, 2]
     for r in rows[2:]:
         assert r.freshness_low <= r.freshness <= r.freshness_high
         assert r.freshness == pytest.approx(1.0)  # both fetched in the cycle itself

@@ -42,7 +42,7 @@ class CycleRow:
     freshness: float | None  # estimated share of the known pages current at the cycle's end
     freshness_low: float | None  # its 90% interval (scoring/freshness.py)
     freshness_high: float | None
-    fresh_pages: int  # pages the estimate is over (fetched at least once, not gone)
+    known_pages: int  # pages the estimate is over (fetched at least once, not gone)
     scorer: str | None
     cutoff: float | None
     seconds: float | None
@@ -164,7 +164,7 @@ def _row(
         freshness=_known(est.share) if est else None,
         freshness_low=_known(est.low) if est else None,
         freshness_high=_known(est.high) if est else None,
-        fresh_pages=est.pages if est else 0,
+        known_pages=est.pages if est else 0,
         scorer=plan.scorer if plan else None,
         cutoff=plan.cutoff if plan else None,
         seconds=seconds,
