@@ -118,23 +118,27 @@ def change_rate_by_day(changes_doc: dict, served_doc: dict) -> dict[int, tuple[i
     return out
 
 
-def freshness_by_day(changes_doc: dict, served_doc: dict, days: list[int]) -> dict[int, float]:
-    """Day -> share of truth pages whose last served copy is current at the end of the day."""
+def _held_by_day(changes_doc: dict, served_doc: dict, days: list[int]):
+    """For each of ``days`` in order: ``(day, fresh, held)``: how many truth pages fetched
+    up to the end of the day hold their current version, and how many were fetched."""
     truth = change_days(changes_doc)
-    if not truth:
-        return {d: 0.0 for d in days}
     fetches = sorted(truth_fetches(changes_doc, served_doc), key=lambda f: f[1])
     held: dict[str, int] = {}
-    out: dict[int, float] = {}
     k = 0
     for d in sorted(days):
         while k < len(fetches) and fetches[k][1] <= d:
             path, _, version = fetches[k]
             held[path] = version
             k += 1
-        fresh = sum(1 for p, v in held.items() if v == version_at(truth[p], d))
-        out[d] = fresh / len(truth)
-    return out
+        yield d, sum(1 for p, v in held.items() if v == version_at(truth[p], d)), len(held)
+
+
+def freshness_by_day(changes_doc: dict, served_doc: dict, days: list[int]) -> dict[int, float]:
+    """Day -> share of truth pages whose last served copy is current at the end of the day."""
+    pages = len(change_days(changes_doc))
+    if not pages:
+        return {d: 0.0 for d in days}
+    return {d: fresh / pages for d, fresh, _ in _held_by_day(changes_doc, served_doc, days)}
 
 
 def known_freshness_by_day(
@@ -145,19 +149,10 @@ def known_freshness_by_day(
     fetched at least once up to that day (``pages``), the share whose last served copy
     is current. (Truth pages are the live ones: the 404, 500 and 301 pages are left
     out of the truth, :func:`change_days`.) ``(nan, 0)`` before any fetch."""
-    truth = change_days(changes_doc)
-    fetches = sorted(truth_fetches(changes_doc, served_doc), key=lambda f: f[1])
-    held: dict[str, int] = {}
-    out: dict[int, tuple[float, int]] = {}
-    k = 0
-    for d in sorted(days):
-        while k < len(fetches) and fetches[k][1] <= d:
-            path, _, version = fetches[k]
-            held[path] = version
-            k += 1
-        fresh = sum(1 for p, v in held.items() if v == version_at(truth[p], d))
-        out[d] = (fresh / len(held) if held else float("nan"), len(held))
-    return out
+    return {
+        d: (fresh / held if held else float("nan"), held)
+        for d, fresh, held in _held_by_day(changes_doc, served_doc, days)
+    }
 
 
 def score(
