@@ -237,6 +237,8 @@ class BoilerplateModel:
         #: for one at most once per cycle)
         self._asked_cycle: dict[str, int] = {}
         self.dirty: set[str] = set()
+        #: per host, the union its unpaired sections use (ignore_for), until a pair lands
+        self._host_union: dict[str, Ignore] = {}
 
     # -- what a comparison uses -------------------------------------------------
 
@@ -247,13 +249,18 @@ class BoilerplateModel:
         stats = self.sections.get(section)
         if stats is not None and stats.pairs:
             return stats.ignore()
-        parts = [s.ignore() for s in self.sections.values() if _host_of(s.section) == host]
-        if not parts:
-            return _NOTHING
-        return Ignore(
-            np.unique(np.concatenate([p.text for p in parts])),
-            np.unique(np.concatenate([p.attrs for p in parts])),
-        )
+        union = self._host_union.get(host)
+        if union is None:  # once per host until a pair changes what is learned
+            parts = [s.ignore() for s in self.sections.values() if _host_of(s.section) == host]
+            union = self._host_union[host] = (
+                Ignore(
+                    np.unique(np.concatenate([p.text for p in parts])),
+                    np.unique(np.concatenate([p.attrs for p in parts])),
+                )
+                if parts
+                else _NOTHING
+            )
+        return union
 
     # -- when to fetch a page twice ---------------------------------------------
 
@@ -300,6 +307,7 @@ class BoilerplateModel:
         stats = self.sections.setdefault(section, SectionStats(section))
         stats.add(*touched(first, second))
         self.dirty.add(section)
+        self._host_union.clear()
         return stats
 
     def pair_failed(self, url: str) -> None:
@@ -333,6 +341,7 @@ class BoilerplateModel:
                 problems.append(f"boilerplate record {key}: {exc}")
                 continue
             self.sections[stats.section] = stats
+        self._host_union.clear()
         return problems
 
     def __iter__(self) -> Iterator[SectionStats]:
