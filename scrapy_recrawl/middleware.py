@@ -54,16 +54,9 @@ from .core.meta import (
     FLAG_NEW,
     FLAG_NOT_MODIFIED,
     FLAG_UNCHANGED,
-    META_CHANGEFREQ,
     META_CYCLE,
-    META_ID,
-    META_IMPORTANCE,
     META_KIND,
-    META_LASTMOD,
-    META_PAIR,
-    META_RANK,
     META_RESULT,
-    META_SCORE,
 )
 from .core.plugins import BagKeeper
 from .cycle_summary import CycleTally, tally_for_crawler
@@ -79,12 +72,13 @@ from .history import (
     store_for_crawler,
 )
 from .history.state import fold_failure, gone_status
-from .hubs import META_HUB_PAGE, META_VIA, hubs_for_crawler
+from .hubs import META_HUB_PAGE, hubs_for_crawler
 from .plugins import plugins_for_crawler, scorer_for_crawler
 from .scope import not_a_page, off_reason, warn_http_cache
 from .settings import RecrawlSettingError, get
 from .skip import skip_mode, unchanged
 from .startup import check_settings, enabled, startup_failure, watch_failed_close
+from .stored_request import VOLATILE_META, StoredRequests
 
 logger = logging.getLogger(__name__)
 
@@ -97,33 +91,7 @@ _META_SENT = "_recrawl_sent"
 #: meta key of the one re-fetch, without validators, after a 304 with no stored copy
 _META_REFETCH = "_recrawl_refetch"
 #: meta keys set while downloading: not part of the request to re-issue later
-_VOLATILE_META = {
-    META_PAIR,
-    META_RESULT,
-    META_CYCLE,
-    META_RANK,
-    META_ID,
-    META_SCORE,
-    META_KIND,
-    _META_CONDITIONAL,
-    _META_SENT,
-    _META_REFETCH,
-    META_HUB_PAGE,
-    META_VIA,
-    "download_slot",
-    "download_latency",
-    "retry_times",
-    "redirect_times",
-    "redirect_ttl",
-    "redirect_urls",
-    "redirect_reasons",
-    "_slot",
-    # what the spider told the evidence plug-in this time (core/meta.py): a recrawl
-    # rebuilt from the stored request must not repeat it
-    META_IMPORTANCE,
-    META_LASTMOD,
-    META_CHANGEFREQ,
-}
+_VOLATILE_META = VOLATILE_META | {_META_CONDITIONAL, _META_SENT, _META_REFETCH}
 # Headers of a stored body that would lie about it when it is handed out again.
 _DROPPED_HEADERS = {"content-length", "content-encoding", "transfer-encoding", "set-cookie"}
 _NOT_OBSERVED = ChangeResult(False, 0, 0, 0, 0, 0)
@@ -170,6 +138,7 @@ class RecrawlMiddleware:
         )
         self._flusher: task.LoopingCall | None = None
         self._unpicklable_warned = False
+        self.stored_requests = StoredRequests.from_settings(settings)
         self.bags: BagKeeper | None = None
         self.tally: CycleTally | None = None
         self.pairs: PairFetcher | None = None
@@ -612,7 +581,8 @@ class RecrawlMiddleware:
         return resigned
 
     def _request_dict(self, request: Request) -> dict[str, Any] | None:
-        """The request as Request.to_dict() gives it, less what only this download set."""
+        """The request to re-issue later: as the spider made it, before the downloader
+        middlewares (stored_request.py), with the callbacks' names."""
         spider = getattr(self.crawler, "spider", None)
         try:
             d = self._to_dict(request, spider)
@@ -626,7 +596,7 @@ class RecrawlMiddleware:
                     exc,
                 )
             return {"url": request.url, "method": request.method}
-        d["meta"] = {k: v for k, v in request.meta.items() if k not in _VOLATILE_META}
+        d = self.stored_requests.stored(d, request, downloaded=True, volatile=_VOLATILE_META)
         if request.meta.get(_META_CONDITIONAL):
             d["headers"] = {
                 k: v

@@ -77,6 +77,7 @@ from .scope import not_a_page, off_reason
 from .settings import RecrawlSettingError
 from .settings import get as get_setting
 from .startup import check_settings, enabled, startup_failure, watch_failed_close
+from .stored_request import StoredRequests
 
 logger = logging.getLogger(__name__)
 
@@ -149,6 +150,8 @@ class RecrawlScheduler(Scheduler):
         self.off = off_reason(crawler)
         if self.off is not None:
             return
+        # what of a request is kept for its recrawls: as it leaves here (stored_request.py)
+        self.stored_requests = StoredRequests.from_settings(crawler.settings)
         # the frontier reads its own settings now (a shared one reaches its server)
         try:
             self.frontier: CycleFrontier = load_object(self.frontier_class)(self)
@@ -288,8 +291,14 @@ class RecrawlScheduler(Scheduler):
                 request.meta[META_CYCLE] = self.frontier.cycle
                 request.meta[META_KIND] = KIND_NEW
                 self.inc_stat("recrawl/fetched_new")
-            return request
-        return self.frontier.next_request()
+            break
+        else:
+            request = self.frontier.next_request()
+        if request is not None:
+            # the request as the spider made it, before the downloader middlewares:
+            # what its recrawls are rebuilt from (stored_request.py)
+            self.stored_requests.mark(request)
+        return request
 
     # -- what the frontier uses of the scheduler (frontier/base.py: SchedulerHost) --
 

@@ -38,6 +38,9 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_CONDITIONAL_GET": True,
     "RECRAWL_SKIP_UNCHANGED": False,  # or "items" / "all": what an unchanged page gives the spider
     "RECRAWL_MAX_FAILURES": 3,  # consecutive failed cycles before a URL is gone (0: never)
+    # never kept in a stored request, beside the built-in credentials (history/request_scrub.py)
+    "RECRAWL_UNSTORED_HEADERS": [],
+    "RECRAWL_UNSTORED_META": [],
     # scheduler
     "RECRAWL_BUDGET": "5%",  # pages per cycle (int) or a share of the known URLs ("5%")
     "RECRAWL_NEW_SHARE": 0.2,
@@ -248,6 +251,8 @@ KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "RECRAWL_CONDITIONAL_GET": (_bool, "True or False"),
     "RECRAWL_SKIP_UNCHANGED": (_skip, "False, 'items' or 'all'"),
     "RECRAWL_MAX_FAILURES": (_int, "an integer"),
+    "RECRAWL_UNSTORED_HEADERS": (_list, "a list of header names"),
+    "RECRAWL_UNSTORED_META": (_list, "a list of Request.meta keys"),
     # read by core.budget.parse_budget(), the one budget rule, strings included
     "RECRAWL_BUDGET": (_text, "pages (an int) or a share such as '5%'"),
     "RECRAWL_NEW_SHARE": (_number, "a number"),

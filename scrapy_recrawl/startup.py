@@ -96,6 +96,7 @@ def _check(settings: Any) -> None:
     from .plugins import check_plugins
     from .scoring import Scorer
     from .skip import skip_mode
+    from .stored_request import StoredRequests
 
     for name in DEFAULTS:
         get(settings, name)  # each string of the kind it should be (settings.KINDS)
@@ -105,6 +106,7 @@ def _check(settings: Any) -> None:
     get(settings, "RECRAWL_CONDITIONAL_GET", bool)
     on_store_loss(settings)
     skip_mode(settings)
+    StoredRequests.from_settings(settings)
 
 
 def _names(settings: Any) -> list[str]:

@@ -20,9 +20,12 @@ from scrapy_recrawl.estimate.probes import ProbeStore
 from scrapy_recrawl.history import SCHEMA_VERSION, HistoryStoreError, SqliteHistoryStore, Visit
 from scrapy_recrawl.history.ownership import claim_store
 from scrapy_recrawl.history.redis import RedisHistoryStore
+from scrapy_recrawl.history.request_scrub import scrub_previous
 
 from .fixtures.redis_typed import load_typed
 from .fixtures.v3_requests import request as _v3_request
+from .fixtures.v5_requests import SECRETS as V5_SECRETS
+from .fixtures.v5_requests import spider_part as v5_spider_part
 from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -66,7 +69,7 @@ def test_a_version_1_sqlite_store_upgrades(tmp_path):
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     version = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
     db.close()
-    assert int(version) == SCHEMA_VERSION == 5
+    assert int(version) == SCHEMA_VERSION == 6
     assert not tables & {"content_bags", "basket_probes", "basket_model"}
 
 
@@ -95,7 +98,7 @@ def test_a_version_1_redis_store_upgrades(redis_db):  # noqa: F811
     assert client.hget("recrawl:meta", "schema_version") == b"1"
     with RedisHistoryStore(redis_db.url) as store:
         _check_history(store)
-    assert client.hget("{recrawl}:meta", "schema_version") == b"5"
+    assert client.hget("{recrawl}:meta", "schema_version") == b"6"
     assert not client.exists("recrawl:bags", "recrawl:dists")
     client.close()
 
@@ -136,7 +139,7 @@ def test_a_version_2_sqlite_store_upgrades_and_is_adopted_by_its_first_spider(tm
     adopted = [r.getMessage() for r in caplog.records if "adopts" in r.getMessage()]
     assert len(adopted) == 1 and "'news'" in adopted[0] and str(path) in adopted[0]
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("5",)
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("6",)
     db.close()
     caplog.clear()
     with SqliteHistoryStore(path) as store:
@@ -163,7 +166,7 @@ def test_a_version_2_redis_store_upgrades_and_is_adopted(redis_db, caplog):  # n
         assert store.owner() == "news"
         with pytest.raises(HistoryStoreError, match="key prefix 'recrawl'.*'news', not 'blog'"):
             claim_store(store, "blog", {})
-    assert client.hget("{recrawl}:meta", "schema_version") == b"5"
+    assert client.hget("{recrawl}:meta", "schema_version") == b"6"
     assert client.hget("{recrawl}:meta", "spider") == b"news"
     assert any("adopts" in r.getMessage() for r in caplog.records)
     client.close()
@@ -200,14 +203,19 @@ def _evil(path) -> bytes:
 def _check_v3(store, caplog) -> None:
     assert len(store) == 3 and store.cycle == 3
     assert store.arrays().columns["n"].tolist() == [2, 2, 2]
-    assert store.requests(np.array([1, 2, 3])) == [_v3_request(u) for u in range(3)]
+    # kept as data by version 4; what the downloader middlewares added (the Accept
+    # header) and the cookies dropped by version 6 (history/request_scrub.py)
+    want = [scrub_previous(_v3_request(u)) for u in range(3)]
+    assert store.requests(np.array([1, 2, 3])) == want
+    assert all("cookies" not in d and b"Accept" not in d["headers"] for d in want)
+    assert want[0]["cb_kwargs"] == {"n": 0} and want[0]["headers"] == {b"X-Page": [b"0"]}
     assert store.owner() == "books"
     assert store.side_get("basket_model", [1]) == [None]
     dropped = [r.getMessage() for r in caplog.records if "basket model" in r.getMessage()]
     assert len(dropped) == 1 and "recrawl-baskets" in dropped[0] and "pickle" in dropped[0]
     assert ProbeStore(store).active()[0].prev_sig == b"sig-prev"
     assert BagStore(store, keep=3, window=3).bags(1) == _expected_bags(1)
-    assert store.pop_frontier(10) == [_v3_request(9)]
+    assert store.pop_frontier(10) == [scrub_previous(_v3_request(9))]
 
 
 def test_a_version_3_sqlite_store_keeps_its_requests_as_data(tmp_path, caplog):
@@ -216,7 +224,7 @@ def test_a_version_3_sqlite_store_keeps_its_requests_as_data(tmp_path, caplog):
     with caplog.at_level("WARNING"), SqliteHistoryStore(path) as store:
         _check_v3(store, caplog)
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("5",)
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("6",)
     blobs = [r[0] for r in db.execute("SELECT request FROM requests")]
     db.close()
     assert blobs and not any(b.startswith(b"\x80") for b in blobs)  # no pickle left
@@ -228,7 +236,7 @@ def test_a_version_3_redis_store_keeps_its_requests_as_data(redis_db, caplog):  
     assert client.hget("books:history:meta", "schema_version") == b"3"
     with caplog.at_level("WARNING"), RedisHistoryStore(redis_db.url, key="books:history") as s:
         _check_v3(s, caplog)
-    assert client.hget("{books:history}:meta", "schema_version") == b"5"
+    assert client.hget("{books:history}:meta", "schema_version") == b"6"
     assert not client.exists("books:history:side:basket_model")
     assert not any(v.startswith(b"\x80") for v in client.hvals("books:history:req"))
     client.close()
@@ -256,7 +264,9 @@ def test_a_pickle_needing_code_is_dropped_by_the_migration_never_run(
     for store in stores:
         caplog.clear()
         with caplog.at_level("WARNING"), store:
-            assert store.requests(np.array([1, 2, 3])) == [_v3_request(0), _v3_request(1), None]
+            assert store.requests(np.array([1, 2, 3])) == [
+                scrub_previous(_v3_request(u)) for u in (0, 1)
+            ] + [None]
             assert store.frontier_size() == 0 and store.pop_frontier(10) == []
             assert store.urls(np.array([3])) == ["http://h/2"]  # the URL stays
         said = [r.getMessage() for r in caplog.records if "needed code" in r.getMessage()]
@@ -286,7 +296,7 @@ def test_a_version_3_sqlite_store_gains_failure_counts_and_keeps_every_row(tmp_p
         assert (rec.failures, rec.last_failure_cycle, rec.n) == (1, 3, 2)
     db = sqlite3.connect(path)
     after = db.execute("SELECT * FROM urls ORDER BY id").fetchall()
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("5",)
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("6",)
     assert db.execute("SELECT * FROM visits ORDER BY id").fetchall()[: len(visits)] == visits
     db.close()
     # every old column as it was (the visit above changed row 1's visits, status, failures)
@@ -320,7 +330,7 @@ def test_a_version_3_redis_store_widens_its_rows_and_keeps_every_value(redis_db)
         assert store.owner() == "books" and len(store.visit_log()["url_id"]) == 9
         rec = store.record(Visit(bytes([2]) * 20, "http://h/2", 2000.0, 0))
         assert (rec.id, rec.failures, rec.last_failure_cycle, rec.n, rec.X) == (3, 1, 3, 2, 1)
-    assert client.hget("{books:history}:meta", "schema_version") == b"5"
+    assert client.hget("{books:history}:meta", "schema_version") == b"6"
     assert client.strlen("{books:history#0}:rows") == 3 * 87
     assert not client.exists("books:history:rows:0")  # the version-4 keys are gone
     with RedisHistoryStore(redis_db.url, key="books:history") as store:  # once only
@@ -405,7 +415,7 @@ def test_a_version_4_redis_store_keeps_every_value(redis_db, tmp_path):  # noqa:
         rec = got.record(Visit(bytes([3]) * 20, "http://h/3", 2000.0, 200))
         assert (rec.id, rec.failures, rec.visits) == (4, 0, 5)  # ids go on where they were
     assert client.keys("books:history:*") == []  # the version-4 keys are gone
-    assert client.hget("{books:history}:meta", "schema_version") == b"5"
+    assert client.hget("{books:history}:meta", "schema_version") == b"6"
 
 
 def test_an_interrupted_migration_to_5_runs_again_and_fences_off_the_old_release(
@@ -434,3 +444,91 @@ def test_an_interrupted_migration_to_5_runs_again_and_fences_off_the_old_release
         assert len(store) == 5 and store.cycle == 4
         assert store.urls(np.arange(1, 6)) == [f"http://h/{u}" for u in range(5)]
         assert len(store.visit_log()["url_id"]) == 20
+
+
+# -- schema version 6: no credential kept at rest -----------------------------------
+
+
+def _v5_ids(store) -> list[int]:
+    # a Redis store's ids are spread over its shards
+    return [store.get(bytes([u]) * 20, signature=False).id for u in range(4)]
+
+
+def _secrets_in(data: bytes) -> list[bytes]:
+    return [s for s in V5_SECRETS if s in data]
+
+
+def _check_v5(store) -> None:
+    """What version 6 keeps of the requests version 5 stored (tests/fixtures/v5_requests):
+    the spider's own header and meta, never a credential, cookie, User-Agent, timeout
+    or proxy of the crawl that stored it."""
+    assert len(store) == 4 and store.cycle == 3 and store.owner() == "books"
+    assert store.requests(_v5_ids(store)) == [v5_spider_part(u) for u in range(4)]
+    assert store.arrays().columns["n"].tolist() == [2, 2, 2, 2]  # the history kept
+    assert store.pop_frontier(5) == [v5_spider_part(8), v5_spider_part(9)]
+
+
+def test_a_version_5_sqlite_store_is_scrubbed_of_credentials(tmp_path):
+    path = tmp_path / "history.sqlite3"
+    shutil.copy(FIXTURES / "store_v5.sqlite3", path)
+    path.chmod(0o644)  # as the previous release created it
+    assert _secrets_in(path.read_bytes()) == list(V5_SECRETS)  # the fixture holds them all
+    with SqliteHistoryStore(path) as store:
+        _check_v5(store)
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("6",)
+    db.close()
+    for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}.lock")):
+        if name.exists():  # free pages and the WAL included: the file was rebuilt
+            assert _secrets_in(name.read_bytes()) == [], name
+            assert name.stat().st_mode & 0o077 == 0, name  # its owner's only now
+
+
+def test_a_version_5_sqlite_store_read_by_an_offline_command_is_scrubbed_in_memory(tmp_path):
+    path = tmp_path / "history.sqlite3"
+    shutil.copy(FIXTURES / "store_v5.sqlite3", path)
+    with SqliteHistoryStore(path, read_only=True) as store:
+        assert store.requests(np.arange(1, 5)) == [v5_spider_part(u) for u in range(4)]
+    assert store.file_schema_version == 5  # the file left as it was, for the next crawl
+
+
+def test_a_version_5_redis_store_is_scrubbed_of_credentials(redis_db):  # noqa: F811
+    client = redis_db.client()
+    load_typed(client, FIXTURES / "store_v5.redis.json")
+    before = b"".join(_values(client))
+    # the shape dictionary, the inline and big blobs, earlier visits' blobs, the frontier
+    assert _secrets_in(before) == list(V5_SECRETS)
+    assert client.hget("{books:history}:meta", "schema_version") == b"5"
+    with RedisHistoryStore(redis_db.url, key="books:history") as store:
+        _check_v5(store)
+        assert store.unreadable_values == 0
+        # the store goes on: a visit appends to the rewritten blobs
+        store.record(Visit(bytes([1]) * 20, "http://h/1", 2000.0, 200, request=v5_spider_part(1)))
+        store.flush()
+        assert store.requests(_v5_ids(store)[1:2]) == [v5_spider_part(1)]
+    assert client.hget("{books:history}:meta", "schema_version") == b"6"
+    assert _secrets_in(b"".join(_values(client))) == []
+    with RedisHistoryStore(redis_db.url, key="books:history") as again:  # opened again: as is
+        assert again.requests(_v5_ids(again)) == [v5_spider_part(u) for u in range(4)]
+    client.close()
+
+
+def _values(client) -> list[bytes]:
+    """Every key name and value of the Redis, whatever its type."""
+    out = []
+    for key in client.keys("*"):
+        out.append(key)
+        kind = client.type(key)
+        if kind == b"string":
+            out.append(client.get(key))
+        elif kind == b"hash":
+            out += [b for kv in client.hgetall(key).items() for b in kv]
+        elif kind == b"zset":
+            out += [m for m, _ in client.zrange(key, 0, -1, withscores=True)]
+        elif kind == b"list":
+            out += client.lrange(key, 0, -1)
+        elif kind == b"stream":
+            out += [b for _, e in client.xrange(key) for kv in e.items() for b in kv]
+        else:
+            raise AssertionError(f"{key!r}: a {kind!r}")
+    return out

@@ -34,6 +34,8 @@ FROM_THE_COMMAND_LINE = {
     "RECRAWL_CONDITIONAL_GET": ("False", False),
     "RECRAWL_SKIP_UNCHANGED": ("items", "items"),
     "RECRAWL_MAX_FAILURES": ("5", 5),
+    "RECRAWL_UNSTORED_HEADERS": ("X-Api-Key,X-Session", ["X-Api-Key", "X-Session"]),
+    "RECRAWL_UNSTORED_META": ("api_token", ["api_token"]),
     "RECRAWL_BUDGET": ("5%", Share(0.05)),  # read by parse_budget (core/budget.py)
     "RECRAWL_NEW_SHARE": ("0.3", 0.3),
     "RECRAWL_NEW_SHARE_MAX": ("0.6", 0.6),

@@ -42,6 +42,7 @@ from ..core.cycle import (
 from ..core.meta import KIND_MONITOR, KIND_NEW, KIND_RECRAWL, META_CYCLE, META_ID, META_KIND
 from ..history import HistoryStore, HistoryStoreError
 from ..scope import not_a_page
+from ..stored_request import StoredRequests
 
 logger = logging.getLogger("scrapy_recrawl.scheduler")
 
@@ -56,6 +57,7 @@ class SchedulerHost(Protocol):
     mqs: Any  # Scrapy's memory queue
     dqdir: str | None  # JOBDIR's request folder
     prober: Any  # the probe source (loop-time baskets), or None
+    stored_requests: StoredRequests  # what of a request is kept for its recrawls
     #: the clock of continuous mode's periods (Twisted's IReactorTime: ``seconds()``,
     #: ``callLater()``): the reactor, or a test's ``twisted.internet.task.Clock``
     clock: Any
@@ -323,6 +325,9 @@ class CycleFrontier(ABC):
             except ValueError:
                 host.inc_stat("recrawl/frontier_unserializable")
                 continue
+            # as the spider made it (never downloaded, or a redirect's or a retry's copy:
+            # the note of the request it came from): stored_request.py
+            d = host.stored_requests.stored(d, request, downloaded=False)
             items.append((host.fingerprinter.fingerprint(request), d, request.priority))
         if not items:
             return 0

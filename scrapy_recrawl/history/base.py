@@ -23,7 +23,10 @@ import numpy as np
 #: (``failures``, ``last_failure_cycle``).
 #: 5: the Redis store's compact, sharded encoding (history/redis_schema.py); SQLite
 #: unchanged.
-SCHEMA_VERSION = 5
+#: 6: no credential kept at rest: stored requests (each URL's, the frontier's, the Redis
+#: request shapes) scrubbed of credentials, cookies and what Scrapy's downloader
+#: middlewares added (history/request_scrub.py); SQLite files owner-only.
+SCHEMA_VERSION = 6
 
 
 class HistoryStoreError(RuntimeError):

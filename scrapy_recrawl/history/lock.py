@@ -82,7 +82,7 @@ class StoreLock:
         if self._fd is not None or fcntl is None or self._private:
             return
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)  # owner only, as the store
         except OSError as exc:
             raise HistoryStoreError(
                 f"cannot lock the history store {self.location} (RECRAWL_STORE): cannot "

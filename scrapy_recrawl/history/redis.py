@@ -470,6 +470,12 @@ class RedisHistoryStore:
                 from .redis_bulk import migrate_4_to_5
 
                 self._call("migrate", lambda c: migrate_4_to_5(c, self.key, self.location))
+            elif step == 5:
+                from .redis_scrub import migrate_5_to_6
+
+                shards = int(self._call("read", lambda c: c.hget(self._k("meta"), "shards")) or 1)
+                layout = Layout(self.key, shards)
+                self._call("migrate", lambda c, lay=layout: migrate_5_to_6(c, lay, self.location))
 
     def _migrate_3_to_4(self, client: Any) -> None:
         """Version 4, every part of it in one MULTI/EXEC, under WATCH: a process of the

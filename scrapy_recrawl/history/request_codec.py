@@ -2,7 +2,8 @@
 
 Every stored request -- each URL's request in a history store (the recrawl is
 rebuilt from it), the store's frontier, the Redis scheduler's queues -- goes
-through this one codec. A store others can write (Redis) must never be a place
+through this one codec; what a store keeps (:func:`encode_stored`) is scrubbed of
+credentials first (:mod:`.request_scrub`). A store others can write (Redis) must never be a place
 to run code from (CWE-502): a pickle read back from it runs whatever it names.
 
 The bytes are **MessagePack**: it tells bytes from str natively (headers, bodies
@@ -24,6 +25,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgpack
+
+from .request_scrub import scrub_previous, scrub_request
 
 #: Keys of ``Request.to_dict()`` (Scrapy's ``Request.attributes`` plus the callbacks'
 #: names and ``_class``); a subclass named by ``_class`` may add its own attributes.
@@ -99,11 +102,13 @@ _encode_warned = False
 
 
 def encode_stored(d: Mapping[str, Any]) -> bytes | None:
-    """:func:`encode_request`, or None (the caller keeps what it had) when the request
-    is not plain data; said once per process, as it is usually every request of a kind."""
+    """:func:`encode_request` of the request scrubbed of what is never kept at rest
+    (:func:`~.request_scrub.scrub_request`: credentials, cookies), or None (the caller
+    keeps what it had) when the request is not plain data; said once per process, as
+    it is usually every request of a kind."""
     global _encode_warned
     try:
-        return encode_request(d)
+        return encode_request(scrub_request(d))
     except RequestCodecError as exc:
         if not _encode_warned:
             _encode_warned = True
@@ -114,6 +119,16 @@ def encode_stored(d: Mapping[str, Any]) -> bytes | None:
                 d.get("url"),
                 exc,
             )
+        return None
+
+
+def scrubbed_previous(data: bytes) -> bytes | None:
+    """The bytes of a request an earlier release stored, scrubbed as this release stores
+    one (:func:`~.request_scrub.scrub_previous`; the migration to schema version 6);
+    None: not a stored request (left as it is: skipped when read, never run)."""
+    try:
+        return encode_request(scrub_previous(decode_request(data)))
+    except RequestCodecError:
         return None
 
 

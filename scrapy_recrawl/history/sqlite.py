@@ -17,6 +17,7 @@ bodies live in side tables keyed by the URL id.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import math
@@ -43,7 +44,14 @@ from .lock import StoreLock
 from .records import check_table, pack_list, unpack_list, window_from_log
 from .request_codec import decode_stored, encode_stored
 from .sqlite_readonly import connect_read_only
-from .sqlite_schema import MIGRATIONS, OWNER_SQL, SCHEMA, NotAStore, schema_version
+from .sqlite_schema import (
+    MIGRATIONS,
+    OWNER_SQL,
+    SCHEMA,
+    SCRUBBED_VERSION,
+    NotAStore,
+    schema_version,
+)
 from .state import fold_visit, good_status
 
 # Column order of the urls table as UrlRecord fields (row <-> record).
@@ -103,6 +111,16 @@ def _no_gc() -> Iterator[None]:
 
 def _nan_to_none(x: float) -> float | None:
     return None if x is None or math.isnan(x) else x
+
+
+def _create_owner_only(path: str) -> None:
+    """Create the store file, empty, readable and writable by its owner only (it holds
+    the crawl's requests and pages), unless it exists; SQLite gives its WAL and
+    shared-memory files the same mode."""
+    if path == ":memory:" or path.startswith("file:"):
+        return
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 class SqliteHistoryStore:
@@ -165,6 +183,7 @@ class SqliteHistoryStore:
         self._lock.acquire()  # before anything is read or written: one writer per store
         db: sqlite3.Connection | None = None
         try:
+            _create_owner_only(self.path)
             db = sqlite3.connect(self.path, isolation_level=None)
             db.execute("PRAGMA busy_timeout=10000")
             # what the file is, before anything is written to it (its journal mode included)
@@ -197,6 +216,11 @@ class SqliteHistoryStore:
                     except BaseException:
                         db.execute("ROLLBACK")  # the store stays as it was, at version v
                         raise
+                if version < SCRUBBED_VERSION <= SCHEMA_VERSION:
+                    # the scrubbed requests' old bytes linger in free pages and the WAL
+                    # until rewritten: rebuild the file once, and empty the WAL
+                    db.execute("VACUUM")
+                    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._load_counters(db)
         except NotAStore as exc:
             if db is not None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from .legacy_pickle import BASKET_MODEL_TABLE, MODEL_DROPPED, REQUESTS_DROPPED, reencode_request
 from .records import pack_record
+from .request_codec import scrubbed_previous
 
 logger = logging.getLogger("scrapy_recrawl.history")
 
@@ -189,12 +190,49 @@ def _migrate_4_to_5(db: sqlite3.Connection) -> None:
     the one sequence."""
 
 
+def _migrate_5_to_6(db: sqlite3.Connection) -> None:
+    """Version 6: no credential kept at rest, and a stored request is the request as the
+    spider made it (stored_request.py). Each stored request (``requests``, ``frontier``)
+    of an earlier release, the request after the downloader middlewares, loses the
+    credentials, cookies and what those middlewares add to every request
+    (:func:`~.request_codec.scrubbed_previous`); and the store's files, made readable by
+    all by earlier releases, become its owner's only (:func:`owner_only`)."""
+    for table, key in (("requests", "url_id"), ("frontier", "fingerprint")):
+        rows = db.execute(f"SELECT {key}, request FROM {table}").fetchall()  # noqa: S608
+        changed = []
+        for k, blob in rows:
+            new = scrubbed_previous(blob)
+            if new is not None and new != blob:
+                changed.append((new, k))
+        db.executemany(f"UPDATE {table} SET request = ? WHERE {key} = ?", changed)  # noqa: S608
+    path = db.execute("PRAGMA database_list").fetchone()[2]
+    if path:
+        owner_only(path)
+
+
+def owner_only(path: str) -> None:
+    """Make the store file at ``path`` and its companions (WAL, shared memory, lock)
+    readable and writable by their owner only, when others could read them."""
+    for name in (path, path + "-wal", path + "-shm", path + ".lock"):
+        try:
+            mode = os.stat(name).st_mode
+            if mode & 0o077:
+                os.chmod(name, mode & 0o700)
+        except OSError:
+            continue  # absent, or not ours to change: the crawl goes on
+
+
+#: The version whose migration scrubbed credentials from stored requests: a store
+#: upgraded past it is rebuilt once (VACUUM), so no old bytes stay in free pages.
+SCRUBBED_VERSION = 6
+
 # Migrations from schema version v to v + 1, each run in one transaction.
 MIGRATIONS: dict[int, Any] = {
     1: _migrate_1_to_2,
     2: _migrate_2_to_3,
     3: _migrate_3_to_4,
     4: _migrate_4_to_5,
+    5: _migrate_5_to_6,
 }
 
 

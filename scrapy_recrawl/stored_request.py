@@ -1,0 +1,143 @@
+"""The request a recrawl is rebuilt from: the request as the spider made it.
+
+A URL's stored request is re-issued by every later recrawl of it. Scrapy's downloader
+middlewares fill headers and meta on each request that goes out (User-Agent, default
+headers, cookies, Basic auth, proxy, timeout), and only when they are absent: a
+stored copy of the request *after* them would replay yesterday's values and win over
+today's settings, and keep credentials at rest. So, as Scrapy's JOBDIR queues and
+scrapy-redis keep a request as it was enqueued, the stored request is the one the
+scheduler handed out, before any downloader middleware: :meth:`StoredRequests.mark`
+notes, as the request leaves the scheduler, the headers and meta keys it has then
+(``meta[META_AS_MADE]``; a redirect's or a retry's copy of the request carries the
+note on), and :meth:`StoredRequests.stored` keeps only those when the visit is
+recorded. A recrawl then goes through the middlewares as a new request does, with
+the settings of its own crawl.
+
+What is never stored whatever the spider set (credentials, cookies) is dropped by
+:func:`~scrapy_recrawl.history.request_scrub.scrub_request`, with the names
+``RECRAWL_UNSTORED_HEADERS`` and ``RECRAWL_UNSTORED_META`` add.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from scrapy import Request
+
+from .core.meta import (
+    META_CHANGEFREQ,
+    META_CYCLE,
+    META_ID,
+    META_IMPORTANCE,
+    META_KIND,
+    META_LASTMOD,
+    META_PAIR,
+    META_RANK,
+    META_RESULT,
+    META_SCORE,
+)
+from .history.request_scrub import scrub_previous, scrub_request
+from .hubs import META_HUB_PAGE, META_VIA
+from .settings import get
+
+#: meta key: what the request held as it left the scheduler (:meth:`StoredRequests.mark`)
+META_AS_MADE = "_recrawl_as_made"
+
+#: meta keys set for one download (by this package, or Scrapy's downloader): never part
+#: of the request a later cycle re-issues
+VOLATILE_META = frozenset(
+    {
+        META_AS_MADE,
+        META_PAIR,
+        META_RESULT,
+        META_CYCLE,
+        META_RANK,
+        META_ID,
+        META_SCORE,
+        META_KIND,
+        META_HUB_PAGE,
+        META_VIA,
+        "download_slot",
+        "download_latency",
+        "retry_times",
+        "redirect_times",
+        "redirect_ttl",
+        "redirect_urls",
+        "redirect_reasons",
+        "_slot",
+        # what the spider told the evidence plug-in this time (core/meta.py): a recrawl
+        # rebuilt from the stored request must not repeat it
+        META_IMPORTANCE,
+        META_LASTMOD,
+        META_CHANGEFREQ,
+    }
+)
+
+
+class StoredRequests:
+    """What of a request is stored for later recrawls (module docstring); one per
+    component that stores requests, built from the crawl's settings."""
+
+    def __init__(self, headers: Collection[str] = (), meta: Collection[str] = ()) -> None:
+        #: names added to the built-in lists of what is never stored
+        self.headers = frozenset(h.lower() for h in headers)
+        self.meta = frozenset(meta)
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> StoredRequests:
+        def names(setting: str, what: str) -> list[str]:
+            return list(
+                get(
+                    settings,
+                    setting,
+                    (list, tuple),
+                    lambda v: all(isinstance(x, str) and x for x in v),
+                    f"a list of {what}",
+                )
+            )
+
+        return cls(
+            names("RECRAWL_UNSTORED_HEADERS", "header names"),
+            names("RECRAWL_UNSTORED_META", "Request.meta keys"),
+        )
+
+    def mark(self, request: Request) -> None:
+        """Note what ``request`` holds as the scheduler hands it out, before any
+        downloader middleware; a request already noted (a redirect's or a retry's
+        copy) keeps the note of the request the spider made."""
+        if META_AS_MADE in request.meta:
+            return
+        headers = scrub_request({"headers": dict(request.headers)}, self.headers)["headers"]
+        request.meta[META_AS_MADE] = {
+            "headers": {bytes(k): [bytes(v) for v in vs] for k, vs in headers.items()},
+            "meta": sorted(k for k in request.meta if isinstance(k, str)),
+        }
+
+    def stored(
+        self,
+        d: Mapping[str, Any],
+        request: Request,
+        *,
+        downloaded: bool,
+        volatile: Collection[str] = VOLATILE_META,
+    ) -> dict[str, Any]:
+        """``d`` (``request.to_dict()``) as it is stored: the headers and meta keys the
+        request had as it left the scheduler (:meth:`mark`), less ``volatile`` keys
+        and what is never stored. A request with no note either never reached a
+        downloader middleware (``downloaded`` False: a pending request kept for a later
+        cycle), and is as the spider made it, or came past the scheduler (a component's
+        own ``engine.download()``): then what Scrapy's middlewares add to every request
+        is dropped too, as from a request an earlier release stored."""
+        out = dict(d)
+        note = request.meta.get(META_AS_MADE)
+        meta = request.meta
+        if isinstance(note, Mapping):
+            out["headers"] = dict(note.get("headers") or {})
+            keys = set(note.get("meta") or ())
+            out["meta"] = {k: v for k, v in meta.items() if k in keys and k not in volatile}
+        else:
+            out["meta"] = {k: v for k, v in meta.items() if k not in volatile}
+            if downloaded:
+                out = scrub_previous(out)
+        return scrub_request(out, self.headers, self.meta)
