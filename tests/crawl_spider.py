@@ -30,6 +30,7 @@ class TestSpider(scrapy.Spider):
                 url,
                 callback=self.parse_page,
                 meta={"tag": "kept"},
+                headers=args.get("headers") or None,
                 dont_filter=bool(args.get("start_dont_filter")),
             )
 
@@ -53,6 +54,7 @@ class TestSpider(scrapy.Spider):
                 "size": len(response.body),
                 "rank": response.meta.get("recrawl_rank"),
                 "cycle": response.meta.get("recrawl_cycle"),
+                "download_timeout": response.meta.get("download_timeout"),
                 "recrawl": None
                 if result is None
                 else {
@@ -63,4 +65,4 @@ class TestSpider(scrapy.Spider):
         )
 
 
-crawl_and_print(TestSpider, args["settings"], items)
+crawl_and_print(TestSpider, args["settings"], items, **args.get("spider_args", {}))

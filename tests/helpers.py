@@ -40,6 +40,8 @@ class LocalSite:
     def __init__(self) -> None:
         self.pages: dict[str, Page] = {}
         self.log: list[dict] = []
+        #: an ``Authorization`` value every request must carry (401 otherwise)
+        self.auth: str | None = None
         site = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -58,8 +60,15 @@ class LocalSite:
                         "if_none_match": inm,
                         "if_modified_since": ims,
                         "time": time.time(),  # when it was asked for (wall clock)
+                        # every header as received, names in lower case
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
                     }
                 )
+                if site.auth is not None and self.headers.get("Authorization") != site.auth:
+                    self._send(
+                        401, {"WWW-Authenticate": 'Basic realm="test"'}, b"authenticate first"
+                    )
+                    return
                 if page is None:
                     self._send(404, {"Content-Type": "text/plain"}, b"not found")
                     return
@@ -116,6 +125,9 @@ def run_crawl(
     follow: bool = False,
     start_dont_filter: bool = False,
     start_after_first_parsed: bool = False,
+    headers: dict[str, str] | None = None,
+    spider_args: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
 ) -> dict:
     """Crawl ``urls`` once with ``settings`` in a fresh process; returns items and stats.
 
@@ -124,6 +136,9 @@ def run_crawl(
     default ``Spider.start()`` makes them from ``start_urls``.
     ``start_after_first_parsed``: the start requests after the first wait until the
     first response was parsed (its links enqueued first).
+    ``headers``: the start requests' own headers; ``spider_args``: the spider's
+    arguments (``scrapy crawl -a``: its attributes); ``env``: environment variables
+    added to the crawl's.
     """
     args = json.dumps(
         {
@@ -132,9 +147,11 @@ def run_crawl(
             "follow": follow,
             "start_dont_filter": start_dont_filter,
             "start_after_first_parsed": start_after_first_parsed,
+            "headers": headers or {},
+            "spider_args": spider_args or {},
         }
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     out = subprocess.run(
         [sys.executable, str(SPIDER_SCRIPT), args],
         capture_output=True,

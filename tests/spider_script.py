@@ -11,9 +11,12 @@ from typing import Any
 from scrapy.crawler import CrawlerProcess
 
 
-def crawl_and_print(spider_cls: type, settings: dict[str, Any], items: list) -> None:
-    """Crawl ``spider_cls`` with the tests' base settings and ``settings`` over them;
-    exit 1 (the traceback on stderr) when the crawler fails to start."""
+def crawl_and_print(
+    spider_cls: type, settings: dict[str, Any], items: list, **spider_args: Any
+) -> None:
+    """Crawl ``spider_cls`` with the tests' base settings and ``settings`` over them
+    (``spider_args``: as ``scrapy crawl -a``); exit 1 (the traceback on stderr) when the
+    crawler fails to start."""
     process = CrawlerProcess(
         {
             "LOG_LEVEL": "WARNING",
@@ -25,7 +28,7 @@ def crawl_and_print(spider_cls: type, settings: dict[str, Any], items: list) -> 
     )
     crawler = process.create_crawler(spider_cls)
     failures: list[str] = []
-    process.crawl(crawler).addErrback(lambda f: failures.append(f.getTraceback()))
+    process.crawl(crawler, **spider_args).addErrback(lambda f: failures.append(f.getTraceback()))
     process.start()
     if failures:  # as `scrapy crawl` does: a crawler that failed to start exits non-zero
         sys.stderr.write("\n".join(failures))

@@ -1,0 +1,153 @@
+"""What of a request is stored for its recrawls (stored_request.py), what never is
+(history/request_scrub.py), and store files readable by their owner only."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+from scrapy import Request
+from scrapy.downloadermiddlewares.redirect import RedirectMiddleware
+from scrapy.http import Response
+from scrapy.utils.test import get_crawler
+
+from scrapy_recrawl.history import SqliteHistoryStore, Visit
+from scrapy_recrawl.history.request_codec import decode_request, encode_stored
+from scrapy_recrawl.history.request_scrub import scrub_request, without_credentials
+from scrapy_recrawl.settings import RecrawlSettingError
+from scrapy_recrawl.startup import check_settings
+from scrapy_recrawl.stored_request import META_AS_MADE, StoredRequests
+
+
+def _d(**kw):
+    return {"url": "http://h/p", "method": "GET", "headers": {}, "meta": {}, **kw}
+
+
+def test_credentials_and_cookies_are_never_stored():
+    d = _d(
+        headers={
+            b"authorization": [b"Bearer t"],  # any case
+            b"Proxy-Authorization": [b"Basic x"],
+            "Cookie": ["a=1"],
+            b"X-Mine": [b"kept"],
+        },
+        cookies={"session": "s"},
+        meta={
+            "http_user": "u",
+            "http_pass": "p",
+            "_auth_proxy": "http://proxy:1",
+            "_scheme_proxy": True,
+            "proxy": "http://user:pw@proxy.example:3128",
+            "tag": "kept",
+        },
+    )
+    out = scrub_request(d)
+    assert out["headers"] == {b"X-Mine": [b"kept"]}
+    assert "cookies" not in out
+    assert out["meta"] == {"proxy": "http://proxy.example:3128", "tag": "kept"}
+    assert d["headers"][b"authorization"] == [b"Bearer t"]  # the caller's dict untouched
+    # the store's codec applies it to whatever it is handed
+    assert decode_request(encode_stored(d)) == out
+
+
+def test_the_lists_are_extended_by_settings():
+    keeper = StoredRequests.from_settings(
+        {"RECRAWL_UNSTORED_HEADERS": "X-Api-Key", "RECRAWL_UNSTORED_META": ["api_token"]}
+    )
+    request = Request("http://h/p", headers={"x-api-key": "k", "X-Mine": "m"})
+    request.meta["api_token"] = "t"
+    keeper.mark(request)
+    d = keeper.stored(request.to_dict(), request, downloaded=True)
+    assert d["headers"] == {b"X-Mine": [b"m"]} and d["meta"] == {}
+    with pytest.raises(RecrawlSettingError, match="RECRAWL_UNSTORED_HEADERS"):
+        check_settings({"RECRAWL_UNSTORED_HEADERS": [1]})
+
+
+@pytest.mark.parametrize(
+    ("url", "clean"),
+    [
+        ("http://u:p@proxy:8080", "http://proxy:8080"),
+        ("https://u@proxy", "https://proxy"),
+        ("u:p@proxy:8080", "proxy:8080"),
+        (b"http://u:p@proxy", b"http://proxy"),
+        ("http://proxy:8080", "http://proxy:8080"),
+        (None, None),
+    ],
+)
+def test_a_proxy_url_loses_its_credentials(url, clean):
+    assert without_credentials(url) == clean
+
+
+def _downloaded(request: Request) -> None:
+    """What Scrapy's downloader middlewares add to a request on its way out."""
+    request.headers.setdefault(b"User-Agent", b"Scrapy/2")
+    request.headers.setdefault(b"Authorization", b"Bearer default-headers")
+    request.headers.setdefault(b"Cookie", b"session=jar")
+    request.headers.setdefault(b"Accept", b"text/html")
+    request.meta.setdefault("download_timeout", 180)
+    request.meta["proxy"] = "http://proxy:1"
+    request.meta["download_slot"] = "h"
+
+
+def test_the_request_is_stored_as_it_left_the_scheduler():
+    keeper = StoredRequests()
+    request = Request(
+        "http://h/p", headers={"X-Mine": "m", "Accept": "application/json"}, meta={"tag": "t"}
+    )
+    request.meta["download_timeout"] = 5  # the spider's own: kept
+    keeper.mark(request)
+    _downloaded(request)
+    d = keeper.stored(request.to_dict(), request, downloaded=True)
+    assert d["headers"] == {b"X-Mine": [b"m"], b"Accept": [b"application/json"]}
+    assert d["meta"] == {"tag": "t", "download_timeout": 5}
+    assert META_AS_MADE not in d["meta"]
+
+
+def test_a_redirect_keeps_the_note_of_the_request_the_spider_made():
+    keeper = StoredRequests()
+    request = Request("http://h/old", headers={"X-Mine": "m"}, meta={"tag": "t"})
+    keeper.mark(request)
+    _downloaded(request)
+    response = Response("http://h/old", status=301, headers={"Location": "/new"})
+    middleware = RedirectMiddleware.from_crawler(get_crawler())
+    redirected = middleware.process_response(request, response)
+    assert isinstance(redirected, Request) and redirected.url == "http://h/new"
+    keeper.mark(redirected)  # leaves the scheduler again: the first note stands
+    _downloaded(redirected)
+    d = keeper.stored(redirected.to_dict(), redirected, downloaded=True)
+    assert d["url"] == "http://h/new"
+    assert d["headers"] == {b"X-Mine": [b"m"]} and d["meta"] == {"tag": "t"}
+
+
+def test_a_request_past_the_scheduler_keeps_only_what_no_middleware_adds():
+    """No note: it came past the scheduler (a component's engine.download()), after the
+    middlewares: what they add to every request is dropped, as from an old store."""
+    request = Request("http://h/p", headers={"X-Mine": "m"}, meta={"tag": "t"})
+    _downloaded(request)
+    d = StoredRequests().stored(request.to_dict(), request, downloaded=True)
+    assert d["headers"] == {b"X-Mine": [b"m"]} and d["meta"] == {"tag": "t"}
+    # never downloaded (a pending request kept for a later cycle): as the spider made it
+    pending = Request("http://h/q", headers={"User-Agent": "Mine/1"}, meta={"proxy": "http://p"})
+    d = StoredRequests().stored(pending.to_dict(), pending, downloaded=False)
+    assert d["headers"] == {b"User-Agent": [b"Mine/1"]} and d["meta"] == {"proxy": "http://p"}
+
+
+def test_store_files_are_created_readable_by_their_owner_only(tmp_path):
+    old = os.umask(0o022)  # the usual umask, which gave 0644 files
+    try:
+        path = tmp_path / "history.sqlite3"
+        with SqliteHistoryStore(path) as store:
+            store.record(Visit(b"f" * 20, "http://h/p", 1.0, 200, request=_d()))
+            store.flush()
+            files = sorted(tmp_path.iterdir())
+            assert {p.name for p in files} >= {
+                "history.sqlite3",
+                "history.sqlite3-wal",
+                "history.sqlite3-shm",
+                "history.sqlite3.lock",
+            }
+            for p in files:
+                assert stat.S_IMODE(p.stat().st_mode) == 0o600, p
+    finally:
+        os.umask(old)
