@@ -152,6 +152,7 @@ class RecrawlScheduler(Scheduler):
             return
         # what of a request is kept for its recrawls: as it leaves here (stored_request.py)
         self.stored_requests = StoredRequests.from_settings(crawler.settings)
+        crawler.signals.connect(self.stored_requests.forget, signal=signals.response_received)
         # the frontier reads its own settings now (a shared one reaches its server)
         try:
             self.frontier: CycleFrontier = load_object(self.frontier_class)(self)

@@ -9,8 +9,8 @@ scrapy-redis keep a request as it was enqueued, the stored request is the one th
 scheduler handed out, before any downloader middleware: :meth:`StoredRequests.mark`
 notes, as the request leaves the scheduler, the headers and meta keys it has then
 (``meta[META_AS_MADE]``; a redirect's or a retry's copy of the request carries the
-note on), and :meth:`StoredRequests.stored` keeps only those when the visit is
-recorded. A recrawl then goes through the middlewares as a new request does, with
+note on, and it is dropped once the response is received), and
+:meth:`StoredRequests.stored` keeps only those when the visit is recorded. A recrawl then goes through the middlewares as a new request does, with
 the settings of its own crawl.
 
 What is never stored whatever the spider set (credentials, cookies) is dropped by
@@ -113,6 +113,13 @@ class StoredRequests:
             "headers": {bytes(k): [bytes(v) for v in vs] for k, vs in headers.items()},
             "meta": sorted(k for k in request.meta if isinstance(k, str)),
         }
+
+    def forget(self, response: Any = None, request: Request | None = None, **kw: Any) -> None:
+        """Drop the note once the response is received (Scrapy's ``response_received``,
+        after every downloader middleware): a spider that builds its next request with
+        ``meta=response.meta`` must not hand it this request's note."""
+        if request is not None:
+            request.meta.pop(META_AS_MADE, None)
 
     def stored(
         self,

@@ -55,6 +55,9 @@ class TestSpider(scrapy.Spider):
                 "rank": response.meta.get("recrawl_rank"),
                 "cycle": response.meta.get("recrawl_cycle"),
                 "download_timeout": response.meta.get("download_timeout"),
+                # stored_request.py's note never reaches the spider (nor a request it
+                # builds with meta=response.meta)
+                "noted": "_recrawl_as_made" in response.meta,
                 "recrawl": None
                 if result is None
                 else {

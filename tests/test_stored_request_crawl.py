@@ -121,6 +121,7 @@ def test_later_cycles_use_the_settings_of_their_own_crawl(backend, tmp_path, req
             assert site.requests_for("/")[0]["headers"]["x-spider"] == "mine"
             assert {i["tag"] for i in result["items"]} == {"kept"}
             assert {i["download_timeout"] for i in result["items"]} == {42}
+            assert not any(i["noted"] for i in result["items"])
     kept = _at_rest(tmp_path, redis_url)
     for secret in (b"OLD-TOKEN-3f9c", b"SERVER-SECRET-77d1", b"OldBot"):
         assert secret not in kept, secret
