@@ -26,6 +26,7 @@ from .fixtures.redis_typed import load_typed
 from .fixtures.v3_requests import request as _v3_request
 from .fixtures.v5_requests import SECRETS as V5_SECRETS
 from .fixtures.v5_requests import spider_part as v5_spider_part
+from .redis_deploy import _deploy_single, redis_deployment  # noqa: F401 -- fixtures
 from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -492,14 +493,15 @@ def test_a_version_5_sqlite_store_read_by_an_offline_command_is_scrubbed_in_memo
     assert store.file_schema_version == 5  # the file left as it was, for the next crawl
 
 
-def test_a_version_5_redis_store_is_scrubbed_of_credentials(redis_db):  # noqa: F811
-    client = redis_db.client()
+def test_a_version_5_redis_store_is_scrubbed_of_credentials(redis_deployment):  # noqa: F811
+    """On one redis-server and on a Redis Cluster (each shard's rewrite is one script on
+    one slot)."""
+    client = redis_deployment.client()
     load_typed(client, FIXTURES / "store_v5.redis.json")
-    before = b"".join(_values(client))
     # the shape dictionary, the inline and big blobs, earlier visits' blobs, the frontier
-    assert _secrets_in(before) == list(V5_SECRETS)
+    assert _secrets_in(b"".join(_values(client))) == list(V5_SECRETS)
     assert client.hget("{books:history}:meta", "schema_version") == b"5"
-    with RedisHistoryStore(redis_db.url, key="books:history") as store:
+    with redis_deployment.store("books:history") as store:
         _check_v5(store)
         assert store.unreadable_values == 0
         # the store goes on: a visit appends to the rewritten blobs
@@ -508,15 +510,47 @@ def test_a_version_5_redis_store_is_scrubbed_of_credentials(redis_db):  # noqa: 
         assert store.requests(_v5_ids(store)[1:2]) == [v5_spider_part(1)]
     assert client.hget("{books:history}:meta", "schema_version") == b"6"
     assert _secrets_in(b"".join(_values(client))) == []
-    with RedisHistoryStore(redis_db.url, key="books:history") as again:  # opened again: as is
+    with redis_deployment.store("books:history") as again:  # opened again: as it is
         assert again.requests(_v5_ids(again)) == [v5_spider_part(u) for u in range(4)]
     client.close()
 
 
+def test_the_migration_to_6_starts_a_shard_again_when_a_writer_appends_meanwhile(
+    redis_db,  # noqa: F811
+    monkeypatch,
+):
+    from scrapy_recrawl.history import redis_scrub
+
+    client = redis_db.client()
+    real, calls, writer = redis_scrub._scrub_blob, [], []
+
+    def counted(data):
+        if writer and not calls:  # an old-release crawler appends meanwhile
+            for key in writer:
+                client.append(key, b"\0appended")
+        calls.append(data)
+        return real(data)
+
+    monkeypatch.setattr(redis_scrub, "_scrub_blob", counted)
+    load_typed(client, FIXTURES / "store_v5.redis.json")
+    with RedisHistoryStore(redis_db.url, key="books:history"):
+        pass
+    alone = len(calls)  # blobs scrubbed when nobody else writes
+    client.flushall()
+    load_typed(client, FIXTURES / "store_v5.redis.json")
+    writer += list(client.scan_iter("{books:history#*}:blobs"))
+    calls.clear()
+    with RedisHistoryStore(redis_db.url, key="books:history") as store:
+        _check_v5(store)
+    assert len(calls) > alone  # a shard read again after the write
+    assert _secrets_in(b"".join(_values(client))) == []
+    client.close()
+
+
 def _values(client) -> list[bytes]:
-    """Every key name and value of the Redis, whatever its type."""
+    """Every key name and value of the Redis, whatever its type (every node's)."""
     out = []
-    for key in client.keys("*"):
+    for key in client.scan_iter("*"):
         out.append(key)
         kind = client.type(key)
         if kind == b"string":

@@ -63,7 +63,7 @@ def _at_rest(tmp_path: Path, redis_url: str | None) -> bytes:
 
     client = redis.Redis.from_url(redis_url)
     out = []
-    for key in client.keys("*"):
+    for key in client.scan_iter("*"):
         out.append(key)
         kind = client.type(key)
         if kind == b"string":
