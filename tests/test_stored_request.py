@@ -19,6 +19,8 @@ from scrapy_recrawl.settings import RecrawlSettingError
 from scrapy_recrawl.startup import check_settings
 from scrapy_recrawl.stored_request import META_AS_MADE, StoredRequests
 
+from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
+
 
 def _d(**kw):
     return {"url": "http://h/p", "method": "GET", "headers": {}, "meta": {}, **kw}
@@ -151,3 +153,29 @@ def test_store_files_are_created_readable_by_their_owner_only(tmp_path):
                 assert stat.S_IMODE(p.stat().st_mode) == 0o600, p
     finally:
         os.umask(old)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_both_stores_scrub_what_they_are_handed(backend, tmp_path, request):
+    """Whoever calls record() or push_frontier() (a plug-in, a third party's code), the
+    store itself never keeps a credential: each URL's request, the frontier's."""
+    from scrapy_recrawl.history.redis import RedisHistoryStore
+
+    if backend == "sqlite":
+        store = SqliteHistoryStore(tmp_path / "history.sqlite3")
+    else:
+        store = RedisHistoryStore(request.getfixturevalue("redis_db").url, key="t")
+    secret = _d(
+        headers={b"Authorization": [b"Bearer s3cret"], b"X-Mine": [b"m"]},
+        cookies={"a": "s3cret"},
+        meta={"proxy": "http://u:s3cret@p:1", "tag": "t"},
+    )
+    with store:
+        rec = store.record(Visit(b"f" * 20, "http://h/p", 1.0, 200, request=secret))
+        store.push_frontier([(b"g" * 20, {**secret, "url": "http://h/q"}, 0)])
+        store.flush()
+        (kept,) = store.requests([rec.id])
+        assert kept["headers"] == {b"X-Mine": [b"m"]} and "cookies" not in kept
+        assert kept["meta"] == {"proxy": "http://p:1", "tag": "t"}
+        (queued,) = store.pop_frontier(1)
+        assert queued["headers"] == {b"X-Mine": [b"m"]} and "s3cret" not in repr(queued)
