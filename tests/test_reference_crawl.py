@@ -237,11 +237,9 @@ def test_the_reports_pin_line_with_learning_off_does_what_was_learned(tmp_path):
 
 #: The products of odd categories send Last-Modified, and they were listed before the
 #: crawl began (example_project/reference/shop.py): their ages at the first fetch give
-#: the prior its slow rates (scoring/freshness.py, "Before the first fetch"). Without
-#: them, the ~180 quiet products observed once over one day left the prior's shape
-#: below 0.05 changes a cycle to the EM's start: MAE 0.065-0.086, always high.
-#: Measured with them (seed 1, only the add-on line, aad+, 15 cycles): MAE over
-#: cycles 3-15 0.026, largest error 0.037 (docs/freshness.md).
+#: the host's distribution of rates its slow part (scoring/freshness.py, "Before the
+#: first fetch"). Without them, the ~180 quiet products observed once over one day left
+#: that shape to the EM's start: MAE 0.065-0.086, always high (docs/freshness.md).
 
 
 def freshness_figures(tmp_path: Path, n: int) -> list[tuple[int, float, float, str]]:
