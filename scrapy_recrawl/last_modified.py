@@ -11,10 +11,18 @@ in the cycles it was fetched in (a simulated site's clock is as good as a real o
 Kept in the store's side storage (history/base.py), so both backends and every
 process share it:
 
-* :data:`TABLE`: per URL id, the age at its first good fetch (``{"age": seconds}``),
-  written once;
+* :data:`TABLE`: per URL id, the age at its first good fetch and that response's
+  ``Date`` (``{"age": seconds, "date": epoch}``), written once;
 * :data:`CLOCK_TABLE`: per host (:func:`host_key`), its ``Date`` at the first
-  response of each cycle, the newest :data:`CLOCK_KEEP` (``{"c": cycle, "d": epoch}``).
+  response of each cycle, the newest :data:`CLOCK_KEEP` (``{"c": cycle, "d": epoch}``);
+* :data:`START_TABLE`: per host, its ``Date`` at the first response the crawl ever
+  had from it (``{"c": cycle, "d": epoch}``), written once.
+
+**Only dates from before the crawl began are read** (:func:`prior_ages`): what
+changed since, the crawl's own visits see. And a page made after the crawl began
+(a news article) carries its creation date, which is no change: read as one, a host
+whose new pages are found a few days late would look as if every page changed days
+before its first fetch.
 
 Not kept: a date that does not parse, one later than the response's ``Date`` (a
 server that says so is not to be believed), and one within :data:`MIN_AGE_SECONDS` of
@@ -36,7 +44,7 @@ import numpy as np
 
 from .change.boilerplate import section_key
 from .core.groups import group_keys
-from .history.records import RecordError, pack_record, unpack_list, unpack_record
+from .history.records import RecordError, pack_list, pack_record, unpack_list, unpack_record
 
 logger = logging.getLogger("scrapy_recrawl.last_modified")
 
@@ -44,6 +52,8 @@ logger = logging.getLogger("scrapy_recrawl.last_modified")
 TABLE = "last_modified"
 #: side table of each host's Date per cycle
 CLOCK_TABLE = "server_clock"
+#: side table of each host's Date at the crawl's first response from it
+START_TABLE = "server_start"
 #: cycles of a host's clock kept
 CLOCK_KEEP = 64
 #: a Last-Modified closer than this to the response's Date is a render time, not a change
@@ -92,7 +102,7 @@ class LastModifiedTally:
     """This process's notes since the last :func:`keep`."""
 
     def __init__(self) -> None:
-        self.ages: dict[int, float] = {}
+        self.ages: dict[int, tuple[float, float]] = {}  # URL id -> (age, Date)
         self.clock: dict[tuple[str, int], float] = {}  # (host, cycle) -> first Date seen
 
     def fetched(self, url_id: int, url: str, cycle: int, headers: Any, first: bool) -> None:
@@ -105,9 +115,9 @@ class LastModifiedTally:
         if first:
             age = modified_age(headers)
             if age is not None:
-                self.ages[int(url_id)] = age
+                self.ages[int(url_id)] = (age, date)
 
-    def drain(self) -> tuple[dict[int, float], dict[tuple[str, int], float]]:
+    def drain(self) -> tuple[dict[int, tuple[float, float]], dict[tuple[str, int], float]]:
         out = (self.ages, self.clock)
         self.ages, self.clock = {}, {}
         return out
@@ -127,13 +137,22 @@ def keep(store: Any, tally: LastModifiedTally) -> int:
     """Write this process's notes to the store; returns the ages written."""
     ages, clock = tally.drain()
     if ages:
+        items = sorted(ages.items())
         store.side_put(
-            TABLE, [(i, pack_record({"age": float(a)})) for i, a in sorted(ages.items())]
+            TABLE, [(i, pack_record({"age": float(a), "date": float(d)})) for i, (a, d) in items]
         )
+    first: dict[int, tuple[int, float]] = {}
     for (host, cycle), date in sorted(clock.items()):
-        store.side_push(
-            CLOCK_TABLE, host_key(host), pack_record({"c": cycle, "d": float(date)}), CLOCK_KEEP
-        )
+        key = host_key(host)
+        store.side_push(CLOCK_TABLE, key, pack_record({"c": cycle, "d": float(date)}), CLOCK_KEEP)
+        first.setdefault(key, (cycle, date))
+    if first:
+        keys = sorted(first)
+        known = store.side_get(START_TABLE, keys)
+        new = [(k, pack_record({"c": first[k][0], "d": float(first[k][1])}))
+               for k, had in zip(keys, known, strict=True) if had is None]  # fmt: skip
+        if new:
+            store.side_put(START_TABLE, new)
     return len(ages)
 
 
@@ -171,7 +190,8 @@ def _samples(data: bytes | None) -> list[tuple[int, float]]:
 
 def prior_ages(store: Any, ids: np.ndarray, urls: Sequence[str], up_to: int) -> np.ndarray:
     """Per URL id, its Last-Modified age at its first fetch in cycles of its server's
-    clock as of cycle ``up_to`` (NaN: none kept, or the server's clock not yet known)."""
+    clock as of cycle ``up_to`` (NaN: none kept, a date from after the crawl's first
+    response from the host, or the server's clock not yet known)."""
     ids = np.asarray(ids, dtype=np.int64)
     out = np.full(ids.size, np.nan)
     if not ids.size:
@@ -182,17 +202,25 @@ def prior_ages(store: Any, ids: np.ndarray, urls: Sequence[str], up_to: int) -> 
         return out
     hosts = group_keys([urls[k] for k in have])
     per_cycle: dict[str, float | None] = {}
+    began: dict[str, float] = {}
     names = sorted(set(hosts))
-    clocks = store.side_get(CLOCK_TABLE, [host_key(h) for h in names])
-    for host, data in zip(names, clocks, strict=True):
+    keys = [host_key(h) for h in names]
+    clocks = store.side_get(CLOCK_TABLE, keys)
+    starts = store.side_get(START_TABLE, keys)
+    for host, data, start in zip(names, clocks, starts, strict=True):
         per_cycle[host] = seconds_per_cycle(_samples(data), up_to)
+        first = _samples(pack_list([start])) if start is not None else []
+        if first and first[0][0] <= up_to:
+            began[host] = first[0][1]
     for k, host in zip(have, hosts, strict=True):
         seconds = per_cycle.get(host)
-        if seconds is None:
+        if seconds is None or host not in began:
             continue
         try:
-            age = float(unpack_record(raw[k])["age"])  # type: ignore[arg-type,index]
+            rec = unpack_record(raw[k])  # type: ignore[arg-type]
+            age, date = float(rec["age"]), float(rec["date"])  # type: ignore[arg-type]
         except (RecordError, KeyError, TypeError, ValueError):
             continue
-        out[k] = age / seconds
+        if date - age < began[host]:  # a date from before the crawl began (docstring)
+            out[k] = age / seconds
     return out

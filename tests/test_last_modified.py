@@ -107,6 +107,16 @@ def test_ages_in_cycles_of_each_hosts_clock_on_both_backends(store):
     # the later fetch did not replace the first fetch's age
     assert len(dict(store.side_items(TABLE))) == 2
     assert len(dict(store.side_items(CLOCK_TABLE))) == 2
+    # a page made after the crawl began (an article of day 1, first fetched on day 3)
+    # carries its creation date, no change: not read; an older page found then is
+    tally.fetched(4, a + "/new", 4, headers("Sun, 04 Jan 2026 12:00:00 GMT",
+                                             "Fri, 02 Jan 2026 00:00:00 GMT"), first=True)  # fmt: skip
+    tally.fetched(5, a + "/old", 4, headers("Sun, 04 Jan 2026 12:00:00 GMT",
+                                             "Wed, 31 Dec 2025 12:00:00 GMT"), first=True)  # fmt: skip
+    keep(store, tally)
+    late = prior_ages(store, np.array([4, 5]), [a + "/new", a + "/old"], 4)
+    assert math.isnan(late[0])
+    assert late[1] == pytest.approx(4.0)
 
 
 def test_the_likelihood_of_a_last_modified_age():
