@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/reference_site.py [--cycles 15] [--sites shop,news]
         [--scorers aad+,nutch,chogm,age,learned] [--seed 1] [--products 200]
-        [--categories 14] [--monitor-share 0] [--set 'NAME = VALUE'] [--no-full]
+        [--categories 14] [--monitor-share 0] [--train-seed S]
+        [--train-monitor-share 0.2] [--set 'NAME = VALUE'] [--no-full]
         [--keep DIR] [--quick]
 
 For each site and each scorer: ``--cycles`` real ``scrapy crawl shop`` (or ``news``)
@@ -13,14 +14,18 @@ day moved on after each cycle (cycle ``c`` sees day ``c - 1``). Beside them, the
 own dupefilter per run), what a plain Scrapy cron job does: every page every cycle.
 It is the baseline of the ratio.
 
-The learned scorer: ``scrapy recrawl-evolve`` (small settings: population 30, 5
-generations, one seed) on the aad+ run's store, and a crawl with the ``--output`` JSON
-it writes. With the default ``RECRAWL_MONITOR_SHARE = 0`` the command refuses (a store
-fed by a scorer has no complete histories: docs/evolve.md) and this bench says why and
-crawls with the ``gp4c`` preset instead, labelled ``gp4c (for learned)``.
-``--monitor-share S`` sets ``RECRAWL_MONITOR_SHARE`` in every add-on run (not the
-default user's crawl any more; the sample is outside the budget and counted in
-"requests"), so that the command has histories to learn from.
+The learned scorer, as a user gets one (docs/evolve.md): a **training crawl** of the
+same kind of site with another seed (``--train-seed``, default seed + 1: other
+products, other rates, the same days), ``--cycles`` cycles with a monitoring sample
+(``--train-monitor-share``, default 0.2: the complete histories evolve learns from)
+and the aad+ scorer; ``scrapy recrawl-evolve`` (small settings: population 30, 5
+generations, one seed) on its store; then the scored crawl of this site with default
+settings and the ``--output`` JSON it wrote as ``RECRAWL_SCORER``. The training
+crawl's requests are not in any row. If evolve refuses or runs over 300 s, the bench
+says why and crawls with the ``gp4c`` preset instead, labelled ``gp4c (for learned)``.
+``--monitor-share S`` sets ``RECRAWL_MONITOR_SHARE`` in every scored add-on run (not
+the default user's crawl any more; the sample is outside the budget and counted in
+"requests").
 
 Per cycle (one table per site and policy):
 
@@ -183,27 +188,37 @@ def known_by_day(truth, visits: list[Visit], days: list[int]) -> dict[int, int]:
     }
 
 
-def site_kwargs(name: str, args: argparse.Namespace) -> dict:
-    kw: dict = {"seed": args.seed, "sites": [name]}
+def site_kwargs(name: str, args: argparse.Namespace, seed: int | None = None) -> dict:
+    kw: dict = {"seed": args.seed if seed is None else seed, "sites": [name]}
     if name == "shop":
         kw.update(products=args.products, categories=args.categories)
     return kw
 
 
 def crawl_run(
-    name: str, label: str, scorer: str | None, args: argparse.Namespace, work: Path
+    name: str,
+    label: str,
+    scorer: str | None,
+    args: argparse.Namespace,
+    work: Path,
+    *,
+    seed: int | None = None,
+    monitor: float | None = None,
 ) -> tuple[Run, Path, Path]:
     """The crawls of one policy on a fresh site; scored. Returns the run, its project
-    directory and its store (for recrawl-evolve)."""
+    directory and its store (for recrawl-evolve). ``seed``: another site than
+    ``--seed``'s; ``monitor``: this run's RECRAWL_MONITOR_SHARE (default
+    ``--monitor-share``)."""
     out = work / name / label.replace("+", "p").replace(" ", "_")
+    share = args.monitor_share if monitor is None else monitor
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     settings = ""
     if scorer is not None:
         settings = f"RECRAWL_SCORER = {scorer!r}\n"
-        if args.monitor_share:
-            settings += f"RECRAWL_MONITOR_SHARE = {args.monitor_share!r}\n"
+        if share:
+            settings += f"RECRAWL_MONITOR_SHARE = {share!r}\n"
         for assignment in args.set:
             settings += assignment + "\n"
         project = make_project(out / "project", settings)
@@ -215,7 +230,7 @@ def crawl_run(
     t0 = time.monotonic()
     stats: list[dict] = []
     served: list[list] = []
-    with RunningReferenceSite(**site_kwargs(name, args)) as running:
+    with RunningReferenceSite(**site_kwargs(name, args, seed)) as running:
         site = running.site
         for _ in range(args.cycles):
             k = len(site.served())
@@ -293,11 +308,13 @@ def crawl_run(
     return run, project, store
 
 
-def evolve(name: str, project: Path, store: Path, work: Path) -> tuple[str, str]:
-    """``scrapy recrawl-evolve`` on the aad+ run's store; returns (RECRAWL_SCORER, label)."""
+def evolve(name: str, project: Path, store: Path, work: Path, share: float) -> tuple[str, str]:
+    """``scrapy recrawl-evolve`` on the training crawl's store; returns (RECRAWL_SCORER,
+    label)."""
     output = work / name / "learned.json"
     cmd = [sys.executable, "-m", "scrapy", "recrawl-evolve", "--spider", name, *EVOLVE_ARGS,
-           "--output", str(output), "-q", "-s", f"RECRAWL_STORE={store}"]  # fmt: skip
+           "--output", str(output), "-q", "-s", f"RECRAWL_STORE={store}",
+           "-s", f"RECRAWL_MONITOR_SHARE={share}"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(project)])}
     t0 = time.monotonic()
     try:
@@ -309,7 +326,7 @@ def evolve(name: str, project: Path, store: Path, work: Path) -> tuple[str, str]
     if out.returncode != 0 or not output.exists():
         why = (out.stderr.strip().splitlines() or ["no output"])[-1]
         print(
-            f"\n{name}: `scrapy recrawl-evolve` on the aad+ run's store refused "
+            f"\n{name}: `scrapy recrawl-evolve` on the training crawl's store refused "
             f"(exit {out.returncode}, {took:.1f}s):\n  {why}\n"
             f"  -> the learned scorer is replaced by the gp4c preset, labelled "
             f"'gp4c (for learned)'.",
@@ -438,6 +455,18 @@ def main(argv: list[str] | None = None) -> None:
         help="RECRAWL_MONITOR_SHARE in every add-on run (0: the user's default)",
     )
     ap.add_argument(
+        "--train-seed",
+        type=int,
+        default=None,
+        help="the learned scorer's training site (default: --seed + 1)",
+    )
+    ap.add_argument(
+        "--train-monitor-share",
+        type=float,
+        default=0.2,
+        help="RECRAWL_MONITOR_SHARE of the learned scorer's training crawl",
+    )
+    ap.add_argument(
         "--set",
         action="append",
         default=[],
@@ -473,21 +502,23 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.monotonic()
     try:
         for name in sites:
-            aad: tuple[Path, Path] | None = None
-            order = list(scorers)
-            if LEARNED in order and "aad+" not in order:
-                order.insert(0, "aad+")  # the learned scorer learns from its store
-            for scorer in order:
+            for scorer in scorers:
                 if scorer == LEARNED:
-                    assert aad is not None
-                    spec, label = evolve(name, aad[0], aad[1], work)
+                    seed = args.seed + 1 if args.train_seed is None else args.train_seed
+                    train, project, store = crawl_run(
+                        name, "training", "aad+", args, work,
+                        seed=seed, monitor=args.train_monitor_share,
+                    )  # fmt: skip
+                    print(
+                        f"  {name} training crawl (seed {seed}, RECRAWL_MONITOR_SHARE = "
+                        f"{args.train_monitor_share}): {train.seconds:.0f}s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    spec, label = evolve(name, project, store, work, args.train_monitor_share)
                 else:
                     spec, label = scorer, scorer
                 run, project, store = crawl_run(name, label, spec, args, work)
-                if scorer == "aad+":
-                    aad = (project, store)
-                    if "aad+" not in scorers:
-                        continue
                 print(f"  {name} {label}: {run.seconds:.0f}s", file=sys.stderr, flush=True)
                 runs.append(run)
             if not args.no_full:

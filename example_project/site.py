@@ -34,7 +34,8 @@ also carries volatile noise that is *not* a change: a ``<script>`` with the rend
 time and a nonce, and ``<div class="ad" id="ad-slot">`` with random text.
 
 ``ETag`` is a hash of the content bytes (without the noise) and ``Last-Modified`` the
-simulated date of the last change; conditional GETs get 304. A few pages, fixed by the
+simulated date of the last change, on the clock of the ``Date`` header (noon of the
+simulated day); conditional GETs get 304. A few pages, fixed by the
 seed, answer 404, 500 or 301 (to another page): they are listed apart in the truth.
 
 Endpoints: ``/`` and ``/index/<k>.html`` (stable index pages, 100 links each),
@@ -166,6 +167,24 @@ def _rng(seed: int, *parts: object) -> random.Random:
     return random.Random(":".join(str(p) for p in (seed, *parts)))
 
 
+def _days_since_change(
+    r: random.Random, rate: float, period: int | None, phase: int, listed: int
+) -> int:
+    """Days from a page's last change before day 0 to day 0 (its version 0's age): the
+    page changed as after day 0 since it was made ``listed`` days before it, so its
+    Last-Modified is what its own process would have left (a page changing every other
+    day is not 300 days old)."""
+    if period is not None:
+        back = (-phase) % period  # the last day d <= 0 with d % period == phase
+    elif rate <= 0.0:
+        back = listed
+    elif rate >= 1.0:
+        back = 1
+    else:  # one chance a day, as after day 0: a geometric number of days back
+        back = 1 + int(math.log(1.0 - r.random()) / math.log(1.0 - rate))
+    return min(back, listed)
+
+
 def sim_date(day: int) -> dt.datetime:
     """The simulated UTC date of day ``day``."""
     return EPOCH + dt.timedelta(days=day)
@@ -215,7 +234,9 @@ class SiteModel:
             period = rng.choice(PERIODS)
             phase = rng.randrange(period)
             rate = 1.0 / period
-        spec = PageSpec(i, klass, rate, period, phase, base_age_days=rng.randint(1, 400))
+        listed = rng.randint(1, 400)
+        base_age = _days_since_change(_rng(self.seed, i, "before"), rate, period, phase, listed)
+        spec = PageSpec(i, klass, rate, period, phase, base_age_days=base_age)
         spec._draws = _rng(self.seed, i, "days")
         return spec
 
@@ -569,6 +590,13 @@ class SiteHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format, *args) -> None:  # noqa: A002 - silence per-request logs
         pass
+
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        """The ``Date`` header: the site's own clock (noon of its simulated day), the
+        clock its Last-Modified dates are on, as a real server's are on one clock."""
+        if timestamp is not None:
+            return super().date_time_string(timestamp)
+        return format_datetime(sim_date(self.state.day) + dt.timedelta(hours=12), usegmt=True)
 
     # -- plumbing -----------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from scrapy import Request
 from .core.budget import Budget
 from .core.meta import KIND_MONITOR, KIND_NEW, KIND_PROBE, KIND_RECRAWL, KIND_START, META_KIND
 from .history.cycle_log import COUNTS, CycleSummary, push_summary
-from .scoring.freshness import FreshnessEstimate, estimate_freshness
+from .scoring.freshness import FreshnessEstimate, PriorAge, estimate_freshness
 
 logger = logging.getLogger("scrapy_recrawl.scheduler")
 
@@ -51,13 +51,17 @@ FRESHNESS_CYCLE_STAT = "recrawl/freshness_estimate_cycle"
 
 
 def freshness_estimate(
-    columns: Any, cycle: int, group: np.ndarray | None = None
+    columns: Any,
+    cycle: int,
+    group: np.ndarray | None = None,
+    prior_age: PriorAge | None = None,
 ) -> FreshnessEstimate | None:
     """The freshness of the known pages at the end of ``cycle`` (the cycle before the one
     opening), from the store's columns as a cycle's opening reads them: the one estimator
     of scoring/freshness.py over the URLs fetched at least once and not gone, each with
     its ``n``, ``X``, first recorded cycle and last good fetch; ``group``: each URL's
-    host code (the pooled prior's group). recrawl-report's figure for that cycle
+    host code (the pooled prior's group); ``prior_age``: the URLs' Last-Modified ages at
+    their first fetch (last_modified.py). recrawl-report's figure for that cycle
     (insight/cycles.py) is the same from the visit log. None when the store hands out no
     ``first_cycle`` (no interval is known then)."""
     first = columns.get("first_cycle")
@@ -72,6 +76,7 @@ def freshness_estimate(
         cycle,
         known=live,
         group=group,
+        prior_age=prior_age,
     )
 
 
@@ -149,7 +154,13 @@ class CycleTally:
                 push_summary(store, part)
         return summary
 
-    def note_state(self, columns: Any, cycle: int, group: np.ndarray | None = None) -> None:
+    def note_state(
+        self,
+        columns: Any,
+        cycle: int,
+        group: np.ndarray | None = None,
+        prior_age: PriorAge | None = None,
+    ) -> None:
         """A cycle opens with the store's ``columns``: the estimated freshness of the
         known pages as the cycle before it ended goes in the stats
         (:data:`FRESHNESS_STAT`, its interval, pages and :data:`FRESHNESS_CYCLE_STAT`).
@@ -157,7 +168,7 @@ class CycleTally:
         estimate costs no read. ``group``: each URL's host code."""
         if self.stats is None or cycle < 2:
             return
-        est = freshness_estimate(columns, cycle - 1, group)
+        est = freshness_estimate(columns, cycle - 1, group, prior_age)
         if est is None or est.pages == 0:  # no interval known, or nothing fetched yet
             return
         self.stats.set_value(FRESHNESS_STAT, round(est.share, 4))

@@ -73,6 +73,7 @@ from .history import (
 )
 from .history.state import fold_failure, gone_status
 from .hubs import META_HUB_PAGE, hubs_for_crawler
+from .last_modified import tally_for_crawler as last_modified_tally
 from .plugins import plugins_for_crawler, scorer_for_crawler
 from .scope import not_a_page, off_reason, warn_http_cache
 from .settings import RecrawlSettingError, get
@@ -171,6 +172,8 @@ class RecrawlMiddleware:
         self._start_ids: set[int] = set()
         # the refetched pages whose callbacks' new links make them hubs (hubs.py)
         self.hubs = hubs_for_crawler(crawler)
+        # Last-Modified ages at first fetches and the servers' clocks (last_modified.py)
+        self.modified = last_modified_tally(crawler)
         keeper = plugins.bag_keeper
         self.bags = keeper if getattr(keeper, "keeps_bags", False) else None
         if self.bags is not None:
@@ -534,6 +537,15 @@ class RecrawlMiddleware:
                 cycle=request.meta.get(META_CYCLE),
             )
         )
+        if response.status == 200:  # its server's clock, its Last-Modified (last_modified.py)
+            cycle = request.meta.get(META_CYCLE)
+            self.modified.fetched(
+                rec.id,
+                response.url,
+                self.store.cycle if cycle is None else cycle,
+                response.headers,
+                first=rec.n == 0,
+            )
         if (
             request.meta.get("is_start_request")
             and META_KIND not in request.meta

@@ -72,6 +72,9 @@ from .history import (
 from .hubs import META_VIA, hubs_for_crawler
 from .hubs import keep as keep_hubs
 from .hubs import read as read_hubs
+from .last_modified import keep as keep_last_modified
+from .last_modified import prior_ages
+from .last_modified import tally_for_crawler as last_modified_tally
 from .plugins import Plugins, plugins_for_crawler, scorer_for_crawler
 from .scope import not_a_page, off_reason
 from .settings import RecrawlSettingError
@@ -388,7 +391,12 @@ class RecrawlScheduler(Scheduler):
         # the previous cycle's estimated freshness, from the columns read here anyway,
         # each URL's host its group (the URLs of new ids read once: core/groups.py)
         hosts = self.group_index.codes(arrays.ids, store.urls, arrays.cycle)
-        self.tally.note_state(arrays.columns, arrays.cycle, hosts)
+        ids, ended = arrays.ids, arrays.cycle - 1
+
+        def ages(pos: np.ndarray) -> np.ndarray:  # only the URLs the estimate fits
+            return prior_ages(store, ids[pos], store.urls(ids[pos]), ended)
+
+        self.tally.note_state(arrays.columns, arrays.cycle, hosts, prior_age=ages)
         plan = plan_cycle(
             arrays,
             self.config,
@@ -444,6 +452,7 @@ class RecrawlScheduler(Scheduler):
         in the store (cycle_summary.py)."""
         try:
             keep_hubs(self.store, hubs_for_crawler(self.crawler))
+            keep_last_modified(self.store, last_modified_tally(self.crawler))
             self.tally.end(self.store, cycle, budget, seconds, shared=shared, backlog=backlog)
         except HistoryStoreError as exc:  # the figures are lost, the crawl goes on
             if isinstance(exc, StoreLost):

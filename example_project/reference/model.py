@@ -65,12 +65,16 @@ class Page:
     section sends: ``"etag"`` (ETag and Last-Modified), ``"lm"`` (Last-Modified only) or
     ``"none"``. ``kind`` is the page's template family (``home``, ``category``,
     ``product``, ``index``, ``listing``, ``article``), which scores can filter on.
+    ``modified_before``: how many days before its creation in the truth (day 0 for
+    the shop's pages) the content it was created with last changed: a page that
+    existed before the crawl began has a past, and its Last-Modified says so.
     """
 
     status: int
     template: Template
     kind: str
     validators: str = "none"
+    modified_before: int = 0
 
 
 def rng(seed: int, *parts: object) -> random.Random:

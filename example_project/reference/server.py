@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -23,6 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 from example_project.serving import ServerThread
 
 from .boilerplate import KINDS
+from .model import at_noon
 from .world import SITES, ReferenceSite, dumps
 
 __all__ = ["RunningReferenceSite", "main", "make_server", "start_in_thread"]
@@ -36,6 +38,13 @@ class ReferenceHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format, *args) -> None:  # noqa: A002 - silence per-request logs
         pass
+
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        """The ``Date`` header: the site's own clock (noon of its simulated day), the
+        clock its Last-Modified dates are on, as a real server's are on one clock."""
+        if timestamp is not None:
+            return super().date_time_string(timestamp)
+        return format_datetime(at_noon(self.site.day), usegmt=True)
 
     def _send(
         self,

@@ -10,7 +10,9 @@ no validators, so a crawler has to read the page to know.
 
 Paths: ``/shop/`` (home), ``/shop/category/<k>`` (k = 1..categories), and
 ``/shop/product/<i>`` (i = 1..products). Default: 200 products in 14 categories, 215
-pages. Nothing is created or removed after day 0.
+pages. Nothing is created or removed after day 0. The products were listed 30-730 days
+before it and changed at their rates since, so a product's Last-Modified tells when its
+price last changed, before the crawl as after (``Product.modified_before``).
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ class Product:
     rate: float
     description: list[str]
     reviewed: int  # the latest review was this many days before day 0 (reldate slot)
+    # the product's last change before day 0 was this many days before it (listed for
+    # up to two years at the same rate; never changed since listed: the listing's age)
+    modified_before: int
     changes: ChangeProcess
     states: list[tuple[int, int]] = field(default_factory=list)  # (price cents, stock)
 
@@ -112,6 +117,9 @@ class Shop:
             rate=rate,
             description=[paragraph(r) for _ in range(r.randint(1, 3))],
             reviewed=r.randint(1, 60),
+            modified_before=_days_since_change(
+                rng(self.seed, "shop", "product", i, "before"), rate
+            ),
             changes=ChangeProcess(rng(self.seed, "shop", "product", i, "days"), rate),
         )
         product.states.append((r.randint(5, 500) * 100 - 1, r.randint(0, 40)))
@@ -158,7 +166,7 @@ class Shop:
         if p is None:
             return None
         validators = "etag" if p.category % 2 == 1 else "none"
-        return Page(200, self._product_page(p, day), "product", validators)
+        return Page(200, self._product_page(p, day), "product", validators, p.modified_before)
 
     def meta(self, path: str) -> dict[str, object]:
         """What the truth tells about a page beyond its history (class and rate)."""
@@ -221,6 +229,18 @@ class Shop:
             "</p>\n</article>\n",
         ]
         return self._frame(f"{p.name} - Reference Shop", body)
+
+
+def _days_since_change(r: random.Random, rate: float) -> int:
+    """Days from a product's last change before day 0 to day 0: listed 30-730 days
+    before it, changing on each day with chance ``rate`` since (as after day 0)."""
+    listed = r.randint(30, 730)
+    if rate <= 0.0:
+        return listed
+    if rate >= 1.0:
+        return 1
+    back = 1 + int(math.log(1.0 - r.random()) / math.log(1.0 - rate))  # geometric
+    return min(back, listed)
 
 
 def _price(cents: int) -> str:

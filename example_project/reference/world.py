@@ -196,7 +196,7 @@ class ReferenceSite(SimulatedClock):
         assert truth is not None
         version = truth.version(day)
         etag = '"' + content_hash(canonical(page.template)) + '"'
-        changed = truth.changes[version - 1] if version else truth.created
+        changed = truth.changes[version - 1] if version else truth.created - page.modified_before
         last_modified = sim_date(changed)
         if page.validators == "etag":
             out["ETag"] = etag

@@ -286,6 +286,7 @@ class Command(RecrawlCommand):
         from scrapy_recrawl.core.budget import budget_pages
         from scrapy_recrawl.core.groups import group_codes
         from scrapy_recrawl.core.selection import candidate_mask
+        from scrapy_recrawl.last_modified import prior_ages
         from scrapy_recrawl.planning import PlanError
         from scrapy_recrawl.planning.webfountain import current_buckets, solve_from_buckets
         from scrapy_recrawl.scoring.freshness import unchanged_probability
@@ -297,7 +298,10 @@ class Command(RecrawlCommand):
         try:
             arrays = store.arrays()
             waiting = int(store.frontier_size())
-            hosts = group_codes([str(u) for u in store.urls(arrays.ids)])  # the priors' groups
+            urls = [str(u) for u in store.urls(arrays.ids)]
+            hosts = group_codes(urls)  # the priors' groups
+            # the Last-Modified ages the crawl's estimate reads too (last_modified.py)
+            ages = prior_ages(store, arrays.ids, urls, arrays.cycle)
             where = getattr(store, "location", "the history store")
         finally:
             store.close()
@@ -324,7 +328,7 @@ class Command(RecrawlCommand):
         # recrawl-report and the crawl's stats give; the buckets' rates plan the periods
         fresh = unchanged_probability(
             cols["n"], cols["X"], cols["first_cycle"], cols["last_visit_cycle"],
-            arrays.cycle, known=known, group=hosts,
+            arrays.cycle, known=known, group=hosts, prior_age=ages,
         ) if "first_cycle" in cols else None  # fmt: skip
         stale = None if fresh is None else np.clip(1.0 - fresh, 0.0, 1.0)
         _, stats = current_buckets(

@@ -16,7 +16,8 @@ import numpy as np
 
 from scrapy_recrawl.core.groups import group_codes
 from scrapy_recrawl.history.cycle_log import CycleRecord, cycle_records
-from scrapy_recrawl.scoring.freshness import FreshnessEstimate, estimate_freshness
+from scrapy_recrawl.last_modified import prior_ages
+from scrapy_recrawl.scoring.freshness import FreshnessEstimate, PriorAge, estimate_freshness
 
 from .log import VisitLog
 
@@ -82,9 +83,26 @@ def estimate_by_cycle(
         gv = at & gone_visit
         np.maximum.at(last_gone, row[gv], cyc[gv])
         out[int(c)] = estimate_freshness(
-            n, X, first, last, int(c), known=last_gone < last, group=group
+            n,
+            X,
+            first,
+            last,
+            int(c),
+            known=last_gone < last,
+            group=group,
+            prior_age=None if urls is None else _ages(store, ids, urls, int(c)),
         )
     return out
+
+
+def _ages(store: object, ids: np.ndarray, urls: list, cycle: int) -> PriorAge:
+    """The Last-Modified ages (last_modified.py) of the URLs the estimate fits, on the
+    server clocks as of ``cycle``: what the crawl's estimate of that cycle read."""
+
+    def ages(pos: np.ndarray) -> np.ndarray:
+        return prior_ages(store, ids[pos], [str(urls[k]) for k in pos.tolist()], cycle)
+
+    return ages
 
 
 def cycle_rows(store: object, log: VisitLog, since: int = 0) -> list[CycleRow]:

@@ -17,6 +17,7 @@ from scrapy_recrawl.core.groups import group_codes
 from scrapy_recrawl.core.selection import host_of
 from scrapy_recrawl.history.cycle_log import start_url_ids
 from scrapy_recrawl.history.state import gone_status
+from scrapy_recrawl.last_modified import prior_ages
 from scrapy_recrawl.scoring.freshness import posterior_rate
 
 from .log import VisitLog
@@ -51,10 +52,13 @@ class UrlStats:
         last = np.full(size, -1, dtype=np.int64)
         np.minimum.at(first, row, log["cycle"])
         np.maximum.at(last, row[good], log["cycle"][good])
-        group = None
+        group = ages = None
         if store is not None and hasattr(store, "urls") and size:
-            group = group_codes([str(u) for u in store.urls(ids)])
-        rate = posterior_rate(n, X, first, last, group=group)
+            urls = [str(u) for u in store.urls(ids)]
+            group = group_codes(urls)
+            if hasattr(store, "side_get"):  # the Last-Modified ages (last_modified.py)
+                ages = prior_ages(store, ids, urls, int(last.max(initial=0)))
+        rate = posterior_rate(n, X, first, last, group=group, prior_age=ages)
         return cls(ids, visits, n, X, last_change, rate)
 
 
