@@ -51,25 +51,20 @@ class Recommendation:
 
     @property
     def preset(self) -> str | None:
+        """The preset recommended, or None (the learned expression)."""
         return None if self.scorer == LEARNED else self.scorer
 
     def setting(self, path: str | None = None) -> str:
         """The settings line that uses it (a saved file at ``path``, or the preset)."""
-        if path is not None:
-            return f"RECRAWL_SCORER = {path!r}"
-        return (
-            f"RECRAWL_SCORER = {self.preset!r}"
-            if self.preset
-            else "RECRAWL_SCORER = " + repr(self.expression)
-        )
+        value = path if path is not None else (self.preset or self.expression)
+        return f"RECRAWL_SCORER = {value!r}"
 
     def lines(self, path: str | None = None) -> list[str]:
         """What the run prints about it."""
-        what = (
-            f"the preset {self.preset} (`{self.expression}`)"
-            if self.preset
-            else (f"the learned `{self.expression}`")
-        )
+        if self.preset:
+            what = f"the preset {self.preset} (`{self.expression}`)"
+        else:
+            what = f"the learned `{self.expression}`"
         out = [f"recommended: {what}: {self.why}"]
         if self.runner_up is not None:
             out.append(f"runner-up: the learned `{self.runner_up}` (not recommended: see above)")
