@@ -340,6 +340,8 @@ def test_each_spider_has_its_history_and_the_command_asks_which(spiders_project,
     with pytest.raises(UsageError, match=r"no history store at .*recrawl/beta/history.sqlite3"):
         run([*TINY, "--spider", "beta"])  # beta's own history: none yet
     assert not beta.exists()  # an offline command creates no store
+    with pytest.raises(UsageError, match="Spider not found: gamma"):
+        run([*TINY, "--spider", "gamma"])  # as `scrapy crawl gamma` says
 
 
 def test_the_historys_groups_reach_the_run(outside, monkeypatch):
