@@ -135,6 +135,10 @@ def test_report_reads_the_spiders_store_and_ignore_xpaths(crawled):
     data = json.loads(ok(scrapy(project, "recrawl-report", "--format", "json")).stdout)
     assert len(data["cycles"]) == CYCLES and data["urls"] == PAGES + 1
     assert spec.rsplit("/", 1)[-1] in data["store"] and data["spider"] == "pages"
+    # the command line's -s outranks the spider's custom_settings, as for a crawl
+    other = project / "other.sqlite3"
+    run = scrapy(project, "recrawl-report", "-s", f"RECRAWL_STORE={other}")
+    assert run.returncode == 1 and len(run.lines) == 1 and "other.sqlite3" in run.lines[0]
     # the line that would silence a change that looks like boilerplate keeps the
     # spider's own XPaths
     assert data["boilerplate"]
