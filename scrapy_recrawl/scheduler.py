@@ -438,6 +438,10 @@ class RecrawlScheduler(Scheduler):
             backlog=plan.backlog,
             new_share=plan.budget.new or 0,
             monitor=sel.monitored,
+            # the sample's membership (monitor_mask of every id): what recrawl-evolve
+            # and recrawl-report --export read back, with no setting repeated
+            monitor_share=float(plan.monitor_share),
+            monitor_seed=self.config.seed,
         )
         cycle_log.save_plan(self.store, record, ids if scored else None, scores if scored else None)
 

@@ -335,3 +335,40 @@ def test_store_histories_come_from_the_monitoring_sample(tmp_path):
         assert (h.changes == truth).all()
         part = histories.from_store(store, monitor_share=0.3, seed=0)
         assert 0 < part.pages < 30 and "monitoring sample" in part.note
+
+
+def test_store_histories_follow_the_sample_each_cycle_recorded(tmp_path):
+    """The crawl records the sample's rule in each cycle's plan: the rows are the URLs
+    in the sample while observed, whatever share and seed the caller passes; a plan
+    without a recorded rule (an older crawl) leaves the caller's share and seed."""
+    from scrapy_recrawl.core.selection import monitor_mask
+    from scrapy_recrawl.history.cycle_log import CyclePlan, monitor_samples, save_plan
+
+    truth = _history(60, 8, seed=2)
+    truth[:, 0] = 0
+    path = tmp_path / "h.sqlite3"
+    _fill_store(path, 8, 60, truth)
+    with SqliteHistoryStore(str(path)) as store:
+        save_plan(store, CyclePlan(1, 0.0, 0, "age", 60, None, 0))  # no rule: an old crawl
+        assert monitor_samples(store) == {}
+        assert histories.from_store(store, monitor_share=1.0, seed=0).pages == 60
+        for c in range(8):  # the store's cycles 0..7: seed 1 for 0..4, then seed 2
+            rule = dict(monitor_share=0.5, monitor_seed=1 if c <= 4 else 2)
+            save_plan(store, CyclePlan(c, 0.0, 5, "age", 60, None, 0, **rule))
+        ids = store.arrays().ids
+        urls = dict(zip(ids.tolist(), store.urls(ids), strict=True))
+        first = {urls[i] for i in ids[monitor_mask(ids, 0.5, 1)].tolist()}
+        second = {urls[i] for i in ids[monitor_mask(ids, 0.5, 2)].tolist()}
+        h = histories.from_store(store, monitor_share=0.0, seed=0)  # the settings: no sample
+        assert not h.info and h.pages and set(h.names) <= second
+        assert "RECRAWL_SEED=1 in cycles 0..4; " in h.note and "SEED=2 in cycles 5..7" in h.note
+        window = int(h.note.rsplit("cycles ", 1)[1].split("..")[0])
+        if window <= 4:  # a window reaching into seed 1's cycles: in both samples
+            assert set(h.names) <= first & second
+        rows = {u: r for r, u in enumerate(h.names)}
+        for u in h.names:  # the recorded changes, cycle for cycle
+            assert (h.changes[rows[u], 1:] == truth[int(u.rsplit("/", 1)[1]), window + 1 :]).all()
+        for c in range(8):  # plan mode (or a share of 0) in every cycle: no sample
+            save_plan(store, CyclePlan(c, 0.0, 5, "age", 60, None, 0, 0, 0, 0, 0.0, 0))
+        with pytest.raises(histories.HistoryError, match="had no monitoring sample"):
+            histories.from_store(store, monitor_share=1.0, seed=0)

@@ -161,7 +161,7 @@ def test_the_guard_compares_on_the_same_validation_data_with_the_same_fitness():
         assert g.presets[name] == replay_fitness(config.fitness, r)
     learned = simulate(valid, res.winner.expression, seed=0)
     assert g.learned == replay_fitness(config.fitness, learned)
-    assert (res.returned_preset is None) == (g.learned > max(g.presets.values()))
+    assert (g.returned_preset is None) == (g.learned > max(g.presets.values()))
 
 
 def test_a_preset_added_to_presets_is_guarded_against(monkeypatch):
@@ -204,7 +204,7 @@ def test_the_guard_ranks_the_presets_on_every_page_but_the_test_folds():
         assert g.ranking[name] == replay_fitness("changerate", simulate(seen, name, seed=0))
     best = max(g.ranking, key=lambda n: g.ranking[n])
     assert g.best_preset == best
-    assert (res.returned_preset == best) == (g.presets[best] >= g.learned)
+    assert (g.returned_preset == best) == (g.presets[best] >= g.learned)
 
 
 # ----------------------------------------------------------------- registry terminals
@@ -330,7 +330,7 @@ def test_the_learner_replays_with_the_pages_groups():
         r = simulate(changes[trows], name, groups=groups[trows], **kw)
         assert res.test[name].mean_change_rate == r.mean_change_rate, name
         assert res.test[name].mean_freshness == r.mean_freshness, name
-    what = res.returned_preset or res.winner.expression
+    what = res.guard.returned_preset or res.winner.expression  # the winner row's
     returned = simulate(changes[trows], what, groups=groups[trows], **kw)
     assert res.test["winner"].mean_change_rate == returned.mean_change_rate
     # the held-out spread of a pooled preset: the validation folds and the test fold

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from scrapy_recrawl.history import SqliteHistoryStore
+from scrapy_recrawl.history.cycle_log import monitor_samples
 from scrapy_recrawl.history.redis import RedisHistoryStore
+from scrapy_recrawl.settings import DEFAULTS
 
 from .helpers import LocalSite, run_crawl
 from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
@@ -24,6 +26,7 @@ def test_plan_mode_keeps_the_budget_and_solves_a_plan(tmp_path, backend, request
         settings = settings_for(
             tmp_path, RECRAWL_PLANNER="webfountain", RECRAWL_BUDGET=6, RECRAWL_BUCKETS=8
         )
+        settings["RECRAWL_MONITOR_SHARE"] = 0.5  # no sample in plan mode: recorded as such
         if backend == "redis":  # the plan reads the store's columns only: any backend
             settings["RECRAWL_STORE"] = request.getfixturevalue("redis_db").url
         for cycle in range(1, 5):
@@ -42,6 +45,12 @@ def test_plan_mode_keeps_the_budget_and_solves_a_plan(tmp_path, backend, request
         store = SqliteHistoryStore(tmp_path / "history.sqlite3")
     with store:
         assert store.cycle == 4
+        # the plan records each cycle's sample: the warm-up's, none once the planner picks
+        samples = monitor_samples(store)
+        warmup = DEFAULTS["RECRAWL_WARMUP_CYCLES"]
+        assert [share for share, _ in samples.values()] == [
+            0.5 if c <= warmup else 0.0 for c in range(1, 5)
+        ]
 
 
 @pytest.mark.parametrize(

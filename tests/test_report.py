@@ -176,10 +176,15 @@ def test_export_is_read_by_recrawl_evolve(crawled, tmp_path):
 
 def test_no_monitoring_sample_is_said_and_names_the_setting(crawled, tmp_path):
     project, setting = crawled
-    run = scrapy(project, "recrawl-report", "-s", setting, "-s", "RECRAWL_MONITOR_SHARE=0",
-                 "--export", str(tmp_path / "x.npz"))  # fmt: skip
+    # the crawls recorded their sample (share 1.0): a 0 on the command line changes nothing
+    run = report(crawled, "-s", "RECRAWL_MONITOR_SHARE=0", "--export", str(tmp_path / "x.npz"))
+    assert f"exported {PAGES} pages" in run.stdout
+    # a store written before the sample was recorded: the settings' share, here 0
+    _log_only_store(tmp_path / "old.sqlite3")
+    run = scrapy(project, "recrawl-report", "-s", f"RECRAWL_STORE={tmp_path / 'old.sqlite3'}",
+                 "-s", "RECRAWL_MONITOR_SHARE=0", "--export", str(tmp_path / "y.npz"))  # fmt: skip
     assert run.returncode == 1 and len(run.lines) == 1, run.stderr
-    assert "RECRAWL_MONITOR_SHARE" in run.lines[0] and not (tmp_path / "x.npz").exists()
+    assert "RECRAWL_MONITOR_SHARE" in run.lines[0] and not (tmp_path / "y.npz").exists()
 
 
 def _open(setting: str, read_only: bool = True):

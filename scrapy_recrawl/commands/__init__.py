@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
+from scrapy.settings import Settings
 
 
 class InputError(UsageError):
@@ -63,6 +64,23 @@ def int_at_least(minimum: int, what: str = "an integer") -> Callable[[str], int]
     return parse
 
 
+def spider_settings(settings: Settings, name: str) -> Settings:
+    """The settings ``scrapy crawl NAME`` crawls with: a copy of ``settings`` (the
+    project's, with the command line's ``-s``) to which the spider class applies its
+    ``custom_settings`` through its own ``update_settings`` (Scrapy's priorities: ``-s``
+    outranks the spider, the spider the project). A name no spider has is Scrapy's
+    "Spider not found" usage error."""
+    from scrapy.spiderloader import get_spider_loader
+
+    try:
+        spidercls = get_spider_loader(settings).load(name)
+    except KeyError:
+        raise UsageError(f"Spider not found: {name}", print_help=False) from None
+    out = settings.copy()
+    spidercls.update_settings(out)
+    return out
+
+
 class RecrawlCommand(ScrapyCommand):
     """What every ``recrawl-*`` command shares: offline, no crawler, quiet logs.
 
@@ -82,9 +100,16 @@ class RecrawlCommand(ScrapyCommand):
     takes_args = False
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
-        super().process_options(args, opts)
+        super().process_options(args, opts)  # -s options first: they outrank the spider's
         if args and not self.takes_args:
             raise UsageError(f"unexpected arguments: {' '.join(args)}")
+        if self.reads_history:
+            # what the command reads (RECRAWL_STORE, RECRAWL_MONITOR_SHARE, the scorer,
+            # RECRAWL_IGNORE_XPATHS ...) is what `scrapy crawl SPIDER` crawls with
+            name = getattr(opts, "spider", None) or self._only_spider()
+            if name:
+                assert self.settings is not None
+                self.settings = spider_settings(self.settings, name)
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)

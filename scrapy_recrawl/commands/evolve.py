@@ -12,9 +12,12 @@ how long it should take, and stops there. During the run, one progress bar
 with its ETA (stderr; a log gets a line per quarter of the run). Then a table
 of the winner and every preset on the test fold, the spread over seeds and
 held-out folds with a warning when the winner is not better than the best
-preset beyond noise (learn/noise.py), and ``expression: <...>``.
-``--output FILE.json`` saves the expression with its metrics and parameters;
-``RECRAWL_SCORER = "FILE.json"`` then uses it.
+preset beyond noise (learn/noise.py), then the one scorer recommended, with the
+numbers that decided it (learn/recommend.py: the learned expression only when it
+beat the presets on validation and beyond noise on the held-out folds; else that
+preset, the expression a runner-up), and ``expression: <...>``, the recommended one.
+``--output FILE.json`` saves the recommended expression with its metrics and
+parameters; ``RECRAWL_SCORER = "FILE.json"`` then uses it.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from scrapy_recrawl.learn.config import (
 from scrapy_recrawl.learn.evolve import evolve
 from scrapy_recrawl.learn.histories import History, HistoryError, from_store, load
 from scrapy_recrawl.learn.preflight import dry_run, size_warnings
+from scrapy_recrawl.learn.recommend import NOISE
 from scrapy_recrawl.learn.report import plot, save_json
 
 from . import InputError, RecrawlCommand, check_output, int_at_least
@@ -171,8 +175,9 @@ class Command(RecrawlCommand):
             "--preset-guard",
             action=argparse.BooleanOptionalAction,
             default=d.preset_guard,
-            help="return the best preset when no learned scorer beats it on the validation "
-            "data (every preset that needs only the store's columns; default: on)",
+            help="recommend (and save) the best preset when no learned scorer beats it on the "
+            "validation data, or beyond noise on the held-out folds (every preset that "
+            "needs only the store's columns; default: on)",
         )
         g.add_argument(
             "--selection",
@@ -289,6 +294,8 @@ class Command(RecrawlCommand):
                 f"{history.source}: no page changed in its {history.cycles} cycles: there is "
                 "nothing to learn a scorer from"
             )
+        if history.info:
+            print(f"info: {history.info}", file=sys.stderr)
         if history.note:
             print(f"history: {history.note}", file=sys.stderr)
         print(
@@ -311,15 +318,19 @@ class Command(RecrawlCommand):
         except ValueError as exc:
             raise InputError(str(exc)) from None
         print(result.table())
-        warning = result.noise.warning() if result.noise is not None else None
-        if result.returned_preset is not None:
-            # the guard already returns a preset: its line in the report says which, and why
-            warning = None
-        if warning:
-            print(f"warning: {warning}", file=sys.stderr)
+        rec = result.recommendation
+        if rec.by == NOISE and result.noise is not None:
+            # the learned pick passed the guard but not the noise rule: said loudly too
+            print(f"warning: {result.noise.warning()}", file=sys.stderr)
+        elif result.guard is None and result.noise is not None and not result.noise.better:
+            # --no-preset-guard: the learned pick stays recommended, with this said
+            print(f"warning: {rec.why}", file=sys.stderr)
         if opts.output:
             save_json(result, opts.output)
-            print(f"\nsaved to {opts.output} (use it with RECRAWL_SCORER = {opts.output!r})")
+        # one answer: the table's verdicts come to this scorer, saved and printed last
+        print("\n" + "\n".join(rec.lines(opts.output)))
+        if opts.output:
+            print(f"saved to {opts.output}")
         if opts.plot:
             plot(result, opts.plot)
             print(f"plot: {opts.plot}")
@@ -348,11 +359,13 @@ class Command(RecrawlCommand):
         share = get(settings, "RECRAWL_MONITOR_SHARE", (int, float), expect="a share in [0, 1]")
         seed = get(settings, "RECRAWL_SEED", int, expect="an integer")
         from scrapy_recrawl.history import HistoryStoreError
+        from scrapy_recrawl.history.records import RecordError
 
         store = self.open_history(opts)  # read-only: never created, migrated or changed
         try:
+            # the sample its crawls recorded; share and seed only for an older store
             return from_store(store, monitor_share=share, seed=seed)
-        except (HistoryError, HistoryStoreError) as exc:
+        except (HistoryError, HistoryStoreError, RecordError) as exc:
             raise InputError(str(exc)) from None
         finally:
             store.close()

@@ -223,9 +223,12 @@ class Command(RecrawlCommand):
             print(f"warning: {export.BIAS_WARNING}", file=sys.stderr)
             matrix = export.whole_history(store, VisitLog.read(store))
         else:
+            from scrapy_recrawl.learn.histories import MonitorSample
+
+            # the sample each cycle's plan recorded; the settings' only for an older store
             share = get(self.settings, "RECRAWL_MONITOR_SHARE", (int, float))
             seed = get(self.settings, "RECRAWL_SEED", int)
-            if not share or share <= 0:
+            if MonitorSample.of(store, share, seed).empty:
                 raise InputError(
                     f"{store.location}: no monitoring sample to export (RECRAWL_MONITOR_SHARE "
                     "was 0 in its crawls): crawl with RECRAWL_MONITOR_SHARE = 0.05 for an "
@@ -235,6 +238,8 @@ class Command(RecrawlCommand):
                 matrix = export.monitoring_sample(store, share, seed)
             except HistoryError as exc:
                 raise InputError(str(exc)) from None
+            if matrix.info:
+                print(f"info: {matrix.info}", file=sys.stderr)
         if not matrix.urls:
             raise InputError(f"{store.location}: no URL with a good fetch to export")
         export.write(matrix, opts.export)

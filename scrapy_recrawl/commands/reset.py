@@ -20,7 +20,7 @@ from typing import Any
 from scrapy.exceptions import UsageError
 from scrapy.utils.misc import load_object
 
-from . import RecrawlCommand
+from . import RecrawlCommand, spider_settings
 
 
 class Command(RecrawlCommand):
@@ -50,7 +50,8 @@ class Command(RecrawlCommand):
         if len(args) != 1:
             raise UsageError("recrawl-reset takes one spider name")
         name = args[0]
-        settings = self._spider_settings(name)
+        assert self.settings is not None
+        settings = spider_settings(self.settings, name)  # custom_settings included
         from scrapy_recrawl.history import HistoryStoreError, open_store
         from scrapy_recrawl.settings import RecrawlSettingError
 
@@ -107,19 +108,6 @@ class Command(RecrawlCommand):
             f"Forgot the boilerplate learned for {len(keys)} sections of spider {name!r}'s "
             f"sites ({store.location}); the history stays. The next crawl learns it again."
         )
-
-    def _spider_settings(self, name: str) -> Any:
-        """The settings ``scrapy crawl NAME`` would crawl with (custom_settings included)."""
-        assert self.settings is not None
-        loader_cls = load_object(self.settings["SPIDER_LOADER_CLASS"])
-        loader = loader_cls.from_settings(self.settings.frozencopy())
-        try:
-            spidercls = loader.load(name)
-        except KeyError:
-            raise UsageError(f"Spider not found: {name}", print_help=False) from None
-        settings = self.settings.copy()
-        spidercls.update_settings(settings)
-        return settings
 
     def _fail(self, message: str) -> None:
         sys.stderr.write(f"recrawl-reset: {message}\n")

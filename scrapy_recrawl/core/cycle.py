@@ -110,6 +110,9 @@ class CyclePlan:
     backlog: int = 0
     #: hubs (core/hubs.py) made due this cycle: ranked first among the recrawls
     hubs_due: int = 0
+    #: the share the monitoring sample was drawn with (``monitor_mask`` with
+    #: ``CycleConfig.seed``); 0 when a selector picked (plan mode has no sample)
+    monitor_share: float = 0.0
 
 
 def plan_cycle(
@@ -160,7 +163,9 @@ def plan_cycle(
     hubs_due = 0
     if hubs is not None and k and selector is None and not warmup:
         hubs_due = _mark_due_hubs(arrays, hubs, k)
+    monitor_share = config.monitor_share
     if selector is not None and budget.total is not None:
+        monitor_share = 0.0
         # Plan mode: the selector's pick replaces the scorer and RECRAWL_NEW_SHARE
         # (monitoring and the per-host cap do not apply: docs/planning.md)
         candidates, waiting = candidate_mask(arrays, exclude)
@@ -199,6 +204,7 @@ def plan_cycle(
         adaptive_cut=cut,
         backlog=pending_new,
         hubs_due=hubs_due,
+        monitor_share=monitor_share,
     )
 
 

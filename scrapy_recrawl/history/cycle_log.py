@@ -6,17 +6,21 @@ Side tables of plain records (:mod:`.records`, never pickles), keyed by cycle:
 * ``cycle_plan``: what the cycle was planned to do, written once by whoever opened
   the cycle (one process; under the lock on Redis): its budget, the scorer, how many
   URLs were scored, the cut-off (the lowest score among the picked recrawls) and the
-  picked URLs with their score, best first (rank = position). Picks are kept for the
-  last :data:`KEEP_PICK_CYCLES` cycles only and at most :data:`MAX_PICKS` a cycle, so
-  the table stays small whatever the crawl's length.
+  picked URLs with their score, best first (rank = position), and the monitoring
+  sample's membership (the share and seed of ``core.selection.monitor_mask``: which
+  ids were in it, exactly, without a row per id; :func:`monitor_samples`). Picks are
+  kept for the last :data:`KEEP_PICK_CYCLES` cycles only and at most
+  :data:`MAX_PICKS` a cycle, so the table stays small whatever the crawl's length.
 * ``cycle_log``: what was fetched, one summary per process and cycle, pushed with
   :meth:`HistoryStore.side_push` (atomic: many processes add to the same cycle);
   :func:`cycle_records` adds them up;
 * ``start_urls``: the ids of the URLs the spider fetched as its start requests, so the
   report does not count them as budget wasted (:func:`start_url_ids`).
 
-Adding these tables is no change of stored format (side storage takes any table);
-a store without them has no per-cycle record (older crawls): readers say so.
+Adding these tables is no change of stored format (side storage takes any table), nor
+is a field added to a record (a reader takes a missing field's default and ignores one
+it does not know); a store without them has no per-cycle record (older crawls):
+readers say so.
 """
 
 from __future__ import annotations
@@ -72,6 +76,10 @@ class CyclePlan:
     new_share: int = 0
     #: the monitoring sample, fetched on top of the budget
     monitor: int = 0
+    #: the sample's rule: ``monitor_mask(ids, monitor_share, monitor_seed)`` (a share of
+    #: 0: no sample that cycle); ``monitor_seed`` None: not recorded (an older crawl)
+    monitor_share: float = 0.0
+    monitor_seed: int | None = None
 
 
 @dataclass
@@ -194,6 +202,21 @@ def note_start_urls(store: Any, ids: list[int]) -> None:
 def start_url_ids(store: Any) -> np.ndarray:
     """The URL ids fetched as the spider's start requests (:func:`note_start_urls`)."""
     return np.fromiter((int(k) for k, _ in store.side_items(START_TABLE)), dtype=np.int64)
+
+
+def monitor_samples(store: Any) -> dict[int, tuple[float, int]]:
+    """``{cycle: (share, seed)}``: the monitoring sample's rule, as each cycle's plan
+    recorded it (cycles planned by a crawl that did not record it are absent). The
+    ids in the sample of cycle ``c`` are ``monitor_mask(ids, *samples[c])``."""
+    out: dict[int, tuple[float, int]] = {}
+    for cycle, data in store.side_items(PLAN_TABLE):
+        try:
+            plan = _from_record(CyclePlan, data)
+        except RecordError as exc:
+            raise RecordError(f"side table {PLAN_TABLE!r}, cycle {cycle}: {exc}") from None
+        if plan.monitor_seed is not None:
+            out[int(cycle)] = (float(plan.monitor_share), int(plan.monitor_seed))
+    return dict(sorted(out.items()))
 
 
 def cycle_records(store: Any, since: int = 0) -> list[CycleRecord]:

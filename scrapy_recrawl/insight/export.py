@@ -36,13 +36,17 @@ class Matrix:
     cycles: np.ndarray  # the cycle number of each column
     observed: np.ndarray | None  # bool [pages, cycles]; None: every cell observed
     note: str
+    #: how the sample was found, when the user should know (History.info)
+    info: str = ""
 
 
 def monitoring_sample(store: object, monitor_share: float, seed: int) -> Matrix:
-    """What recrawl-evolve reads from the store; HistoryError when there is none."""
+    """What recrawl-evolve reads from the store (the sample its crawls recorded;
+    ``monitor_share`` and ``seed`` for a store that records none); HistoryError when
+    there is none."""
     h: History = from_store(store, monitor_share=monitor_share, seed=seed)
     cycles = np.arange(1, h.cycles + 1)
-    return Matrix(h.changes, list(h.names or []), cycles, None, h.note)
+    return Matrix(h.changes, list(h.names or []), cycles, None, h.note, h.info)
 
 
 def whole_history(store: object, log: VisitLog) -> Matrix:

@@ -6,9 +6,10 @@ that follows its own scorer does not have them: it re-fetches the pages its
 scorer likes, so their histories are dense and the others' sparse, and a
 learner would learn the scorer's bias. Only the store's *monitoring sample*
 (``RECRAWL_MONITOR_SHARE``: a fixed pseudo-random share of the URLs fetched
-every cycle, outside the budget; :func:`scrapy_recrawl.selection.monitor_mask`)
-is unbiased. :func:`from_store` reads only those URLs and refuses, with an
-explanation, when there are none.
+every cycle, outside the budget; :func:`scrapy_recrawl.core.selection.monitor_mask`)
+is unbiased. :func:`from_store` reads only those URLs, as each cycle's plan recorded
+the sample (:class:`MonitorSample`), and refuses, with an explanation, when there are
+none.
 
 Files: ``.npz`` with ``changes`` (uint8 [pages, cycles], as in
 ``../shared/data/changes``), or a CSV with columns ``url,cycle,changed``.
@@ -17,6 +18,7 @@ Files: ``.npz`` with ``changes`` (uint8 [pages, cycles], as in
 from __future__ import annotations
 
 import csv
+import logging
 import os
 from dataclasses import dataclass
 
@@ -24,7 +26,10 @@ import numpy as np
 
 from scrapy_recrawl.core.groups import history_groups
 from scrapy_recrawl.core.selection import monitor_mask
+from scrapy_recrawl.history.cycle_log import monitor_samples
 from scrapy_recrawl.history.state import good_status
+
+logger = logging.getLogger(__name__)
 
 MONITOR_HELP = (
     "Set RECRAWL_MONITOR_SHARE (e.g. 0.02) in the project's settings: each cycle the "
@@ -48,6 +53,9 @@ class History:
     names: list[str] | None = None
     #: why pages were left out (incomplete histories), for the report
     note: str = ""
+    #: how the rows were found, when the user should know (a monitoring sample
+    #: recomputed from the settings: MonitorSample.info)
+    info: str = ""
 
     @property
     def pages(self) -> int:
@@ -206,34 +214,139 @@ def _read_csv(path: str) -> History:
     return History(changes, source=path, names=complete, note=note)
 
 
+@dataclass(frozen=True)
+class MonitorSample:
+    """Which URL ids were in the monitoring sample at which cycle.
+
+    A crawl records the sample's rule in each cycle's plan (history/cycle_log.py:
+    :func:`~scrapy_recrawl.history.cycle_log.monitor_samples`): the share and seed of
+    :func:`~scrapy_recrawl.core.selection.monitor_mask`, whose membership depends on the
+    id alone. A cycle without a record takes the rule of the last recorded cycle before
+    it (or of the first one, before any). A store with no record at all (crawled before
+    the rule was recorded) takes ``fallback``: the settings' share and seed.
+    """
+
+    #: the recorded cycles, ascending, and their (share, seed); empty: none recorded
+    cycles: tuple[int, ...]
+    rules: tuple[tuple[float, int], ...]
+    fallback: tuple[float, int]
+
+    @classmethod
+    def of(cls, store: object, share: float, seed: int) -> MonitorSample:
+        samples = monitor_samples(store)
+        return cls(tuple(samples), tuple(samples.values()), (float(share), int(seed)))
+
+    @property
+    def recorded(self) -> bool:
+        return bool(self.cycles)
+
+    @property
+    def empty(self) -> bool:
+        """No cycle had a sample (a share of 0 in every rule)."""
+        return not any(share > 0 for share, _ in self.rules or (self.fallback,))
+
+    @property
+    def current(self) -> tuple[float, int]:
+        """The rule of the last cycle (the fallback when none is recorded)."""
+        return self.rules[-1] if self.rules else self.fallback
+
+    def members(self, url_ids: np.ndarray, cycles: np.ndarray) -> np.ndarray:
+        """``url_ids[i]`` was in the sample at ``cycles[i]`` (element-wise)."""
+        url_ids = np.asarray(url_ids)
+        if not self.recorded:
+            return monitor_mask(url_ids, *self.fallback)
+        which = np.searchsorted(np.asarray(self.cycles), np.asarray(cycles), side="right") - 1
+        which = np.maximum(which, 0)
+        out = np.zeros(url_ids.shape, dtype=bool)
+        for rule in dict.fromkeys(self.rules):  # a few distinct rules: one mask each
+            rows = np.isin(which, [i for i, r in enumerate(self.rules) if r == rule])
+            out[rows] = monitor_mask(url_ids[rows], *rule)
+        return out
+
+    def ever(self, ids: np.ndarray) -> np.ndarray:
+        """Ids in the sample at some cycle."""
+        out = np.zeros(np.shape(ids), dtype=bool)
+        for rule in dict.fromkeys(self.rules or (self.fallback,)):
+            out |= monitor_mask(np.asarray(ids), *rule)
+        return out
+
+    def describe(self) -> str:
+        """The rule(s), as settings: recorded per cycle, or the fallback's."""
+        if not self.recorded:
+            share, seed = self.fallback
+            return f"RECRAWL_MONITOR_SHARE={share:g}, RECRAWL_SEED={seed} of the settings"
+        spans: list[tuple[tuple[float, int], int, int]] = []
+        for cycle, rule in zip(self.cycles, self.rules, strict=True):
+            if spans and spans[-1][0] == rule:
+                spans[-1] = (rule, spans[-1][1], cycle)
+            else:
+                spans.append((rule, cycle, cycle))
+        parts = [
+            f"RECRAWL_MONITOR_SHARE={share:g}, RECRAWL_SEED={seed}"
+            + ("" if len(spans) == 1 else f" in cycles {first}..{last}")
+            for (share, seed), first, last in spans
+        ]
+        return "; ".join(parts) + ", recorded by the crawl"
+
+    def info(self, where: str) -> str | None:
+        """The line saying the sample is recomputed from the settings, or that the
+        settings name another sample than the recorded one (None: nothing to say)."""
+        if self.recorded:
+            share, seed = self.fallback
+            if share > 0 and (share, seed) != self.current:
+                return (
+                    f"the settings say RECRAWL_MONITOR_SHARE={share:g}, RECRAWL_SEED={seed}; "
+                    f"the history store {where} recorded the sample its crawls fetched "
+                    f"({self.describe()}): that one is read"
+                )
+            return None
+        return (
+            f"the history store {where} does not record its monitoring sample (crawled "
+            f"before scrapy-recrawl recorded it): recomputed from {self.describe()}; "
+            "they must be the crawl's"
+        )
+
+
 def from_store(store: object, *, monitor_share: float, seed: int, min_cycles: int = 3) -> History:
     """The monitoring sample's complete histories from an open history store.
 
-    Rows: URLs of the sample (``monitor_mask(ids, monitor_share, seed)``, the
-    scheduler's rule) with a good fetch (2xx/304) in every cycle of the window;
-    the window is the run of cycles, ending at the last one, that keeps the
-    most page-cycles. Column 0 is the window's first fetch (a baseline, not an
+    Rows: URLs of the sample (:class:`MonitorSample`: the rule each cycle's plan
+    recorded; ``monitor_share`` and ``seed``, the settings', only for a store that
+    records none) with a good fetch (2xx/304) while in the sample in every cycle of
+    the window; the window is the run of cycles, ending at the last one, that keeps
+    the most page-cycles. Column 0 is the window's first fetch (a baseline, not an
     observation), column j the change observed at the window's j-th cycle.
     """
     where = getattr(store, "location", repr(store))
-    if not monitor_share or monitor_share <= 0:
+    sample = MonitorSample.of(store, monitor_share or 0.0, seed)
+    if not sample.recorded and sample.empty:
         raise HistoryError(
             f"the history store {where} has no complete histories: RECRAWL_MONITOR_SHARE "
             f"is 0, so every URL was fetched only when the scorer picked it, and learning "
             f"from those biased, partial histories would learn the scorer's own bias. "
             + MONITOR_HELP
         )
+    if sample.empty:
+        raise HistoryError(
+            f"the history store {where} has no complete histories: its crawls had no "
+            "monitoring sample (RECRAWL_MONITOR_SHARE was 0, or plan mode picked), so "
+            "every URL was fetched only when the scorer picked it, and learning from those "
+            "biased, partial histories would learn the scorer's own bias. " + MONITOR_HELP
+        )
+    info = sample.info(where)
+    if info:
+        logger.info(info)
     arrays = store.arrays()  # type: ignore[attr-defined]
-    ids = arrays.ids[monitor_mask(arrays.ids, float(monitor_share), int(seed))]
+    ids = arrays.ids[sample.ever(arrays.ids)]
     if ids.size == 0:
         raise HistoryError(
             f"the history store {where} has no URL in the monitoring sample "
-            f"(RECRAWL_MONITOR_SHARE={monitor_share}, {len(arrays.ids)} URLs known). "
-            + MONITOR_HELP
+            f"({sample.describe()}, {len(arrays.ids)} URLs known). " + MONITOR_HELP
         )
     log = store.visit_log()  # type: ignore[attr-defined]
     good = good_status(log["status"])
-    keep = good & np.isin(log["url_id"], ids)
+    # a visit counts while its URL was in the sample of that cycle
+    keep = good & sample.members(log["url_id"], log["cycle"])
     url_id, cycle, changed = log["url_id"][keep], log["cycle"][keep], log["changed"][keep]
     if url_id.size == 0:
         raise HistoryError(
@@ -264,7 +377,7 @@ def from_store(store: object, *, monitor_share: float, seed: int, min_cycles: in
     if best is None:
         raise HistoryError(
             f"the history store {where}: no URL of the monitoring sample ({ids.size} URLs, "
-            f"RECRAWL_MONITOR_SHARE={monitor_share}) has a complete history of at least "
+            f"{sample.describe()}) has a complete history of at least "
             f"{min_cycles} cycles yet (cycles {c0}..{c1} in the log). " + MONITOR_HELP
         )
     s, e, ok = best
@@ -274,8 +387,10 @@ def from_store(store: object, *, monitor_share: float, seed: int, min_cycles: in
     names = store.urls(sampled[ok]) if hasattr(store, "urls") else None  # type: ignore[attr-defined]
     left = sampled.size - int(ok.sum())
     note = (
-        f"monitoring sample: {ids.size} URLs (RECRAWL_MONITOR_SHARE={monitor_share}); "
+        f"monitoring sample: {ids.size} URLs ({sample.describe()}); "
         f"{int(ok.sum())} complete over cycles {c0 + s}..{c0 + e}"
         + (f", {left} left out (a fetch missing or failed)" if left else "")
     )
-    return History(changes, source=f"{where} (monitoring sample)", names=names, note=note)
+    return History(
+        changes, source=f"{where} (monitoring sample)", names=names, note=note, info=info or ""
+    )

@@ -11,9 +11,10 @@ the test fold: the pages no individual was trained on) is replayed on its own:
 
 **The rule.** Each spread is read as the interval mean ± one standard deviation
 (``ddof=1``). The winner is *better beyond noise* than the best preset (the one
-with the highest mean, the oracle excluded) only when the intervals do not
-overlap: the winner's mean - sd is above the preset's mean + sd. Otherwise
-``recrawl-evolve`` warns "not better than <preset> beyond noise". The validation
+with the highest mean, the oracle excluded, and ``rand``: no formula a setting can
+name) only when the intervals do not overlap: the winner's mean - sd is above the
+preset's mean + sd. Otherwise ``recrawl-evolve`` warns "not better than <preset>
+beyond noise" and recommends that preset (learn/recommend.py). The validation
 folds chose among the candidates, which favours the winner there: the rule errs
 towards crediting the winner, so a warning is worth heeding.
 """
@@ -27,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from scrapy_recrawl.core.simulate import ORACLE
-from scrapy_recrawl.scoring import TerminalRegistry
+from scrapy_recrawl.scoring import PRESETS, TerminalRegistry
 
 from .config import EvolveConfig
 from .fitness import replay_fitness
@@ -80,7 +81,10 @@ class NoiseReport:
 
     @property
     def best_preset(self) -> Spread:
-        return max(self.presets, key=lambda s: s.mean)
+        """The highest mean among the presets a scorer setting can name (``rand``, no
+        formula, only when it is the only one)."""
+        named = [s for s in self.presets if _formula(s.label)] or self.presets
+        return max(named, key=lambda s: s.mean)
 
     @property
     def better(self) -> bool:
@@ -113,6 +117,11 @@ class NoiseReport:
             "best_preset": self.best_preset.label,
             "spread": {s.label: s.to_json() for s in self.rows()},
         }
+
+
+def _formula(label: str) -> bool:
+    preset = PRESETS.get(label)
+    return preset is not None and preset.expression is not None
 
 
 def held_out_spread(

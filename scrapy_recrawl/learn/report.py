@@ -21,6 +21,7 @@ from scrapy_recrawl.scoring import Scorer
 from .config import EvolveConfig, related_parameters
 from .guard import GuardResult
 from .noise import NoiseReport
+from .recommend import Recommendation, recommend
 from .search import Candidate
 from .tables import markdown_table
 
@@ -46,14 +47,26 @@ class EvolveResult:
     guard: GuardResult | None = None
 
     @property
+    def recommendation(self) -> Recommendation:
+        """The one scorer the run recommends, and why (learn/recommend.py)."""
+        return recommend(self.winner.expression, self.guard, self.noise)
+
+    @property
     def expression(self) -> str:
-        """What the run returns: the learned expression, or the preset's that the guard
-        kept because nothing learned beat it on the validation data."""
-        return self.winner.expression if self.guard is None else self.guard.expression
+        """What the run returns (prints last, saves, says to use): the recommendation's
+        expression, the learned one or a preset's."""
+        return self.recommendation.expression
 
     @property
     def returned_preset(self) -> str | None:
-        return None if self.guard is None else self.guard.returned_preset
+        """The preset recommended instead of the learned scorer (by the guard or the
+        noise rule), or None."""
+        return self.recommendation.preset
+
+    @property
+    def tested_expression(self) -> str:
+        """The test fold's ``winner`` row: the learned pick, or the guard's preset."""
+        return self.winner.expression if self.guard is None else self.guard.expression
 
     def rows(self) -> list[tuple[str, str, float, float, float, float]]:
         """(label, expression, ChangeRate, NDCG, freshness, ChangeRate/oracle) on the test fold."""
@@ -62,7 +75,7 @@ class EvolveResult:
         for label, r in self.test.items():
             expr = "(clairvoyant)" if label == ORACLE else r.policy
             if label == "winner":
-                expr = self.expression
+                expr = self.tested_expression
             elif label in _PRESET_TEXT:
                 expr = _PRESET_TEXT[label]
             share = r.mean_change_rate / orc if orc > 0 else float("nan")
@@ -123,13 +136,17 @@ class EvolveResult:
 
     def to_json(self) -> dict[str, Any]:
         w = self.winner
+        rec = self.recommendation
         return {
-            "expression": self.expression,
+            # what RECRAWL_SCORER = "<this file>" runs: the recommendation
+            "expression": rec.expression,
+            "recommended": rec.to_json(),
             "prior": list(self.config.prior),
             "fitness": self.config.fitness,
             "selection": self.config.selection,
-            # the preset returned instead of the learned scorer (learn/guard.py), or null
-            "returned_preset": self.returned_preset,
+            # the preset recommended instead of the learned scorer (by the guard or the
+            # noise rule: learn/recommend.py), or null
+            "returned_preset": rec.preset,
             **({"preset_guard": self.guard.to_json()} if self.guard is not None else {}),
             "train_fitness": w.train,
             "validation_fitness": w.validation,
@@ -149,8 +166,8 @@ class EvolveResult:
             "window": gp.window_of(self.terminals),
             "terminals_used": sorted(
                 gp.terminals_used(w.tree)
-                if self.returned_preset is None
-                else Scorer.from_spec(self.returned_preset).terminals_needed
+                if rec.preset is None
+                else Scorer.from_spec(rec.preset).terminals_needed
             ),
             **(
                 {"related": _related_json(self.config.related)}
@@ -245,7 +262,7 @@ def plot(result: EvolveResult, path: str, labels: Sequence[str] | None = None) -
     right.set_title(f"test fold: {math.floor(result.pages['test'])} pages")
     # the legend beside the axes: it never hides a line
     right.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
-    fig.suptitle(f"recrawl-evolve: winner {_short(result.expression)}", fontsize="medium")
+    fig.suptitle(f"recrawl-evolve: winner {_short(result.tested_expression)}", fontsize="medium")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
