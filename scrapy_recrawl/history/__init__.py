@@ -22,6 +22,7 @@ from .ownership import (
     StoreRefused,
     claim_store,
     default_sqlite_path,
+    describe,
     for_spider,
     warn_old_default,
 )
@@ -109,15 +110,35 @@ def open_store(
         )
     if spec.startswith("sqlite:///"):
         # as SQLAlchemy spells it: sqlite:///relative.db, sqlite:////absolute.db
-        path = spec[len("sqlite:///") :] or default_sqlite_path(spider)
-        return SqliteHistoryStore(path, read_only=read_only, **options)
-    if "://" in spec:
+        path = spec[len("sqlite:///") :]
+        if not path:
+            return SqliteHistoryStore(default_sqlite_path(spider), read_only=read_only, **options)
+    elif "://" in spec:
         scheme = spec.split("://", 1)[0]
         raise RecrawlSettingError(
             f"RECRAWL_STORE={spec!r}: unknown store scheme {scheme!r}; "
             "use a file path, sqlite:///path or redis://host:port/db"
         )
-    return SqliteHistoryStore(spec, read_only=read_only, **options)
+    else:
+        path = spec
+    if not read_only:  # a reader refuses a missing file itself (sqlite_readonly.py)
+        _check_directory(spec, path, spider)
+    return SqliteHistoryStore(path, read_only=read_only, **options)
+
+
+def _check_directory(spec: str, path: str, spider: str | None) -> None:
+    """A store path in a directory that does not exist is a typo far more often than a
+    wish for a new tree: refused, where creating it would start a full warm-up in the
+    wrong place without a word. The default location is created (ownership.py)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(directory):
+        return
+    if spider is not None and os.path.abspath(path) == os.path.abspath(default_sqlite_path(spider)):
+        return
+    raise RecrawlSettingError(
+        f"RECRAWL_STORE={spec!r}: the directory {directory} does not exist; create it, or "
+        "leave RECRAWL_STORE unset for the default location"
+    )
 
 
 def _third_party_store(path: str, settings: Any) -> HistoryStore:
@@ -199,6 +220,7 @@ def store_for_crawler(crawler: Any, spider: Any = None) -> HistoryStore:
             _REFUSED[crawler] = exc
             crawler.signals.connect(_close_refused, signal=signals.spider_opened, weak=False)
             raise
+        _log_store(store, spider.name)
         # a shared store lost mid-crawl stops it (or goes on: RECRAWL_ON_STORE_LOSS)
         watch_store_loss(crawler, store)
         scheduler = load_object(settings["SCHEDULER"])
@@ -207,6 +229,19 @@ def store_for_crawler(crawler: Any, spider: Any = None) -> HistoryStore:
         _STORES[crawler] = store
         crawler.signals.connect(_closer(crawler, store), signal=signals.engine_stopped, weak=False)
     return store
+
+
+def _log_store(store: HistoryStore, spider: str) -> None:
+    """Which history this crawl continues, said once at start: a crawl pointed at the
+    wrong store otherwise only shows itself as an unexpected full warm-up."""
+    logger.info(
+        "recrawl: history store %s for spider %r: %d URLs known, cycle %d, schema version %d",
+        describe(store),
+        spider,
+        len(store),
+        store.cycle,
+        SCHEMA_VERSION,  # open() migrated it to this one or refused it
+    )
 
 
 def _closer(crawler: Any, store: HistoryStore) -> Any:
