@@ -149,6 +149,7 @@ class RecrawlScheduler(Scheduler):
         self._wake_call: Any = None
         self._clock: Any = None  # continuous mode's periods: the reactor unless a test sets one
         self._enqueue_error = False  # a request could not be queued: said once, closing
+        self._spread_known = False  # the scorer's spread checked (core/score_check.py)
         # `scrapy shell`, `fetch`, `parse` ...: Scrapy's scheduler, no history, no cycle
         self.off = off_reason(crawler)
         if self.off is not None:
@@ -421,9 +422,26 @@ class RecrawlScheduler(Scheduler):
             selector=self.plugins.selector,
             groups=self.group_index,
             hubs=read_hubs(store),
+            check_spread=not self._spread_known,
         )
+        self._check_spread(plan)
         self._save_plan(plan)
         return plan
+
+    def _check_spread(self, plan: CyclePlan) -> None:
+        """Warn once if the scorer gives most URLs one score, or none, though their
+        history tells them apart (core/score_check.py); asked at each cycle until one
+        is conclusive, then never again in this crawl."""
+        spread = plan.selection.spread
+        if spread is None or not spread.conclusive:
+            return
+        self._spread_known = True
+        scorer = self.scorer
+        message = spread.warning(
+            "RECRAWL_SCORER", scorer.expression, ", ".join(sorted(scorer.terminals_needed))
+        )
+        if message is not None:
+            logger.warning("recrawl: %s", message)
 
     def _save_plan(self, plan: CyclePlan) -> None:
         """Keep what the cycle was planned to do (history/cycle_log.py): here, where both
