@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from scrapy_recrawl.history import SCHEMA_VERSION, open_store
+from scrapy_recrawl.history import SCHEMA_VERSION, check_directory, open_store
 from scrapy_recrawl.settings import RecrawlSettingError
 
 from .cli_project import make_project, scrapy
@@ -83,10 +83,12 @@ def test_a_store_in_a_missing_directory_is_refused_in_one_line(tmp_path, site, f
     assert site.log == []
 
 
-def test_only_a_writer_checks_the_directory(tmp_path):
+def test_only_a_crawl_checks_the_directory(tmp_path):
     spec = str(tmp_path / "typo" / "h.db")
-    with pytest.raises(RecrawlSettingError, match="does not exist"):
-        open_store({"RECRAWL_STORE": spec}, "pages")
-    # the offline commands' reader says "no such store" itself (sqlite_readonly.py)
+    store = open_store({"RECRAWL_STORE": spec}, "pages")
+    with pytest.raises(RecrawlSettingError, match=r"RECRAWL_STORE='.*h\.db': the directory"):
+        check_directory(store, "pages", {"RECRAWL_STORE": spec})
+    # the offline commands say "no such store" themselves (sqlite_readonly.py, reset)
     assert open_store({"RECRAWL_STORE": spec}, "pages", read_only=True).path == spec
-    assert open_store({"RECRAWL_STORE": str(tmp_path / "h.db")}, "pages").path.endswith("h.db")
+    fine = open_store({"RECRAWL_STORE": str(tmp_path / "h.db")}, "pages")
+    check_directory(fine, "pages", {"RECRAWL_STORE": str(tmp_path / "h.db")})

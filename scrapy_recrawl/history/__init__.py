@@ -39,6 +39,7 @@ __all__ = [
     "StoredBody",
     "UrlRecord",
     "Visit",
+    "check_directory",
     "fail_crawl",
     "open_store",
     "store_for_crawler",
@@ -121,23 +122,27 @@ def open_store(
         )
     else:
         path = spec
-    if not read_only:  # a reader refuses a missing file itself (sqlite_readonly.py)
-        _check_directory(spec, path, spider)
     return SqliteHistoryStore(path, read_only=read_only, **options)
 
 
-def _check_directory(spec: str, path: str, spider: str | None) -> None:
-    """A store path in a directory that does not exist is a typo far more often than a
-    wish for a new tree: refused, where creating it would start a full warm-up in the
-    wrong place without a word. The default location is created (ownership.py)."""
-    directory = os.path.dirname(os.path.abspath(path))
+def check_directory(store: HistoryStore, spider: str, settings: Any) -> None:
+    """A crawl's SQLite store in a directory that does not exist: a typo far more often
+    than a wish for a new tree, refused (RecrawlSettingError naming RECRAWL_STORE), where
+    creating it would start a full warm-up in the wrong place without a word. The
+    default location is created (ownership.py); the offline commands say themselves
+    that a store is missing."""
+    if not isinstance(store, SqliteHistoryStore):
+        return
+    directory = os.path.dirname(os.path.abspath(store.path))
     if os.path.isdir(directory):
         return
-    if spider is not None and os.path.abspath(path) == os.path.abspath(default_sqlite_path(spider)):
+    if os.path.abspath(store.path) == os.path.abspath(default_sqlite_path(spider)):
         return
+    spec = get(settings, "RECRAWL_STORE", (str, os.PathLike))
     raise RecrawlSettingError(
-        f"RECRAWL_STORE={spec!r}: the directory {directory} does not exist; create it, or "
-        "leave RECRAWL_STORE unset for the default location"
+        f"RECRAWL_STORE={os.fspath(spec) if spec is not None else store.path!r}: the "
+        f"directory {directory} does not exist; create it, or leave RECRAWL_STORE unset "
+        "for the default location"
     )
 
 
@@ -211,6 +216,7 @@ def store_for_crawler(crawler: Any, spider: Any = None) -> HistoryStore:
             raise RuntimeError("the history store is opened for a spider: none is known yet")
         settings = crawler.settings
         store = open_store(settings, spider.name)
+        check_directory(store, spider.name, settings)
         store.open()
         warn_old_default(store, spider.name, settings)
         try:
