@@ -438,7 +438,10 @@ class RecrawlScheduler(Scheduler):
         self._spread_known = True
         scorer = self.scorer
         message = spread.warning(
-            "RECRAWL_SCORER", scorer.expression, ", ".join(sorted(scorer.terminals_needed))
+            "RECRAWL_SCORER",
+            self.scorer_name,
+            ", ".join(sorted(scorer.terminals_needed)),
+            expression=scorer.expression,
         )
         if message is not None:
             logger.warning("recrawl: %s", message)

@@ -68,6 +68,8 @@ def test_a_scorer_that_follows_its_terminals_exactly_is_not_blamed():
     # with ages that differ, the unchanged pages' ages are what it ignores: said
     spread, _ = spread_of("cg", CG=cg, t=[1.0, 2.0] * 5)
     assert spread.conclusive and warning(spread) is not None
+    message = spread.warning("RECRAWL_SCORER", "cg", "CG, t", expression="1 - exp(-CG*t)")
+    assert message.startswith("RECRAWL_SCORER='cg' (1 - exp(-CG*t)): one score (0) covers 70%")
 
 
 def test_mostly_non_finite_scores_are_a_warning():

@@ -52,18 +52,24 @@ class ScoreSpread:
             return True
         return self.terminals is not None and self.top > self.terminals
 
-    def warning(self, setting: str, scorer: str, terminals: str) -> str | None:
-        """The one line to log, or None when the scores spread."""
+    def warning(
+        self, setting: str, scorer: str, terminals: str, expression: str | None = None
+    ) -> str | None:
+        """The one line to log, or None when the scores spread: ``scorer`` as the setting
+        says it, its ``expression`` when that differs (a preset, a file)."""
         where = f"of the {self.scored} URLs scored at cycle {self.cycle}"
+        named = f"{setting}={scorer!r}"
+        if expression is not None and expression != scorer:
+            named += f" ({expression})"
         if self.nonfinite > MOST:
             return (
-                f"{setting}={scorer!r}: {self.nonfinite:.0%} {where} get a score that is not "
+                f"{named}: {self.nonfinite:.0%} {where} get a score that is not "
                 "a finite number (inf or NaN: ranked last, in arbitrary order); check the "
                 "expression for an overflow (docs/scorers.md)"
             )
         if self.top > MOST and self.conclusive:
             return (
-                f"{setting}={scorer!r}: one score ({self.top_value:g}) covers {self.top:.0%} "
+                f"{named}: one score ({self.top_value:g}) covers {self.top:.0%} "
                 f"{where}, though their terminals ({terminals}) tell more of them apart: "
                 "those are picked in arbitrary order. Protected operations give 0 where "
                 "undefined (X/0, log of 0 or less); a preset with a prior (aad+) ranks "
