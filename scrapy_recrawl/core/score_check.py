@@ -79,13 +79,15 @@ class ScoreSpread:
 
 
 def _top_share(rows: np.ndarray) -> tuple[float, int]:
-    """The share of the commonest row of ``rows`` (2-d, compared byte for byte: NaNs
-    alike) and the index of one such row."""
-    flat = np.ascontiguousarray(rows)
-    keys = flat.view(np.dtype((np.void, flat.dtype.itemsize * flat.shape[1]))).ravel()
-    _, first, counts = np.unique(keys, return_index=True, return_counts=True)
+    """The share of the commonest row of ``rows`` (2-d floats, compared bit for bit once
+    -0.0 is 0.0: NaNs alike) and the index of one such row."""
+    bits = (np.asarray(rows, dtype=np.float64) + 0.0).view(np.int64)
+    order = np.lexsort(bits.T[::-1])
+    ranked = bits[order]
+    starts = np.flatnonzero(np.r_[True, (ranked[1:] != ranked[:-1]).any(axis=1)])
+    counts = np.diff(np.r_[starts, len(ranked)])
     best = int(np.argmax(counts))
-    return float(counts[best]) / len(keys), int(first[best])
+    return float(counts[best]) / len(ranked), int(order[starts[best]])
 
 
 def score_spread(
@@ -101,7 +103,10 @@ def score_spread(
     size = len(scores)
     if size < 2:
         return None
-    positions = np.unique(np.linspace(0, size - 1, min(size, sample)).astype(np.intp))
+    if size <= sample:
+        positions = np.arange(size)
+    else:  # evenly spaced, strictly increasing (size > sample)
+        positions = np.arange(sample, dtype=np.int64) * (size - 1) // (sample - 1)
     picked = np.asarray(scores, dtype=np.float64)[positions]
     finite = np.isfinite(picked)
     nonfinite = 1.0 - float(np.count_nonzero(finite)) / len(picked)
