@@ -76,7 +76,13 @@ def _params(settings: Any, url: str | None) -> dict[str, Any]:
     else:
         params["url"] = url
     if params.get("url"):
-        _check_scheme(str(params["url"]), "REDIS_URL" if url is None else "RECRAWL_STORE")
+        if url is not None:
+            source = "RECRAWL_STORE"
+        elif settings is not None and settings.get("REDIS_URL"):
+            source = "REDIS_URL"
+        else:
+            source = "REDIS_PARAMS['url']"
+        _check_scheme(str(params["url"]), source)
     # the store keeps binary data: never let the client decode it
     params["decode_responses"] = False
     if isinstance(params.get("redis_cls"), str):
