@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if os.path.exists(args.store):
         raise SystemExit(f"--store {args.store}: exists; choose a new file")
+    # the crawl refuses a RECRAWL_STORE in a missing directory (a typo); this one is asked for
+    os.makedirs(os.path.dirname(os.path.abspath(args.store)), exist_ok=True)
     extra = dict(s.split("=", 1) for s in args.settings)
     extra.setdefault("RECRAWL_MONITOR_SHARE", str(args.monitor_share))
     t0 = time.monotonic()

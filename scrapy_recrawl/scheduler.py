@@ -84,6 +84,9 @@ from .stored_request import StoredRequests
 
 logger = logging.getLogger(__name__)
 
+#: the close reason of a crawl stopped because a request could not be queued (exit 1)
+ENQUEUE_FAILED_REASON = "recrawl_enqueue_failed"  # in startup.FAILED_CLOSE_REASONS
+
 
 _RETRY_META = ("redirect_urls", "retry_times")
 
@@ -149,6 +152,8 @@ class RecrawlScheduler(Scheduler):
         self.prober: ProbeSource | None = None
         self._wake_call: Any = None
         self._clock: Any = None  # continuous mode's periods: the reactor unless a test sets one
+        self._enqueue_error = False  # a request could not be queued: said once, closing
+        self._spread_known = False  # the scorer's spread checked (core/score_check.py)
         # `scrapy shell`, `fetch`, `parse` ...: Scrapy's scheduler, no history, no cycle
         self.off = off_reason(crawler)
         if self.off is not None:
@@ -247,7 +252,34 @@ class RecrawlScheduler(Scheduler):
     def enqueue_request(self, request: Request) -> bool:
         if self.off is not None:
             return super().enqueue_request(request)
-        return self.frontier.enqueue(request)
+        try:
+            return self.frontier.enqueue(request)
+        except StoreLost:
+            return False  # said, and the spider closing, by the store's loss (epoch.py)
+        except Exception as exc:  # noqa: BLE001 -- whatever it is, the link is not queued
+            self._enqueue_failed(request, exc)
+            return False
+
+    def _enqueue_failed(self, request: Request, exc: BaseException) -> None:
+        """A request that could not be queued (a serializer, a full disk, a bug): the
+        engine would log a traceback and crawl on without the link, and exit 0. Said in
+        one line, and the spider closed (``recrawl_enqueue_failed``: exit status 1)."""
+        self.inc_stat("recrawl/enqueue_failed")
+        if self._enqueue_error:
+            return  # said once; the spider is closing
+        self._enqueue_error = True
+        logger.error(
+            "recrawl: could not queue %s (%s: %s); closing the spider so no link is lost unnoticed",
+            request.url,
+            type(exc).__name__,
+            exc,
+        )
+        logger.debug("recrawl: the queueing error's traceback", exc_info=exc)
+        engine = self.engine()
+        if engine is not None and engine.spider is not None:
+            from scrapy.utils.defer import deferred_from_coro
+
+            deferred_from_coro(engine.close_spider_async(reason=ENQUEUE_FAILED_REASON))
 
     def enqueue_now(self, request: Request) -> bool:
         """Enqueue ``request`` (the frontier calls it, or holds the request for later)."""
@@ -408,9 +440,29 @@ class RecrawlScheduler(Scheduler):
             selector=self.plugins.selector,
             groups=self.group_index,
             hubs=read_hubs(store),
+            check_spread=not self._spread_known,
         )
+        self._check_spread(plan)
         self._save_plan(plan)
         return plan
+
+    def _check_spread(self, plan: CyclePlan) -> None:
+        """Warn once if the scorer gives most URLs one score, or none, though their
+        history tells them apart (core/score_check.py); asked at each cycle until one
+        is conclusive, then never again in this crawl."""
+        spread = plan.selection.spread
+        if spread is None or not spread.conclusive:
+            return
+        self._spread_known = True
+        scorer = self.scorer
+        message = spread.warning(
+            "RECRAWL_SCORER",
+            self.scorer_name,
+            ", ".join(sorted(scorer.terminals_needed)),
+            expression=scorer.expression,
+        )
+        if message is not None:
+            logger.warning("recrawl: %s", message)
 
     def _save_plan(self, plan: CyclePlan) -> None:
         """Keep what the cycle was planned to do (history/cycle_log.py): here, where both

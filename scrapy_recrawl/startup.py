@@ -35,7 +35,12 @@ logger = logging.getLogger(__name__)
 
 #: Close reasons that mean "this crawl failed": ``scrapy crawl`` exits non-zero.
 FAILED_CLOSE_REASONS = frozenset(
-    {"recrawl_redis_unavailable", "recrawl_store_refused", STORE_LOST_REASON}
+    {
+        "recrawl_redis_unavailable",
+        "recrawl_store_refused",
+        "recrawl_enqueue_failed",  # scheduler.py: a request could not be queued
+        STORE_LOST_REASON,
+    }
 )
 
 # settings object id -> (a weak reference to it, the RecrawlSettingError it gave, if any)

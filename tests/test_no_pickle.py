@@ -14,6 +14,7 @@ import json
 import os
 import pickle
 import zipfile
+from types import SimpleNamespace
 
 import msgpack
 import numpy as np
@@ -116,9 +117,14 @@ def test_the_queues_serializer_is_data_unless_pickling_is_allowed(caplog):
     )
     assert allowed.loads(allowed.dumps({"url": "http://h/"})) == {"url": "http://h/"}
     # another serializer is used, but what it loads is still checked as a request
-    js = serializer.choose(Settings({"SCHEDULER_SERIALIZER": "json"}))
+    lenient = SimpleNamespace(
+        __name__="lenient",
+        dumps=serializer.dumps,
+        loads=lambda data: json.loads(data) if data[:1] == b"{" else serializer.loads(data),
+    )
+    js = serializer.choose(Settings({"SCHEDULER_SERIALIZER": lenient}))
     with pytest.raises(RequestCodecError, match="'_class'"):
-        js.loads(json.dumps({"url": "u", "_class": "subprocess.Popen"}))
+        js.loads(json.dumps({"url": "u", "_class": "subprocess.Popen"}).encode())
     with pytest.raises(RecrawlSettingError, match="RECRAWL_ALLOW_PICKLE"):
         serializer.choose(Settings({"RECRAWL_ALLOW_PICKLE": "maybe"}))
 
@@ -268,3 +274,20 @@ def test_a_crawl_over_a_redis_full_of_pickles_runs_no_code(tmp_path):
             assert "Traceback" not in log, (key, log[-3000:])
             assert f"the key {key} " in log, (key, log[-3000:])
         client.close()
+
+
+def test_a_serializer_that_cannot_carry_a_request_is_refused_naming_the_setting():
+    # scrapy-redis documents "json"; a Scrapy request's headers are bytes
+    with pytest.raises(RecrawlSettingError) as err:
+        serializer.choose(Settings({"SCHEDULER_SERIALIZER": "json"}))
+    message = str(err.value)
+    assert message.startswith("SCHEDULER_SERIALIZER='json' cannot encode a Scrapy request")
+    assert "\n" not in message
+    # one that encodes but reads something else back
+    lossy = SimpleNamespace(
+        __name__="lossy",
+        dumps=serializer.dumps,
+        loads=lambda data: {**serializer.loads(data), "body": b""},
+    )
+    with pytest.raises(RecrawlSettingError, match=r"'lossy' does not read .* \(changed: body\)"):
+        serializer.choose(Settings({"SCHEDULER_SERIALIZER": lossy}))

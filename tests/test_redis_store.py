@@ -370,3 +370,22 @@ def test_a_request_over_64_kb_is_kept_beside_the_blobs_and_read_back(store):
     assert store.requests([uid])[0]["callback"] == "parse"
     assert not store.client.hexists(bigreq, uid)
     assert store.get(FP).url == "https://example.com/a"
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"REDIS_URL": "http://u:pw@h:6379/0"}, "REDIS_URL='http://u:***@h:6379/0'"),
+        ({"REDIS_PARAMS": {"url": "localhost:6379"}}, "REDIS_PARAMS['url']='localhost:6379'"),
+    ],
+)
+def test_a_redis_url_of_another_scheme_is_refused_naming_where_it_came_from(settings, named):
+    from scrapy.settings import Settings
+
+    from scrapy_recrawl.history.redis_connection import redis_location
+    from scrapy_recrawl.settings import RecrawlSettingError
+
+    with pytest.raises(RecrawlSettingError) as err:
+        redis_location(Settings(settings))
+    assert str(err.value).startswith(f"{named}: a Redis URL starts with redis://, rediss://")
+    assert "pw" not in str(err.value)

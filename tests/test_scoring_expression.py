@@ -8,7 +8,14 @@ import math
 import numpy as np
 import pytest
 
-from scrapy_recrawl.scoring import Scorer, pdiv, plog, score_expression, top_k_indices
+from scrapy_recrawl.scoring import (
+    Scorer,
+    default_registry,
+    pdiv,
+    plog,
+    score_expression,
+    top_k_indices,
+)
 from scrapy_recrawl.settings import RecrawlSettingError
 
 
@@ -261,3 +268,59 @@ def test_the_largest_gp_tree_is_still_accepted_within_a_second():
     t0 = time.perf_counter()
     Scorer.from_spec(tree(10))
     assert time.perf_counter() - t0 < 1.0
+
+
+def _huge_exponents():
+    for digits in (6, 9, 12, 18):
+        for sign in ("", "-"):
+            for mantissa in ("1", "0.5", "123.456"):
+                yield f"{mantissa}e{sign}{'9' * digits}"
+
+
+@pytest.mark.parametrize("literal", list(_huge_exponents()))
+def test_a_literal_is_judged_from_its_text_before_any_arithmetic(literal):
+    """Exponents of 6 to 18 digits are refused by the token check (the parser's first
+    step, before sympy) and from the text: under a decimal context that traps every
+    rounding, overflow and underflow, arithmetic on such a number would raise instead."""
+    import decimal
+
+    from scrapy_recrawl.scoring.parse import _check_tokens
+
+    strict = decimal.Context(
+        prec=28, Emax=99, Emin=-99, traps=[decimal.Overflow, decimal.Underflow, decimal.Inexact]
+    )
+    for text in (f"{literal} + X", f"X * {literal}"):
+        with decimal.localcontext(strict), pytest.raises(RecrawlSettingError) as err:
+            _check_tokens(text, "RECRAWL_SCORER", default_registry())
+        message = str(err.value)
+        assert message.startswith("RECRAWL_SCORER=") and "\n" not in message
+        assert f"number {literal!r} is out of bounds" in message
+
+
+@pytest.mark.parametrize("zero", ["0e-999999999", "0.0e999999999999999999", "0e9"])
+def test_a_zero_with_any_exponent_is_a_zero(zero):
+    scorer = Scorer.from_spec(f"{zero} + X")
+    np.testing.assert_array_equal(scorer.score(terms(X=[0.0, 2.0])), [0.0, 2.0])
+
+
+@pytest.mark.parametrize(
+    "literal, allowed",
+    [
+        ("1e12", True),
+        ("1e+12", True),
+        ("999999999999.5", True),
+        ("1000000000000.0000000000000001", False),
+        ("1e-12", True),
+        ("0.000000000001", True),
+        ("0.0000000000001e1", True),
+        ("0.99999999999999999999999999999e-12", False),  # 29 nines: Decimal's abs() rounds
+        ("1e13", False),
+        ("9e-13", False),
+    ],
+)
+def test_literal_bounds_are_exact_at_the_edges(literal, allowed):
+    if allowed:
+        Scorer.from_spec(f"{literal} * X")
+    else:
+        with pytest.raises(RecrawlSettingError, match="out of bounds"):
+            Scorer.from_spec(f"{literal} * X")

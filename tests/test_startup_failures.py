@@ -138,3 +138,22 @@ def test_a_spider_closed_for_redis_going_away_exits_non_zero(tmp_path, runner):
     assert "Closing spider (recrawl_redis_unavailable)" in run.stderr, run.stderr[-3000:]
     assert run.returncode == 1
     assert len(site.log) < 300  # it did stop
+
+
+@pytest.mark.parametrize(
+    "store_settings",
+    [("SCHEDULER=scrapy_recrawl.RedisRecrawlScheduler",), ("RECRAWL_STORE=redis",)],
+    ids=["redis-scheduler", "redis-store"],
+)
+def test_a_redis_url_of_another_scheme_is_one_line_naming_redis_url(project, site, store_settings):
+    url = "http://crawler:s3cret@127.0.0.1:6379/0"
+    args = ["crawl", "pages", "-a", f"start_url={site.url}/", "-s", f"REDIS_URL={url}"]
+    for s in store_settings:
+        args += ["-s", s]
+    run = scrapy(project, *args)
+    assert_one_line(
+        run, "REDIS_URL='http://crawler:***@127.0.0.1:6379/0'", "redis://, rediss:// or unix://"
+    )
+    assert "s3cret" not in run.stderr
+    assert "Task exception was never retrieved" not in run.stderr
+    assert site.log == []

@@ -128,6 +128,7 @@ def plan_cycle(
     selector: Selector | None = None,
     groups: GroupIndex | None = None,
     hubs: tuple[np.ndarray, np.ndarray] | None = None,
+    check_spread: bool = False,
 ) -> CyclePlan:
     """Decide cycle ``arrays.cycle``: its budget, its recrawls and its new-URL quota.
 
@@ -138,6 +139,8 @@ def plan_cycle(
     terminals when the scorer uses one (core/groups.py: URLs of new ids only).
     ``hubs`` is ``(ids, rates)``: the pages whose refetches keep yielding new links and
     their new links per cycle (core/hubs.py); those due are taken first.
+    ``check_spread``: the selection also says how the scores spread
+    (core/score_check.py; the crawl asks until it is conclusive).
     """
     t0 = time.perf_counter()
     now = time.time() if now is None else now
@@ -182,6 +185,7 @@ def plan_cycle(
             seed=config.seed,
             max_per_domain=config.max_per_domain,
             urls_of=urls_of,
+            check_spread=check_spread,
         )
     cut = 0
     if config.adaptive_budget is not None and selector is None and budget.total is not None:

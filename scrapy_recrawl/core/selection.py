@@ -16,6 +16,7 @@ import numpy as np
 from ..history.base import HistoryArrays
 from ..scoring import CORE_TERMINALS, ExpressionScorer, Scorer, default_registry, top_k_indices
 from ..scoring.terminals import BUDGET
+from .score_check import ScoreSpread, score_spread
 
 
 def monitor_mask(ids: np.ndarray, share: float, seed: int) -> np.ndarray:
@@ -82,6 +83,8 @@ class Selection:
     # picks a plug-in marked due now (DUE_NOW): right after the monitored ones, ahead of
     # the scorer's own picks, whose lowest score is the cycle's cut-off
     due: int = 0
+    #: how this cycle's scores spread (core/score_check.py), when asked (check_spread)
+    spread: ScoreSpread | None = None
 
 
 #: A boolean column a ColumnProvider may add: candidates marked in it are *due now* and
@@ -238,6 +241,7 @@ def select_recrawls(
     seed: int = 0,
     max_per_domain: int | None = None,
     urls_of: Callable[[np.ndarray], list[str]] | None = None,
+    check_spread: bool = False,
 ) -> Selection:
     """Score every live known URL and pick this cycle's recrawls.
 
@@ -245,7 +249,8 @@ def select_recrawls(
     The monitoring sample comes first and outside ``k``; then the top ``k``
     by score (all candidates when ``k`` is None), those a plug-in marked due now
     (:data:`DUE_NOW`) ahead of the rest, at most ``max_per_domain`` per host
-    (``urls_of`` maps ids to URLs for that).
+    (``urls_of`` maps ids to URLs for that). ``check_spread``: also say how the scores
+    spread (:func:`~.score_check.score_spread`, on the scores computed here).
     """
     cols = arrays.columns
     live, waiting = candidate_mask(arrays, exclude)
@@ -254,6 +259,15 @@ def select_recrawls(
     want = len(candidates) if k is None else min(k, len(candidates))
     cols = with_budget(cols, want)
     scores = _score(scorer, cols, candidates, len(arrays.ids), arrays.cycle, now)
+    spread = None
+    if check_spread:
+        scored_cols = cols
+
+        def terminals_of(positions: np.ndarray) -> Mapping[str, np.ndarray]:
+            rows = _Rows(scored_cols, candidates[positions])
+            return scorer.terminals(rows, arrays.cycle, now)
+
+        spread = score_spread(scores, arrays.cycle, terminals_of)
     # a plug-in's due-now URLs (DUE_NOW) rank first; the picks keep their own scores
     due = _due_rows(cols, candidates) if DUE_NOW in cols else np.empty(0, dtype=np.intp)
     keys = due_first(scores, due)
@@ -272,6 +286,7 @@ def select_recrawls(
         backed_off=waiting,
         # the due picks lead the order (their keys rank above every other)
         due=int(np.count_nonzero(np.isin(order[: len(due)], due))) if len(due) else 0,
+        spread=spread,
     )
 
 

@@ -28,7 +28,16 @@ PICKLING = frozenset(
     {"pickle", "_pickle", "cPickle", "scrapy_redis.picklecompat", "dill", "cloudpickle", "marshal"}
 )
 
-__all__ = ["DEFAULT", "PICKLING", "RequestCodecError", "checked", "choose", "dumps", "loads"]
+__all__ = [
+    "DEFAULT",
+    "PICKLING",
+    "RequestCodecError",
+    "check_round_trip",
+    "checked",
+    "choose",
+    "dumps",
+    "loads",
+]
 
 
 def dumps(obj: dict[str, Any]) -> bytes:
@@ -78,7 +87,50 @@ def choose(settings: Any) -> Any:
             "SCHEDULER_SERIALIZER unset (requests as data), or set RECRAWL_ALLOW_PICKLE = True "
             "if only trusted processes can ever write to it"
         )
+    check_round_trip(serializer, named)
     return checked(serializer)
+
+
+def _sample() -> dict[str, Any]:
+    """A request as Scrapy hands one to the queues: bytes headers and body, meta,
+    ``cb_kwargs`` (what scrapy-redis's documented ``json`` cannot encode)."""
+    from scrapy import Request
+
+    request = Request(
+        "https://example.com/a?b=1",
+        method="POST",
+        headers={"Accept": "text/html", "X-Sample": ["1", "2"]},
+        body=b"q=1",
+        meta={"depth": 1},
+        cb_kwargs={"page": 2},
+        priority=3,
+    )
+    return request.to_dict()
+
+
+def check_round_trip(serializer: Any, named: Any) -> None:
+    """Refuse, at start-up, a serializer that cannot encode a Scrapy request and read it
+    back unchanged: otherwise the first page's links are lost mid-crawl, each with a
+    traceback. Raises RecrawlSettingError naming SCHEDULER_SERIALIZER."""
+    sample = _sample()
+    try:
+        back = check_request(serializer.loads(serializer.dumps(sample)))
+    except Exception as exc:  # noqa: BLE001 -- any failure of a user's serializer
+        raise RecrawlSettingError(
+            f"SCHEDULER_SERIALIZER={_name(named)!r} cannot encode a Scrapy request "
+            f"({type(exc).__name__}: {exc}); leave it unset (requests as data)"
+        ) from None
+    if back != sample:
+        changed = sorted(k for k in sample if back.get(k) != sample[k])
+        raise RecrawlSettingError(
+            f"SCHEDULER_SERIALIZER={_name(named)!r} does not read a Scrapy request back "
+            f"as it was written (changed: {', '.join(changed) or 'keys'}); leave it unset "
+            "(requests as data)"
+        )
+
+
+def _name(named: Any) -> str:
+    return named if isinstance(named, str) else getattr(named, "__name__", repr(named))
 
 
 def checked(serializer: Any) -> Any:

@@ -22,6 +22,7 @@ from .ownership import (
     StoreRefused,
     claim_store,
     default_sqlite_path,
+    describe,
     for_spider,
     warn_old_default,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "StoredBody",
     "UrlRecord",
     "Visit",
+    "check_directory",
     "fail_crawl",
     "open_store",
     "store_for_crawler",
@@ -109,15 +111,39 @@ def open_store(
         )
     if spec.startswith("sqlite:///"):
         # as SQLAlchemy spells it: sqlite:///relative.db, sqlite:////absolute.db
-        path = spec[len("sqlite:///") :] or default_sqlite_path(spider)
-        return SqliteHistoryStore(path, read_only=read_only, **options)
-    if "://" in spec:
+        path = spec[len("sqlite:///") :]
+        if not path:
+            return SqliteHistoryStore(default_sqlite_path(spider), read_only=read_only, **options)
+    elif "://" in spec:
         scheme = spec.split("://", 1)[0]
         raise RecrawlSettingError(
             f"RECRAWL_STORE={spec!r}: unknown store scheme {scheme!r}; "
             "use a file path, sqlite:///path or redis://host:port/db"
         )
-    return SqliteHistoryStore(spec, read_only=read_only, **options)
+    else:
+        path = spec
+    return SqliteHistoryStore(path, read_only=read_only, **options)
+
+
+def check_directory(store: HistoryStore, spider: str, settings: Any) -> None:
+    """A crawl's SQLite store in a directory that does not exist: a typo far more often
+    than a wish for a new tree, refused (RecrawlSettingError naming RECRAWL_STORE), where
+    creating it would start a full warm-up in the wrong place without a word. The
+    default location is created (ownership.py); the offline commands say themselves
+    that a store is missing."""
+    if not isinstance(store, SqliteHistoryStore):
+        return
+    directory = os.path.dirname(os.path.abspath(store.path))
+    if os.path.isdir(directory):
+        return
+    if os.path.abspath(store.path) == os.path.abspath(default_sqlite_path(spider)):
+        return
+    spec = get(settings, "RECRAWL_STORE", (str, os.PathLike))
+    raise RecrawlSettingError(
+        f"RECRAWL_STORE={os.fspath(spec) if spec is not None else store.path!r}: the "
+        f"directory {directory} does not exist; create it, or leave RECRAWL_STORE unset "
+        "for the default location"
+    )
 
 
 def _third_party_store(path: str, settings: Any) -> HistoryStore:
@@ -190,6 +216,7 @@ def store_for_crawler(crawler: Any, spider: Any = None) -> HistoryStore:
             raise RuntimeError("the history store is opened for a spider: none is known yet")
         settings = crawler.settings
         store = open_store(settings, spider.name)
+        check_directory(store, spider.name, settings)
         store.open()
         warn_old_default(store, spider.name, settings)
         try:
@@ -199,6 +226,7 @@ def store_for_crawler(crawler: Any, spider: Any = None) -> HistoryStore:
             _REFUSED[crawler] = exc
             crawler.signals.connect(_close_refused, signal=signals.spider_opened, weak=False)
             raise
+        _log_store(store, spider.name)
         # a shared store lost mid-crawl stops it (or goes on: RECRAWL_ON_STORE_LOSS)
         watch_store_loss(crawler, store)
         scheduler = load_object(settings["SCHEDULER"])
@@ -207,6 +235,19 @@ def store_for_crawler(crawler: Any, spider: Any = None) -> HistoryStore:
         _STORES[crawler] = store
         crawler.signals.connect(_closer(crawler, store), signal=signals.engine_stopped, weak=False)
     return store
+
+
+def _log_store(store: HistoryStore, spider: str) -> None:
+    """Which history this crawl continues, said once at start: a crawl pointed at the
+    wrong store otherwise only shows itself as an unexpected full warm-up."""
+    logger.info(
+        "recrawl: history store %s for spider %r: %d URLs known, cycle %d, schema version %d",
+        describe(store),
+        spider,
+        len(store),
+        store.cycle,
+        SCHEMA_VERSION,  # open() migrated it to this one or refused it
+    )
 
 
 def _closer(crawler: Any, store: HistoryStore) -> Any:

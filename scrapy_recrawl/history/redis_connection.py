@@ -75,6 +75,14 @@ def _params(settings: Any, url: str | None) -> dict[str, Any]:
                 params[dest] = value
     else:
         params["url"] = url
+    if params.get("url"):
+        if url is not None:
+            source = "RECRAWL_STORE"
+        elif settings is not None and settings.get("REDIS_URL"):
+            source = "REDIS_URL"
+        else:
+            source = "REDIS_PARAMS['url']"
+        _check_scheme(str(params["url"]), source)
     # the store keeps binary data: never let the client decode it
     params["decode_responses"] = False
     if isinstance(params.get("redis_cls"), str):
@@ -82,6 +90,23 @@ def _params(settings: Any, url: str | None) -> dict[str, Any]:
 
         params["redis_cls"] = load_object(params["redis_cls"])
     return params
+
+
+#: the URL schemes redis-py accepts (redis.connection.parse_url)
+SCHEMES = ("redis", "rediss", "unix")
+
+
+def _check_scheme(url: str, setting: str) -> None:
+    """A URL Redis does not accept (``http://...``) is one line naming the setting, not
+    redis-py's ValueError with a traceback from wherever the client is first built."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme not in SCHEMES:
+        from ..settings import RecrawlSettingError
+
+        raise RecrawlSettingError(
+            f"{setting}={redacted(url)!r}: a Redis URL starts with redis://, rediss:// or "
+            f"unix://, not {scheme + '://' if scheme else 'no scheme'}"
+        )
 
 
 def _param_location(params: dict[str, Any]) -> str:

@@ -149,16 +149,46 @@ _LAYOUT = frozenset(
 )
 
 
-def _check_literal(text: str, s: str, setting: str) -> None:
-    # exact, not float(): 1e-999999 underflows to 0.0 as a float but is no zero
-    value = abs(Decimal(s))  # a decimal literal (matched above): cannot fail
-    if len(s) > MAX_LITERAL_CHARS or not (value == 0 or MIN_LITERAL <= value <= MAX_LITERAL):
-        raise _refuse(
-            text,
-            f"number {s!r} is out of bounds (a literal is 0 or between {MIN_LITERAL:g} and "
-            f"{MAX_LITERAL:g}, at most {MAX_LITERAL_CHARS} characters)",
-            setting,
-        )
+def _magnitude(s: str) -> int | None:
+    """The power of ten of a decimal literal's first significant digit (``s`` is in
+    ``10**m .. 10**(m+1)``), read from its digits and exponent as text; None for a zero.
+
+    No arbitrary-precision arithmetic: ``1e-999999999`` is one int() of a short string
+    (the literal's length is bounded first), where Decimal would round it to zero or
+    overflow, and sympy would then spend minutes on it."""
+    mantissa, _, exponent = s.lower().partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = (whole + fraction).lstrip("0")
+    if not digits:
+        return None
+    return int(exponent or "0") + len(digits) - 1 - len(fraction)
+
+
+_MIN_MAGNITUDE = MIN_LITERAL.adjusted()  # -12
+_MAX_MAGNITUDE = MAX_LITERAL.adjusted()  # 12
+
+
+def _check_literal(text: str, s: str, setting: str) -> str:
+    """Refuse a literal out of bounds; returns the text to parse in its place (a zero
+    as ``0``: ``0e-999999999`` is a zero that sympy would spend minutes on)."""
+    refusal = _refuse(
+        text,
+        f"number {s!r} is out of bounds (a literal is 0 or between {MIN_LITERAL:g} and "
+        f"{MAX_LITERAL:g}, at most {MAX_LITERAL_CHARS} characters)",
+        setting,
+    )
+    if len(s) > MAX_LITERAL_CHARS:  # first: it bounds the exponent's digits
+        raise refusal
+    magnitude = _magnitude(s)
+    if magnitude is None:
+        return s if "e" not in s.lower() else "0"
+    if not _MIN_MAGNITUDE <= magnitude <= _MAX_MAGNITUDE:
+        raise refusal
+    # within a power of ten of the bounds: an exponent of two digits, so the exact
+    # comparison is cheap (copy_abs: no rounding to the context's 28 digits)
+    if not MIN_LITERAL <= Decimal(s).copy_abs() <= MAX_LITERAL:
+        raise refusal
+    return s
 
 
 def _check_tokens(text: str, setting: str, registry: TerminalNames) -> str:
@@ -194,8 +224,7 @@ def _check_tokens(text: str, setting: str, registry: TerminalNames) -> str:
         if kind == tokenize.NUMBER:
             if not _DECIMAL.match(s):
                 raise _refuse(text, f"number {s!r} is not allowed (decimal numbers only)", setting)
-            _check_literal(text, s, setting)
-            out.append(s)
+            out.append(_check_literal(text, s, setting))
             continue
         if kind == tokenize.OP and s in _OPERATORS:
             depth += (s == "(") - (s == ")")
