@@ -10,9 +10,9 @@ The binaries are the ones the single-server tests use (:func:`redis_server_exe`:
 Each node needs its port P and P + 10000 (the cluster bus) free, so the ports are
 picked below 55536 and both are checked.
 
-The fixture ``redis_cluster`` is one cluster per test session (a start takes one to
-two seconds): :func:`shared_cluster`, started on first use, stopped at exit, however
-many test modules import the fixture; ``redis_cluster_db`` empties it before each test.
+The fixture ``redis_cluster`` (tests/conftest.py) is one cluster per test session (a
+start takes one to two seconds): :func:`shared_cluster`, started on first use, stopped
+at exit; ``redis_cluster_db`` empties it before each test.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-
-import pytest
 
 from .redis_server import RedisServer, redis_server_exe
 
@@ -194,25 +192,10 @@ def shared_cluster() -> RedisCluster:
     return _SHARED[0]
 
 
-@pytest.fixture(scope="session")
-def redis_cluster():
-    """One three-master Redis Cluster per test session; tests empty it (``redis_cluster_db``)."""
-    return shared_cluster()
-
-
-@pytest.fixture
-def redis_cluster_db(redis_cluster):
-    """The session's cluster, emptied before each test."""
-    redis_cluster.flushall()
-    yield redis_cluster
-
-
 __all__ = [
     "ClusterNode",
     "RedisCluster",
     "cluster_ports",
     "redis_cli_exe",
-    "redis_cluster",
-    "redis_cluster_db",
     "shared_cluster",
 ]

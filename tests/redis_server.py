@@ -20,8 +20,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import pytest
-
 
 def redis_server_exe() -> str:
     """The ``redis-server`` binary the tests start (module docstring)."""
@@ -137,20 +135,4 @@ class RedisServer:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def redis_server():
-    """One redis-server per test module; tests clean their own keys (``flushdb``)."""
-    with RedisServer() as server:
-        yield server
-
-
-@pytest.fixture
-def redis_db(redis_server):
-    """The module's server, emptied before each test."""
-    client = redis_server.client()
-    client.flushall()
-    client.close()
-    yield redis_server
-
-
-__all__ = ["RedisServer", "free_port", "redis_db", "redis_server"]
+__all__ = ["RedisServer", "free_port", "redis_server_exe"]

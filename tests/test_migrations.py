@@ -23,7 +23,6 @@ from scrapy_recrawl.history.redis import RedisHistoryStore
 
 from .fixtures.redis_typed import load_typed
 from .fixtures.v3_requests import request as _v3_request
-from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

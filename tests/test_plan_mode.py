@@ -8,7 +8,6 @@ from scrapy_recrawl.history import SqliteHistoryStore
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
 from .helpers import LocalSite, run_crawl
-from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 from .test_scheduler import index, page, settings_for
 
 pytest.importorskip("scipy")

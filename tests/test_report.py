@@ -29,7 +29,7 @@ from scrapy_recrawl.learn.histories import load
 
 from .cli_project import make_project, scrapy
 from .helpers import LocalSite, Page
-from .redis_server import RedisServer, redis_db, redis_server  # noqa: F401 -- fixtures
+from .redis_server import RedisServer
 
 pytestmark = pytest.mark.slow
 

@@ -1,0 +1,58 @@
+"""The fixtures shared by the test modules, found by pytest here (no imports needed).
+
+Redis: ``redis_server`` (one real redis-server per test module) and ``redis_db``
+(that server, emptied before the test); ``redis_cluster`` (one three-master Redis
+Cluster per session) and ``redis_cluster_db`` (emptied before the test);
+``redis_deployment`` (each test runs on a single server and on the cluster).
+The servers themselves are tests/redis_server.py, tests/redis_cluster.py and
+tests/redis_deploy.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .redis_cluster import shared_cluster
+from .redis_deploy import deployment
+from .redis_server import RedisServer
+
+
+@pytest.fixture(scope="module")
+def redis_server():
+    """One redis-server per test module; tests clean their own keys (``flushdb``)."""
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture
+def redis_db(redis_server):
+    """The module's server, emptied before each test."""
+    client = redis_server.client()
+    client.flushall()
+    client.close()
+    yield redis_server
+
+
+@pytest.fixture(scope="session")
+def redis_cluster():
+    """One three-master Redis Cluster per test session; tests empty it (``redis_cluster_db``)."""
+    return shared_cluster()
+
+
+@pytest.fixture
+def redis_cluster_db(redis_cluster):
+    """The session's cluster, emptied before each test."""
+    redis_cluster.flushall()
+    yield redis_cluster
+
+
+@pytest.fixture(scope="module")
+def _deploy_single():
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture(params=["single", "cluster"])
+def redis_deployment(request, _deploy_single):
+    """The test runs on a single redis-server and on a three-master cluster, emptied first."""
+    return deployment(request.param, _deploy_single)
