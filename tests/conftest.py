@@ -26,7 +26,8 @@ def redis_server():
 
 @pytest.fixture
 def redis_db(redis_server):
-    """The module's server, emptied before each test."""
+    """The module's server (started again if a test killed it), emptied before each test."""
+    redis_server.ensure_running()
     client = redis_server.client()
     client.flushall()
     client.close()
@@ -41,7 +42,8 @@ def redis_cluster():
 
 @pytest.fixture
 def redis_cluster_db(redis_cluster):
-    """The session's cluster, emptied before each test."""
+    """The session's cluster (a node that died started again), emptied before each test."""
+    redis_cluster.ensure_running()
     redis_cluster.flushall()
     yield redis_cluster
 
@@ -55,4 +57,7 @@ def _deploy_single():
 @pytest.fixture(params=["single", "cluster"])
 def redis_deployment(request, _deploy_single):
     """The test runs on a single redis-server and on a three-master cluster, emptied first."""
+    _deploy_single.ensure_running()
+    if request.param == "cluster":
+        shared_cluster().ensure_running()
     return deployment(request.param, _deploy_single)
