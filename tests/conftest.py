@@ -6,15 +6,27 @@ Cluster per session) and ``redis_cluster_db`` (emptied before the test);
 ``redis_deployment`` (each test runs on a single server and on the cluster).
 The servers themselves are tests/redis_server.py, tests/redis_cluster.py and
 tests/redis_deploy.py.
+
+The markers ``planning``, ``ml`` and ``plot`` (tests/extras.py): a test that needs an
+optional extra is skipped, with the command that installs it, where it is missing.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from .extras import EXTRAS, missing_extra
 from .redis_cluster import shared_cluster
 from .redis_deploy import deployment
 from .redis_server import RedisServer
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for extra in EXTRAS:
+        if item.get_closest_marker(extra) is not None:
+            reason = missing_extra(extra)
+            if reason is not None:
+                pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")

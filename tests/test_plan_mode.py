@@ -7,10 +7,11 @@ import pytest
 from scrapy_recrawl.history import SqliteHistoryStore
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
+from .extras import require_extra
 from .helpers import LocalSite, run_crawl
 from .test_scheduler import index, page, settings_for
 
-pytest.importorskip("scipy")
+require_extra("planning")
 pytestmark = pytest.mark.slow
 
 
