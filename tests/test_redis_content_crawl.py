@@ -15,7 +15,7 @@ from .helpers import run_crawl
 from .test_content_crawl import BIG, PAGES, TRIVIAL, publish
 from .test_scheduler import page_items
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.planning]  # RECRAWL_CHANGE_TEST = "chi2": scipy
 
 site = on_sqlite.site  # the same changing site as the SQLite crawl
 
