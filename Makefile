@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint format docs bench clean package-check
+.PHONY: demo test test-fast lint format docs bench clean package-check
 
 $(STAMP): setup.cfg pyproject.toml setup.py $(wildcard scrapy_recrawl/*/*.pyx)
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ demo: $(STAMP)
 
 test: $(STAMP) lint docs
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# the loop while working (docs/contributing.md): no lint, no docs build, no `slow` test
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow" -q $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check scrapy_recrawl tests bench example_project

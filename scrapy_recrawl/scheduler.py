@@ -67,6 +67,7 @@ from .history import (
     StoreLost,
     StoreRefused,
     cycle_log,
+    release_store,
     store_for_crawler,
 )
 from .hubs import META_VIA, hubs_for_crawler
@@ -230,9 +231,18 @@ class RecrawlScheduler(Scheduler):
     def close(self, reason: str) -> Deferred[None] | None:
         if self._wake_call is not None and self._wake_call.active():
             self._wake_call.cancel()
-        if self.off is None:
+        if self.off is not None:
+            return super().close(reason)
+        try:
             self.frontier.close(reason)
-        return super().close(reason)
+            return super().close(reason)
+        finally:
+            # Scrapy's contract: close() releases what open() took. The store and its
+            # lock go now, not at engine_stopped: the next scheduler on the same JOBDIR
+            # (Scrapy's own tests do it in one process) opens it again.
+            if self._store is not None:
+                assert self.crawler is not None
+                release_store(self.crawler)
 
     def has_pending_requests(self) -> bool:
         if self.off is not None:

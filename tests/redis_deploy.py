@@ -1,7 +1,7 @@
 """The two Redis deployments the distributed tests run on: one redis-server, and a
 three-master Redis Cluster (tests/redis_cluster.py).
 
-``redis_deployment`` is a fixture parametrized ``single`` / ``cluster``: a test that
+``redis_deployment`` (tests/conftest.py) is a fixture parametrized ``single`` / ``cluster``: a test that
 takes it runs once on each, with settings and clients from :class:`Deployment`
 instead of a hard-coded ``REDIS_URL`` and key names. On the cluster, everything the
 crawl keeps in Redis is there: the history store and the frontier (cycle state,
@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-
-import pytest
 
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
@@ -64,12 +62,6 @@ class Deployment:
             client.close()
 
 
-@pytest.fixture(scope="module")
-def _deploy_single():
-    with RedisServer() as server:
-        yield server
-
-
 def deployment(kind: str, single: RedisServer) -> Deployment:
     """The deployment ``kind`` (``single``: the test's redis-server ``single``;
     ``cluster``: the session's cluster), emptied."""
@@ -82,10 +74,4 @@ def deployment(kind: str, single: RedisServer) -> Deployment:
     return out
 
 
-@pytest.fixture(params=["single", "cluster"])
-def redis_deployment(request, _deploy_single):
-    """The test runs on a single redis-server and on a three-master cluster, emptied first."""
-    return deployment(request.param, _deploy_single)
-
-
-__all__ = ["Deployment", "deployment", "redis_deployment"]
+__all__ = ["Deployment", "deployment"]

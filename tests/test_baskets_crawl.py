@@ -11,7 +11,6 @@ from scrapy_recrawl.history import SqliteHistoryStore
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
 from .helpers import LocalSite, Page, run_crawl
-from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 
 pytestmark = pytest.mark.slow
 

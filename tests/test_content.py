@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.stats import chi2_contingency
 
 from scrapy_recrawl.change import ChangeDetector
 from scrapy_recrawl.change.bow import (
@@ -29,6 +28,15 @@ from scrapy_recrawl.history.records import window_from_log
 from scrapy_recrawl.scoring import PRESETS, Scorer, compute_terminals
 from scrapy_recrawl.settings import RecrawlSettingError
 
+from .extras import require_extra
+
+
+def chi2_contingency(table: np.ndarray, **kwargs: object) -> tuple:
+    """scipy's, the reference (the planning extra: the tests that use it are marked)."""
+    from scipy.stats import chi2_contingency as reference
+
+    return reference(table, **kwargs)
+
 
 def _bag(counts: dict[int, int], total: int | None = None) -> Bag:
     terms = np.array(sorted(counts), dtype=np.uint32)
@@ -48,6 +56,7 @@ CASES = [
 ]
 
 
+@pytest.mark.planning
 @pytest.mark.parametrize("a,b", CASES)
 def test_chi2_matches_scipy(a, b):
     ba, bb = _bag(a), _bag(b)
@@ -61,6 +70,7 @@ def test_chi2_matches_scipy(a, b):
     assert significant(ba, bb, 0.05) == (p < 0.05)
 
 
+@pytest.mark.planning
 def test_chi2_random_small_tables_match_scipy():
     rng = np.random.default_rng(4)
     for _ in range(50):
@@ -75,6 +85,7 @@ def test_chi2_random_small_tables_match_scipy():
         assert s == pytest.approx(stat) and q == pytest.approx(p)
 
 
+@pytest.mark.planning
 def test_truncated_terms_go_to_other_column():
     # total 10 but kept counts sum to 8: 2 words in "other"
     a, b = _bag({1: 4, 2: 4}, total=10), _bag({1: 4, 2: 4}, total=10)
@@ -85,6 +96,7 @@ def test_truncated_terms_go_to_other_column():
     assert chi2_test(a, _bag({1: 40, 2: 4}, total=46))[1] == pytest.approx(p2)
 
 
+@pytest.mark.planning  # the chi-squared test is scipy's
 def test_empty_bags():
     empty = _bag({})
     assert chi2_test(empty, empty)[1] == 1.0
@@ -123,6 +135,7 @@ def _page(paragraphs: list[str]) -> bytes:
     return f"<html><body>{body}</body></html>".encode()
 
 
+@pytest.mark.planning  # the chi-squared test is scipy's
 def test_detector_chi2_is_off_by_default_and_decides_by_word_distribution():
     text = [" ".join(f"word{i % 40} other{i % 7}" for i in range(j, j + 30)) for j in range(20)]
     small = list(text)
@@ -146,6 +159,7 @@ def test_detector_chi2_is_off_by_default_and_decides_by_word_distribution():
     assert not det.compare(reloaded, new, old_bag=old.bag).changed
 
 
+@pytest.mark.planning  # the chi-squared test is scipy's
 def test_detector_settings_are_checked():
     with pytest.raises(RecrawlSettingError, match="RECRAWL_CHANGE_TEST"):
         ChangeDetector(change_test="md5")
@@ -347,7 +361,7 @@ def test_content_replay_equals_simulate_without_new_terminals():
 
 def test_table1_experts_find_followers():
     # followers change one day after their leader: only the 3D settings can see it coming
-    pytest.importorskip("sklearn")
+    require_extra("ml")
     from scrapy_recrawl.content.evaluate import table1
 
     rng = np.random.default_rng(5)

@@ -11,7 +11,7 @@ from scrapy_recrawl.history import SqliteHistoryStore
 from .helpers import LocalSite, Page, run_crawl
 from .test_scheduler import index, page_items, settings_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.planning]  # RECRAWL_CHANGE_TEST = "chi2": scipy
 
 PAGES = 10
 #: pages rewritten each version (other words entirely): significant changes

@@ -28,7 +28,6 @@ from scrapy_recrawl.history.cycle_log import cycle_records
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
 from .helpers import REPO, SPIDER_SCRIPT, LocalSite, Page
-from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 
 pytestmark = pytest.mark.slow
 

@@ -18,8 +18,6 @@ from scrapy_recrawl.history.cycle_log import (
 from scrapy_recrawl.history.records import RecordError, pack_record
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
-from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
-
 
 @pytest.fixture(params=["sqlite", "redis"])
 def store(request, tmp_path):

@@ -28,7 +28,6 @@ from scrapy_recrawl.insight.log import VisitLog
 from scrapy_recrawl.scoring.freshness import estimate_freshness
 
 from .helpers import LocalSite, Page, run_crawl
-from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 from .test_redis_crawl import finish, start_crawl
 
 pytestmark = pytest.mark.slow

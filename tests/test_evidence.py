@@ -23,7 +23,6 @@ from scrapy_recrawl.scoring import ExpressionScorer
 from scrapy_recrawl.settings import RecrawlSettingError
 
 from .helpers import history_arrays
-from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 
 # -- reading what a sitemap says ---------------------------------------------------
 

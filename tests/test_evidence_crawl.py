@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from .helpers import REPO, LocalSite, Page
-from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 
 SPIDER = Path(__file__).with_name("evidence_spider.py")
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()

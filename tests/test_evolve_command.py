@@ -215,6 +215,7 @@ def test_the_noise_rule_is_interval_overlap():
     assert "the intervals overlap" in close.warning()
 
 
+@pytest.mark.plot
 @pytest.mark.parametrize("suffix", ["png", "svg"])
 def test_the_plot_has_both_panels(npz, outside, suffix):
     path = outside / f"p.{suffix}"

@@ -28,7 +28,6 @@ from scrapy_recrawl.scoring.freshness import (
     modified_loglik,
 )
 
-from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 
 DAY = 86400.0
 

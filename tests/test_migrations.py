@@ -26,8 +26,6 @@ from .fixtures.redis_typed import load_typed
 from .fixtures.v3_requests import request as _v3_request
 from .fixtures.v5_requests import SECRETS as V5_SECRETS
 from .fixtures.v5_requests import spider_part as v5_spider_part
-from .redis_deploy import _deploy_single, redis_deployment  # noqa: F401 -- fixtures
-from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

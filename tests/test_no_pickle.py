@@ -35,6 +35,7 @@ from scrapy_recrawl.history.request_codec import (
 )
 from scrapy_recrawl.settings import RecrawlSettingError
 
+from .extras import require_extra
 from .redis_server import RedisServer
 from .test_redis_crawl import start_crawl
 
@@ -133,7 +134,7 @@ def test_the_queues_serializer_is_data_unless_pickling_is_allowed(caplog):
 
 
 def test_the_basket_forest_predicts_as_scikit_learn_does_and_saves_without_pickle(tmp_path):
-    pytest.importorskip("sklearn")
+    require_extra("ml")
     rng = np.random.default_rng(1)
     x, y = rng.random((300, 64)), rng.integers(0, 5, 300)
     model = BasketModel.fit(x, y, trees=25, relevance=rng.random(300), seed=2)
@@ -152,6 +153,7 @@ def test_the_basket_forest_predicts_as_scikit_learn_does_and_saves_without_pickl
     assert rel is not None  # (fitted on other targets: only the classifier is compared)
 
 
+@pytest.mark.ml  # the basket forest is fitted with scikit-learn
 def test_a_pickled_or_corrupt_model_file_is_refused_never_unpickled(tmp_path):
     marker = tmp_path / "ran"
     head = json.dumps({"format": 1, "offsets": [4], "baskets": [4]}).encode()
@@ -167,6 +169,7 @@ def test_a_pickled_or_corrupt_model_file_is_refused_never_unpickled(tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.ml  # the basket forest is fitted with scikit-learn
 def test_a_hostile_forest_is_refused_not_walked_forever():
     rng = np.random.default_rng(0)
     model = BasketModel.fit(rng.random((30, 64)), np.arange(30) % 3, trees=2)

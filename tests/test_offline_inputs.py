@@ -107,6 +107,14 @@ CASES = [
 TABLE = [(cmd, args, name) for cmd, args, names in CASES for name in names]
 TABLE += [("recrawl-evolve", ["--history", "{f}", *TINY], "missing.csv")]
 
+#: the extra (setup.cfg) a command needs, besides --plot's (tests/extras.py)
+NEEDS = {"recrawl-plan": "planning", "recrawl-baskets": "ml"}
+
+
+def needs(command: str, args: list[str]) -> list[pytest.MarkDecorator]:
+    marks = [getattr(pytest.mark, NEEDS[command])] if command in NEEDS else []
+    return marks + ([pytest.mark.plot] if "--plot" in args else [])
+
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
@@ -129,7 +137,8 @@ def snapshot(folder: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(
-    ("command", "args", "name"), TABLE, ids=[f"{c}-{a[0]}-{n}" for c, a, n in TABLE]
+    ("command", "args", "name"),
+    [pytest.param(c, a, n, marks=needs(c, a), id=f"{c}-{a[0]}-{n}") for c, a, n in TABLE],
 )
 def test_bad_input_is_one_line_and_a_non_zero_exit(project, command, args, name):  # fmt: skip
     inputs = project / "inputs"
@@ -147,12 +156,15 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(project, command, args, name)
 @pytest.mark.parametrize(
     ("command", "args"),
     [
-        ("recrawl-evolve", ["--history", "{good}", "--output", "{out}/x.json", *TINY]),
-        ("recrawl-evolve", ["--history", "{good}", "--plot", "{out}/x.png", *TINY]),
-        ("recrawl-baskets", ["--history", "{good}", "--output", "{inputs}"]),
-        ("recrawl-baskets", ["--history", "{good}", "--output", "{out}/m.bin"]),
-        ("recrawl-report", ["-s", "RECRAWL_STORE={good}", "--plot", "{out}/x.png"]),
-        ("recrawl-report", ["-s", "RECRAWL_STORE={good}", "--export", "{out}/x.npz"]),
+        pytest.param(c, a, marks=needs(c, a))
+        for c, a in [
+            ("recrawl-evolve", ["--history", "{good}", "--output", "{out}/x.json", *TINY]),
+            ("recrawl-evolve", ["--history", "{good}", "--plot", "{out}/x.png", *TINY]),
+            ("recrawl-baskets", ["--history", "{good}", "--output", "{inputs}"]),
+            ("recrawl-baskets", ["--history", "{good}", "--output", "{out}/m.bin"]),
+            ("recrawl-report", ["-s", "RECRAWL_STORE={good}", "--plot", "{out}/x.png"]),
+            ("recrawl-report", ["-s", "RECRAWL_STORE={good}", "--export", "{out}/x.npz"]),
+        ]
     ],
 )
 def test_output_paths_are_checked_before_the_work(project, command, args):
@@ -189,7 +201,7 @@ def _probed_store(path: Path, pages: int = 40) -> None:
             probes.save(ProbeState(url_id, 0.0, 8, None, None, feats, done=True))
 
 
-@pytest.mark.parametrize("command", ["recrawl-evolve", "recrawl-baskets"])
+@pytest.mark.parametrize("command", [pytest.param(c, marks=needs(c, [])) for c in ("recrawl-evolve", "recrawl-baskets")])  # fmt: skip
 def test_a_read_only_store_is_read(tmp_path, command):
     project = make_project(tmp_path, "RECRAWL_MONITOR_SHARE = 1.0\n")
     folder = project / "ro"

@@ -13,7 +13,6 @@ import pytest
 
 from .helpers import LocalSite, Page, run_crawl
 from .redis_deploy import deployment
-from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 
 pytestmark = pytest.mark.slow
 

@@ -9,11 +9,11 @@ from scrapy_recrawl.history.cycle_log import monitor_samples
 from scrapy_recrawl.history.redis import RedisHistoryStore
 from scrapy_recrawl.settings import DEFAULTS
 
+from .extras import require_extra
 from .helpers import LocalSite, run_crawl
-from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 from .test_scheduler import index, page, settings_for
 
-pytest.importorskip("scipy")
+require_extra("planning")
 pytestmark = pytest.mark.slow
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("scipy")
+from .extras import require_extra
+
+require_extra("planning")
 
 from scrapy_recrawl.planning import (  # noqa: E402
     STRATEGIES,

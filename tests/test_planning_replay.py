@@ -9,7 +9,9 @@ import re
 import numpy as np
 import pytest
 
-pytest.importorskip("scipy")
+from .extras import require_extra
+
+require_extra("planning")
 
 from scrapy.exceptions import UsageError  # noqa: E402
 

@@ -43,6 +43,7 @@ def test_a_bad_plugin_path_names_the_setting():
         plugin_classes(s)
 
 
+@pytest.mark.planning  # the webfountain planner is one of the two
 def test_two_selectors_are_refused():
     s = Settings(
         {

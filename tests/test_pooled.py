@@ -25,7 +25,6 @@ from scrapy_recrawl.scoring import Scorer, compute_terminals, default_registry
 from scrapy_recrawl.scoring.pooled import POOLED_NAMES, prior_mean, prior_strength
 
 from .helpers import history_arrays
-from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 
 PRIOR = (1.0, 10.0)
 POOLED = ["Gm", "Gb", "NADh", "AADh", "CGh"]

@@ -19,7 +19,6 @@ from scrapy_recrawl.history.redis import RedisHistoryStore
 from .fixtures.redis_typed import load_typed
 from .helpers import LocalSite, Page
 from .project import crawl, make_project, scrapy
-from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 
 pytestmark = pytest.mark.slow
 

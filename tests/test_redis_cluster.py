@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from .redis_cluster import redis_cluster, redis_cluster_db  # noqa: F401 -- fixtures
-
 #: every Redis Cluster has this many hash slots
 SLOTS = 16384
 

@@ -23,8 +23,6 @@ from scrapy_recrawl.history.request_codec import decode_request
 from scrapy_recrawl.settings import RecrawlSettingError
 
 from .cli_project import make_project, scrapy
-from .redis_cluster import redis_cluster  # noqa: F401 -- fixtures
-from .redis_deploy import _deploy_single, redis_deployment  # noqa: F401 -- fixtures
 from .test_startup_failures import assert_one_line
 
 

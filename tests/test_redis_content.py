@@ -17,13 +17,10 @@ from scrapy_recrawl.history import HistoryStoreError, SqliteHistoryStore, Visit
 from scrapy_recrawl.history.records import window_from_log
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
-from . import redis_server as servers
 from . import test_redis_store as store_tests
 from .redis_server import RedisServer
 from .test_redis_store import _random_visits
 
-redis_server = servers.redis_server
-redis_db = servers.redis_db
 store = store_tests.store  # an open RedisHistoryStore on an empty database
 
 ALL = set(win.c_names() + win.d_names()) | {"Q"}

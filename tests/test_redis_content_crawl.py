@@ -10,16 +10,14 @@ import pytest
 from scrapy_recrawl.history.records import unpack_list
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
-from . import redis_server as servers
 from . import test_content_crawl as on_sqlite
 from .helpers import run_crawl
 from .test_content_crawl import BIG, PAGES, TRIVIAL, publish
 from .test_scheduler import page_items
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.planning]  # RECRAWL_CHANGE_TEST = "chi2": scipy
 
 site = on_sqlite.site  # the same changing site as the SQLite crawl
-redis_server = servers.redis_server
 
 
 def _num(url: str) -> int:

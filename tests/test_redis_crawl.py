@@ -18,7 +18,6 @@ from example_project.site import RunningSite
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
 from .helpers import REPO
-from .redis_deploy import _deploy_single, redis_deployment  # noqa: F401 -- fixtures
 from .redis_server import RedisServer, free_port
 
 pytestmark = pytest.mark.slow

@@ -18,7 +18,7 @@ from scrapy_recrawl.history.redis import RedisHistoryStore
 from scrapy_recrawl.settings import RecrawlSettingError
 
 from .fixtures.redis_typed import load_typed
-from .redis_server import RedisServer, redis_db, redis_server  # noqa: F401
+from .redis_server import RedisServer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 KEY = "news:history"

@@ -23,13 +23,7 @@ from scrapy_recrawl.history.redis import PendingRecord, RedisHistoryStore
 from scrapy_recrawl.history.state import observe
 from scrapy_recrawl.settings import RecrawlSettingError
 
-from . import redis_server as servers
-from .redis_cluster import redis_cluster, redis_cluster_db  # noqa: F401 -- fixtures
 from .redis_server import free_port
-
-# the fixtures, under the names the tests ask for
-redis_server = servers.redis_server
-redis_db = servers.redis_db
 
 FP = b"\x01" * 20
 

@@ -47,8 +47,6 @@ from scrapy_recrawl.history.redis import RedisHistoryStore
 from scrapy_recrawl.insight.cycles import estimate_by_cycle
 from scrapy_recrawl.insight.log import VisitLog
 
-from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
-
 pytestmark = pytest.mark.slow
 
 SMALL_SHOP = {"products": 60, "categories": 6}

@@ -29,7 +29,7 @@ from scrapy_recrawl.learn.histories import load
 
 from .cli_project import make_project, scrapy
 from .helpers import LocalSite, Page
-from .redis_server import RedisServer, redis_db, redis_server  # noqa: F401 -- fixtures
+from .redis_server import RedisServer
 
 pytestmark = pytest.mark.slow
 
@@ -124,6 +124,7 @@ def test_csv_and_json_parse(crawled):
     assert host["host"] == "127.0.0.1" and int(host["urls"]) == URLS
 
 
+@pytest.mark.plot
 def test_plot_writes_a_png_with_three_series(crawled, tmp_path):
     run = report(crawled, "--plot", str(tmp_path / "out.png"))
     assert (tmp_path / "out.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", run.stderr

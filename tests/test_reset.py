@@ -10,7 +10,6 @@ from scrapy_recrawl.history.redis import RedisHistoryStore
 
 from .cli_project import make_project, scrapy
 from .helpers import LocalSite, Page
-from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 
 pytestmark = pytest.mark.slow
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 from scrapy_recrawl.history import SqliteHistoryStore
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
-from .redis_cluster import redis_cluster, redis_cluster_db  # noqa: F401 -- fixtures
-from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 from .store_contract import StoreContract
 
 

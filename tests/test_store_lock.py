@@ -262,3 +262,45 @@ def test_an_in_memory_store_takes_no_lock_file(tmp_path, monkeypatch):
     a.close()
     b.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def _opened_scheduler(path: Path):
+    from types import SimpleNamespace
+
+    from scrapy import Spider
+    from scrapy.core.downloader import Downloader
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_recrawl.scheduler import RecrawlScheduler
+
+    crawler = get_crawler(
+        Spider,
+        {
+            "RECRAWL_STORE": str(path),
+            # Scrapy's default queue asks the engine's downloader for slots: no engine here
+            "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue",
+        },
+    )
+    # what the recrawl queue looks at (its per-slot queues), as in Scrapy's MockCrawler
+    crawler.engine = SimpleNamespace(downloader=Downloader(crawler), _slot=None, scraper=None)
+    scheduler = RecrawlScheduler.from_crawler(crawler)
+    spider = Spider.from_crawler(crawler, name="spider")
+    scheduler.open(spider)
+    return scheduler
+
+
+def test_a_closed_scheduler_has_released_its_store(tmp_path):
+    """Scrapy's scheduler contract: close() releases what open() took. Scrapy's own
+    on-disk scheduler tests close a scheduler and open the next one on the same JOBDIR
+    in one process, long before any engine_stopped: the store's lock must be free then,
+    and what the first one recorded on disk."""
+    path = tmp_path / "h.sqlite3"
+    first = _opened_scheduler(path)
+    first.store.record(visit(1))
+    first.close("finished")
+    second = _opened_scheduler(path)  # StoreLocked while the first still held it
+    assert second.store.knows(b"fp1")
+    second.close("finished")
+    store = SqliteHistoryStore(path)
+    store.open()  # and free again for anyone, as soon as the scheduler is closed
+    store.close()

@@ -19,7 +19,6 @@ from scrapy_recrawl.settings import RecrawlSettingError
 from scrapy_recrawl.startup import check_settings
 from scrapy_recrawl.stored_request import META_AS_MADE, StoredRequests
 
-from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 
 
 def _d(**kw):

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from .helpers import LocalSite, Page, run_crawl
-from .redis_server import redis_db, redis_server  # noqa: F401 -- fixtures
 
 pytestmark = pytest.mark.slow
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from ..settings import DEFAULTS, RecrawlSettingError, get
@@ -42,6 +43,7 @@ __all__ = [
     "check_directory",
     "fail_crawl",
     "open_store",
+    "release_store",
     "store_for_crawler",
 ]
 
@@ -187,6 +189,9 @@ def _scheduler_uses_redis(settings: Any) -> bool:
 
 _STORES: weakref.WeakKeyDictionary[Any, HistoryStore] = weakref.WeakKeyDictionary()
 _REFUSED: weakref.WeakKeyDictionary[Any, StoreRefused] = weakref.WeakKeyDictionary()
+#: how each open store is closed (flushed, its lock released): by release_store() or,
+#: whichever comes first, when the engine stops
+_CLOSERS: weakref.WeakKeyDictionary[Any, Callable[..., None]] = weakref.WeakKeyDictionary()
 
 
 def store_for_crawler(crawler: Any, spider: Any = None) -> HistoryStore:
@@ -197,8 +202,9 @@ def store_for_crawler(crawler: Any, spider: Any = None) -> HistoryStore:
     must own it (history/ownership.py). Without the recrawl scheduler (middleware
     alone), opening also starts a new cycle: one ``scrapy crawl`` = one cycle. The
     recrawl scheduler (``manages_recrawl_cycles``) starts cycles itself, so a
-    JOBDIR resume can continue the cycle it interrupted. Closed (flushed) when
-    the engine stops.
+    JOBDIR resume can continue the cycle it interrupted. Closed (flushed, its lock
+    released) by :func:`release_store` (the recrawl scheduler's ``close()``), else when
+    the engine stops; opened anew if asked for again after that.
 
     Another spider's store raises :class:`StoreRefused` (said once, in one log line)
     and closes the spider as soon as it is open, with the finish reason
@@ -228,12 +234,14 @@ def store_for_crawler(crawler: Any, spider: Any = None) -> HistoryStore:
             raise
         _log_store(store, spider.name)
         # a shared store lost mid-crawl stops it (or goes on: RECRAWL_ON_STORE_LOSS)
-        watch_store_loss(crawler, store)
+        stop_watch = watch_store_loss(crawler, store)
         scheduler = load_object(settings["SCHEDULER"])
         if not getattr(scheduler, "manages_recrawl_cycles", False):
             store.advance_cycle()
         _STORES[crawler] = store
-        crawler.signals.connect(_closer(crawler, store), signal=signals.engine_stopped, weak=False)
+        closer = _closer(crawler, store, stop_watch)
+        _CLOSERS[crawler] = closer
+        crawler.signals.connect(closer, signal=signals.engine_stopped, weak=False)
     return store
 
 
@@ -250,11 +258,33 @@ def _log_store(store: HistoryStore, spider: str) -> None:
     )
 
 
-def _closer(crawler: Any, store: HistoryStore) -> Any:
-    """Close the store when the engine stops; visits it still cannot write (a full disk,
-    a store gone read-only) are said lost in one line, and ``scrapy crawl`` exits 1."""
+def release_store(crawler: Any) -> None:
+    """Close ``crawler``'s store now, if it has one open: flush it and release its lock,
+    so another store object (the next scheduler on the same JOBDIR, another process) may
+    open it. The recrawl scheduler's ``close()`` calls it: Scrapy's scheduler contract is
+    that ``close()`` releases what ``open()`` took, and the engine calls it after the
+    downloader and the scraper are closed (nothing records a visit after it). A visit
+    that cannot be written is said lost in one line and ``scrapy crawl`` exits 1, as at
+    the engine's stop; a later :func:`store_for_crawler` opens the store again."""
+    closer = _CLOSERS.get(crawler)
+    if closer is not None:
+        closer(early=True)
 
-    def close() -> None:
+
+def _closer(
+    crawler: Any, store: HistoryStore, stop_watch: Callable[[], None]
+) -> Callable[..., None]:
+    """Close the store once (released early or when the engine stops); visits it still
+    cannot write (a full disk, a store gone read-only) are said lost in one line, and
+    ``scrapy crawl`` exits 1."""
+
+    def close(early: bool = False) -> None:
+        if _CLOSERS.get(crawler) is not close:
+            return  # closed already (released, then the engine stopped)
+        del _CLOSERS[crawler]
+        if _STORES.get(crawler) is store:
+            del _STORES[crawler]
+        stop_watch()
         pending = int(getattr(store, "buffered_visits", 0))
         try:
             store.close()
@@ -264,7 +294,16 @@ def _closer(crawler: Any, store: HistoryStore) -> Any:
                 pending,
                 exc,
             )
-            fail_crawl(crawler)
+            if not early:
+                fail_crawl(crawler)
+                return
+            # released by the scheduler's close(): the spider_closed handlers still
+            # come, and fail_crawl() is for after them (connected last, runs last)
+            from scrapy import signals
+
+            crawler.signals.connect(
+                lambda *a, **kw: fail_crawl(crawler), signal=signals.spider_closed, weak=False
+            )
 
     return close
 

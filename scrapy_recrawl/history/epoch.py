@@ -83,13 +83,14 @@ class StoreLost(HistoryStoreError):
         )
 
 
-def watch_store_loss(crawler: Any, store: Any) -> None:
+def watch_store_loss(crawler: Any, store: Any) -> Callable[[], None]:
     """Stop ``crawler``'s crawl, with one error line, when its store is lost, and check the
     store's epoch every :data:`CHECK_SECONDS` while the spider is open (a store without an
-    epoch, e.g. SQLite, is not watched)."""
+    epoch, e.g. SQLite, is not watched). Returns what stops the checks: called when the
+    store is closed before the spider (the scheduler's close() releases it)."""
     check: Callable[[], None] | None = getattr(store, "check_epoch", None)
     if check is None:
-        return
+        return lambda: None
     from scrapy import signals
 
     said: list[StoreLost] = []
@@ -135,3 +136,4 @@ def watch_store_loss(crawler: Any, store: Any) -> None:
     crawler.signals.connect(start, signal=signals.spider_opened, weak=False)
     crawler.signals.connect(stop, signal=signals.spider_closed, weak=False)
     crawler.signals.connect(stop, signal=signals.engine_stopped, weak=False)
+    return stop

@@ -10,9 +10,15 @@ this directory on ``PYTHONPATH``; see ``run.py``). It
 * swaps the ``Scheduler`` name in test modules that build Scrapy's scheduler class
   directly (``build_from_crawler(Scheduler, crawler)`` in tests/test_scheduler.py
   and tests/test_dupefilters.py) for RecrawlScheduler;
-* gives each crawler a fresh, empty history store in a temporary directory
-  (``RECRAWL_STORE`` left unset, every other ``RECRAWL_*`` setting at its default),
-  so no test sees URLs that an earlier test "already knows";
+* gives the crawlers one history store per JOBDIR (per spider name, as the default
+  ``.scrapy/recrawl/<spider>/`` of a project), in a temporary directory
+  (``RECRAWL_STORE`` left unset, every other ``RECRAWL_*`` setting at its default).
+  A JOBDIR is one per test in Scrapy's suite (``tmp_path``): a test that closes a
+  scheduler and opens the next on the same JOBDIR in one process (the on-disk
+  scheduler tests) reopens the same store, which ``RecrawlScheduler.close()`` must
+  have released, as Scrapy's scheduler reopens its disk queues. A crawler without a
+  JOBDIR gets a fresh store of its own, as Scrapy's scheduler starts empty without
+  one: no test sees URLs that an earlier crawl "already knows";
 * with ``RECRAWL_SUITE_MIDDLEWARE=1`` in the environment, also enables the recording
   middleware (as ``RecrawlAddon`` does), so every response is recorded in the store
   (its boilerplate pairs off: they are extra requests, which Scrapy's tests count);
@@ -23,6 +29,7 @@ this directory on ``PYTHONPATH``; see ``run.py``). It
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import shutil
@@ -81,18 +88,26 @@ class _StoreOverride:
         return self._settings.get(name, default)
 
 
-def _store_path() -> str:
-    return os.path.join(_tmp_root, f"crawler-{os.getpid()}-{next(_counter)}.sqlite3")
+def _store_path(settings: Any, spider: str | None) -> str:
+    jobdir = settings.get("JOBDIR")
+    if jobdir:  # the job's state: every scheduler opened on this JOBDIR shares it
+        key = hashlib.sha1(os.path.abspath(jobdir).encode()).hexdigest()[:16]
+        folder = os.path.join(_tmp_root, f"jobdir-{key}")
+    else:  # no persisted state: a fresh store per crawler
+        folder = os.path.join(_tmp_root, f"crawler-{os.getpid()}-{next(_counter)}")
+    os.makedirs(folder, exist_ok=True)
+    # a store belongs to one spider (history/ownership.py)
+    return os.path.join(folder, f"{spider or 'default'}.sqlite3")
 
 
-def _open_fresh_store(settings: Any, spider: str | None = None) -> Any:
+def _open_job_store(settings: Any, spider: str | None = None) -> Any:
     if settings.get("RECRAWL_STORE") is not None:  # a test that chose its own store
         return _original_open_store(settings, spider)
-    return _original_open_store(_StoreOverride(settings, _store_path()), spider)
+    return _original_open_store(_StoreOverride(settings, _store_path(settings, spider)), spider)
 
 
-# store_for_crawler() looks open_store up in its module at call time: one store per crawler.
-history.open_store = _open_fresh_store
+# store_for_crawler() looks open_store up in its module at call time: the job's store.
+history.open_store = _open_job_store
 
 
 @pytest.fixture(autouse=True)
@@ -109,8 +124,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
     return [
         f"scrapy-recrawl: SCHEDULER = {SCHEDULER_PATH} (Scrapy {scrapy.__version__} "
-        f"from {os.path.dirname(scrapy.__file__)}), fresh history store per crawler "
-        f"under {_tmp_root}",
+        f"from {os.path.dirname(scrapy.__file__)}), one history store per JOBDIR "
+        f"(else per crawler) under {_tmp_root}",
     ]
 
 

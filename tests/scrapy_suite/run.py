@@ -168,9 +168,10 @@ def run(
     ``report``: a file each pytest process appends its RecrawlScheduler count to.
     """
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTHONPATH")}
-    # Only the plugin's directory: the repository's own ``tests`` package must not
-    # shadow Scrapy's, which its tests import as ``tests``.
-    env["PYTHONPATH"] = str(HERE)
+    # The plugin's directory, then this checkout (its scrapy_recrawl, before an
+    # installed one): the repository's own ``tests`` package cannot shadow Scrapy's,
+    # which its tests import as ``tests`` from their directory, first on sys.path.
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(REPO)])
     env["RECRAWL_SUITE_MIDDLEWARE"] = "1" if middleware else "0"
     if report is not None:
         env["RECRAWL_SUITE_REPORT"] = str(report)

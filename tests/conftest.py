@@ -1,0 +1,75 @@
+"""The fixtures shared by the test modules, found by pytest here (no imports needed).
+
+Redis: ``redis_server`` (one real redis-server per test module) and ``redis_db``
+(that server, emptied before the test); ``redis_cluster`` (one three-master Redis
+Cluster per session) and ``redis_cluster_db`` (emptied before the test);
+``redis_deployment`` (each test runs on a single server and on the cluster).
+The servers themselves are tests/redis_server.py, tests/redis_cluster.py and
+tests/redis_deploy.py.
+
+The markers ``planning``, ``ml`` and ``plot`` (tests/extras.py): a test that needs an
+optional extra is skipped, with the command that installs it, where it is missing.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .extras import EXTRAS, missing_extra
+from .redis_cluster import shared_cluster
+from .redis_deploy import deployment
+from .redis_server import RedisServer
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for extra in EXTRAS:
+        if item.get_closest_marker(extra) is not None:
+            reason = missing_extra(extra)
+            if reason is not None:
+                pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def redis_server():
+    """One redis-server per test module; tests clean their own keys (``flushdb``)."""
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture
+def redis_db(redis_server):
+    """The module's server (started again if a test killed it), emptied before each test."""
+    redis_server.ensure_running()
+    client = redis_server.client()
+    client.flushall()
+    client.close()
+    yield redis_server
+
+
+@pytest.fixture(scope="session")
+def redis_cluster():
+    """One three-master Redis Cluster per test session; tests empty it (``redis_cluster_db``)."""
+    return shared_cluster()
+
+
+@pytest.fixture
+def redis_cluster_db(redis_cluster):
+    """The session's cluster (a node that died started again), emptied before each test."""
+    redis_cluster.ensure_running()
+    redis_cluster.flushall()
+    yield redis_cluster
+
+
+@pytest.fixture(scope="module")
+def _deploy_single():
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture(params=["single", "cluster"])
+def redis_deployment(request, _deploy_single):
+    """The test runs on a single redis-server and on a three-master cluster, emptied first."""
+    _deploy_single.ensure_running()
+    if request.param == "cluster":
+        shared_cluster().ensure_running()
+    return deployment(request.param, _deploy_single)
