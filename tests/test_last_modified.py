@@ -28,7 +28,6 @@ from scrapy_recrawl.scoring.freshness import (
     modified_loglik,
 )
 
-
 DAY = 86400.0
 
 

@@ -20,7 +20,6 @@ from scrapy_recrawl.startup import check_settings
 from scrapy_recrawl.stored_request import META_AS_MADE, StoredRequests
 
 
-
 def _d(**kw):
     return {"url": "http://h/p", "method": "GET", "headers": {}, "meta": {}, **kw}
 
