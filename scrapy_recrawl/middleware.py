@@ -169,6 +169,9 @@ class RecrawlMiddleware:
             settings, "RECRAWL_FLUSH_SECONDS", (int, float), lambda v: v >= 0, "a number >= 0"
         )
         self._flusher: task.LoopingCall | None = None
+        #: the idle flush's clock (Twisted's IReactorTime; None: the reactor): a test may
+        #: set a ``twisted.internet.task.Clock`` before the spider opens
+        self.clock: Any = None
         self._unpicklable_warned = False
         self.bags: BagKeeper | None = None
         self.tally: CycleTally | None = None
@@ -224,6 +227,8 @@ class RecrawlMiddleware:
         if self.off is not None or self.flush_seconds <= 0 or self._flusher is not None:
             return
         self._flusher = task.LoopingCall(self._flush)
+        if self.clock is not None:
+            self._flusher.clock = self.clock
         # twice per bound: a visit recorded just after a tick is on disk within the
         # bound, not up to a whole interval after it (tests/test_idle_flush.py measures it)
         self._flusher.start(self.flush_seconds / 2, now=False)

@@ -83,10 +83,11 @@ class StoreLost(HistoryStoreError):
         )
 
 
-def watch_store_loss(crawler: Any, store: Any) -> None:
+def watch_store_loss(crawler: Any, store: Any, *, clock: Any = None) -> None:
     """Stop ``crawler``'s crawl, with one error line, when its store is lost, and check the
     store's epoch every :data:`CHECK_SECONDS` while the spider is open (a store without an
-    epoch, e.g. SQLite, is not watched)."""
+    epoch, e.g. SQLite, is not watched). ``clock``: the check's timer's (Twisted's
+    IReactorTime; None: the reactor), a test's ``twisted.internet.task.Clock``."""
     check: Callable[[], None] | None = getattr(store, "check_epoch", None)
     if check is None:
         return
@@ -123,6 +124,8 @@ def watch_store_loss(crawler: Any, store: Any) -> None:
         from twisted.internet.task import LoopingCall
 
         call = LoopingCall(check_quietly)
+        if clock is not None:
+            call.clock = clock
         call.start(CHECK_SECONDS, now=False)
         loop.append(call)
 
