@@ -168,10 +168,10 @@ class RecrawlMiddleware:
         self.flush_seconds: float = get(
             settings, "RECRAWL_FLUSH_SECONDS", (int, float), lambda v: v >= 0, "a number >= 0"
         )
-        self._flusher: task.LoopingCall | None = None
         #: the idle flush's clock (Twisted's IReactorTime; None: the reactor): a test may
         #: set a ``twisted.internet.task.Clock`` before the spider opens
         self.clock: Any = None
+        self._flusher: task.LoopingCall | None = None
         self._unpicklable_warned = False
         self.bags: BagKeeper | None = None
         self.tally: CycleTally | None = None
