@@ -23,14 +23,16 @@ class SimulatedClock:
         self.day_seconds = day_seconds
         self.lock = threading.Lock()
         self._manual_days = 0
-        self._t0 = self.day_began = time.monotonic()
+        #: the wall clock the days of ``day_seconds`` are counted on: a test may set its own
+        self.monotonic = time.monotonic
+        self._t0 = self.day_began = self.monotonic()
 
     @property
     def day(self) -> int:
         """The current simulated day (0 at the start)."""
         day = self._manual_days
         if self.day_seconds > 0:
-            day += int((time.monotonic() - self._t0) / self.day_seconds)
+            day += int((self.monotonic() - self._t0) / self.day_seconds)
         return day
 
     def advance(self, days: int = 1) -> int:
@@ -39,13 +41,13 @@ class SimulatedClock:
             raise ValueError(f"days must be >= 0, got {days}")
         with self.lock:
             self._manual_days += days
-            self.day_began = time.monotonic()
+            self.day_began = self.monotonic()
             return self.day
 
     def reset_clock(self) -> None:
         """Back to day 0 (the caller holds ``lock``)."""
         self._manual_days = 0
-        self._t0 = self.day_began = time.monotonic()
+        self._t0 = self.day_began = self.monotonic()
 
 
 class ServerThread:

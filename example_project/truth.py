@@ -72,6 +72,23 @@ def change_days(changes_doc: dict) -> dict[str, list[int]]:
     return {row["path"]: sorted(row["changes"]) for row in changes_doc["truth"]}
 
 
+def change_matrix(changes_doc: dict, days: int) -> tuple[list[str], list[list[int]]]:
+    """The truth pages' change histories as the replay takes them
+    (``scrapy_recrawl.core.simulate``: ``changes[page][cycle]``, 1 = changed during that
+    cycle): one row per truth page, one column per day ``0 .. days - 1``, the crawl of
+    cycle ``c`` running on day ``c - 1`` as ``make demo`` runs it (one cycle, then
+    ``/_admin/advance``). Returns the pages' paths and the rows."""
+    paths, rows = [], []
+    for row in changes_doc["truth"]:
+        changed = [0] * days
+        for d in row["changes"]:
+            if 0 <= d < days:
+                changed[d] = 1
+        paths.append(row["path"])
+        rows.append(changed)
+    return paths, rows
+
+
 def version_at(days: list[int], day: int) -> int:
     """Version of a page with change days ``days`` on ``day``."""
     return bisect.bisect_right(days, day)

@@ -137,6 +137,9 @@ class RecrawlMiddleware:
         self.flush_seconds: float = get(
             settings, "RECRAWL_FLUSH_SECONDS", (int, float), lambda v: v >= 0, "a number >= 0"
         )
+        #: the idle flush's clock (Twisted's IReactorTime; None: the reactor): a test may
+        #: set a ``twisted.internet.task.Clock`` before the spider opens
+        self.clock: Any = None
         self._flusher: task.LoopingCall | None = None
         self._unpicklable_warned = False
         self.stored_requests = StoredRequests.from_settings(settings)
@@ -196,6 +199,8 @@ class RecrawlMiddleware:
         if self.off is not None or self.flush_seconds <= 0 or self._flusher is not None:
             return
         self._flusher = task.LoopingCall(self._flush)
+        if self.clock is not None:
+            self._flusher.clock = self.clock
         # twice per bound: a visit recorded just after a tick is on disk within the
         # bound, not up to a whole interval after it (tests/test_idle_flush.py measures it)
         self._flusher.start(self.flush_seconds / 2, now=False)

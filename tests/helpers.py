@@ -122,6 +122,7 @@ def run_crawl(
     settings: dict,
     cwd: Path,
     timeout: float = 120,
+    probe_clock_ahead: float = 0.0,
     follow: bool = False,
     start_dont_filter: bool = False,
     start_after_first_parsed: bool = False,
@@ -131,6 +132,8 @@ def run_crawl(
 ) -> dict:
     """Crawl ``urls`` once with ``settings`` in a fresh process; returns items and stats.
 
+    ``probe_clock_ahead``: the loop-time probes' clock runs that many seconds ahead of
+    the wall clock in this crawl (time injected: a probe due later is due now).
     ``follow``: also follow every link of every page (same callback and meta).
     ``start_dont_filter``: start requests with ``dont_filter=True``, as Scrapy's
     default ``Spider.start()`` makes them from ``start_urls``.
@@ -143,6 +146,7 @@ def run_crawl(
     args = json.dumps(
         {
             "urls": urls,
+            "probe_clock_ahead": probe_clock_ahead,
             "settings": settings,
             "follow": follow,
             "start_dont_filter": start_dont_filter,

@@ -108,6 +108,7 @@ def _open(tmp_path, **settings) -> tuple[RecrawlScheduler, Clock]:
     clock = Clock()
     clock.advance(1000.0)
     scheduler.clock = clock
+    scheduler.frontier.monotonic = clock.seconds  # the cycle's length in its summary
     spider = _Spider.from_crawler(crawler)
     crawler.spider = spider
     scheduler.open(spider)
@@ -172,7 +173,7 @@ def test_a_cycle_that_cannot_spend_its_budget_ends_when_nothing_is_left(tmp_path
     assert scheduler.frontier.budget_left()
     _idle(scheduler)
     assert scheduler.frontier.waiting
-    assert scheduler.crawler.stats.get_value("recrawl/last_cycle/seconds") < 1
+    assert scheduler.crawler.stats.get_value("recrawl/last_cycle/seconds") == 0.0
     clock.advance(60)
     assert len(_drain(scheduler)) == PAGES and scheduler.store.cycle == first + 1
 
@@ -184,6 +185,8 @@ def test_cycle_seconds_still_ends_a_long_cycle_and_the_period_still_rules(tmp_pa
     clock.advance(10)
     assert scheduler.next_request() is None  # its time is up: nothing more of it
     assert scheduler.frontier.waiting and scheduler.store.cycle == first
+    # summed up as it ended, on the injected clock: exactly its RECRAWL_CYCLE_SECONDS
+    assert scheduler.crawler.stats.get_value("recrawl/last_cycle/seconds") == 10.0
     assert [c.getTime() for c in clock.getDelayedCalls()] == [1060.0]
     clock.advance(50)
     assert len(_drain(scheduler)) == 10 and scheduler.store.cycle == first + 1

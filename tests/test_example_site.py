@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections import Counter
 from email.utils import format_datetime, parsedate_to_datetime
 from pathlib import Path
@@ -307,9 +306,12 @@ def test_error_pages_over_http(site, client):
 def test_day_seconds_advances_automatically():
     with RunningSite(pages=50, seed=1, day_seconds=0.2) as s:
         c = Client(s.base_url)
-        time.sleep(0.5)
+        started = s.state.day_began
+        s.state.monotonic = lambda: started + 0.39  # injected: 1.95 days of 0.2 s
+        assert c.json("GET", "/_admin/day")[1]["day"] == 1
+        s.state.monotonic = lambda: started + 0.41  # 2.05 days
         day = c.json("GET", "/_admin/day")[1]["day"]
-        assert day >= 2
+        assert day == 2
         assert c.json("POST", "/_admin/advance?days=10")[1]["day"] >= 12
         assert c.json("POST", "/_admin/reset")[1]["day"] == 0
         c.close()

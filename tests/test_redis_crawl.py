@@ -60,6 +60,10 @@ def finish(
     return stats
 
 
+#: the site of the three-process test
+PAGES = 1000
+
+
 @pytest.fixture
 def redis_server():
     with RedisServer(appendonly=True) as server:
@@ -69,7 +73,9 @@ def redis_server():
 def test_three_processes_three_cycles_share_one_frontier(redis_deployment, tmp_path):  # noqa: F811
     redis = redis_deployment  # one redis-server, or a three-master cluster
     budget = 150
-    with RunningSite(pages=3000, seed=3) as site:
+    # 1,000 pages: the warm-up's work for three processes (each must get some); the
+    # budgeted cycles share 150 whatever the site's size
+    with RunningSite(pages=PAGES, seed=3) as site:
         served_at = 0
         for cycle in (1, 2, 3):
             names = [f"c{cycle}p{i}" for i in range(3)]
@@ -109,7 +115,7 @@ def test_three_processes_three_cycles_share_one_frontier(redis_deployment, tmp_p
                 ids = Counter(log["url_id"][in_cycle].tolist())
                 assert max(ids.values()) == 1
                 if cycle == 1:
-                    assert len(store) >= 3000  # warm-up: every page (and the index pages)
+                    assert len(store) >= PAGES  # warm-up: every page (and the index pages)
                 else:
                     client = redis.client()
                     taken = client.hgetall(redis.frontier_key("site", "taken"))

@@ -231,3 +231,31 @@ def test_a_redis_refusing_config_is_not_warned_about(caplog):
         with pytest.raises(redis.ResponseError):
             client.config_get("maxmemory-policy")  # refused indeed
     assert _warnings(caplog) == []
+
+
+def test_a_quiet_crawl_notices_a_lost_store_at_the_check_on_its_clock(redis_db):  # noqa: F811
+    """history/epoch.py's timer, on an injected clock: a store emptied while nothing is
+    written is noticed at the next check, CHECK_SECONDS later, and not before; the
+    timer stops with the spider."""
+    from scrapy import Spider, signals
+    from scrapy.utils.test import get_crawler
+    from twisted.internet.task import Clock
+
+    from scrapy_recrawl.history.epoch import CHECK_SECONDS, watch_store_loss
+
+    crawler = get_crawler(Spider)
+    clock = Clock()
+    with RedisHistoryStore(redis_db.url, key=KEY) as store:
+        store.record(visit())
+        store.flush()
+        watch_store_loss(crawler, store, clock=clock)
+        crawler.signals.send_catch_log(signals.spider_opened, spider=None)
+        clock.advance(CHECK_SECONDS)  # a check of a store still there: nothing said
+        assert crawler.stats.get_value("recrawl/store_lost") is None
+        redis_db.client().flushdb()
+        clock.advance(CHECK_SECONDS - 0.01)
+        assert crawler.stats.get_value("recrawl/store_lost") is None
+        clock.advance(0.01)  # the next check
+        assert crawler.stats.get_value("recrawl/store_lost") == 1
+        crawler.signals.send_catch_log(signals.spider_closed, spider=None, reason="done")
+        assert clock.getDelayedCalls() == []

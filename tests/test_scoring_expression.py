@@ -244,20 +244,25 @@ def test_top_k_selects_exactly_on_large_tie_heavy_scores(kind):
         ("X" + " " * 200_000 + "+ X", "too long"),
     ],
 )
-def test_a_scorer_string_is_bounded_and_refused_at_once(text, problem):
-    # any string is compiled or refused within a second, with the setting named
-    import time
+def test_a_scorer_string_is_bounded_and_refused_at_once(text, problem, monkeypatch):
+    # refused by the token check, the parser's first step: before sympy parses (or
+    # evaluates) anything, whatever the string; with the setting named
+    from scrapy_recrawl.scoring import parse
 
-    t0 = time.perf_counter()
+    def sympy_reached(*args, **kwargs):
+        raise AssertionError(f"sympy parsed {text[:40]!r}...: not refused at once")
+
+    monkeypatch.setattr(parse, "parse_expr", sympy_reached)
     with pytest.raises(RecrawlSettingError, match=problem) as err:
         Scorer.from_spec(text)
-    assert time.perf_counter() - t0 < 1.0
     assert str(err.value).startswith("RECRAWL_SCORER=")
     assert "\n" not in str(err.value) and len(str(err.value)) < 400
 
 
 def test_the_largest_gp_tree_is_still_accepted_within_a_second():
-    # a full binary tree of the papers' largest depth (10): 4,095 tokens
+    # a full binary tree of the papers' largest depth (10): 4,095 tokens, accepted; the
+    # time limit is the suite's floor for a wall-clock limit (5 s, issue 28): it catches
+    # a blow-up (a simplification exponential in the depth), not a slow machine
     import time
 
     def tree(depth, i=0):
@@ -266,8 +271,10 @@ def test_the_largest_gp_tree_is_still_accepted_within_a_second():
         return f"({tree(depth - 1, 2 * i)} {'+-*/'[i % 4]} {tree(depth - 1, 2 * i + 1)})"
 
     t0 = time.perf_counter()
-    Scorer.from_spec(tree(10))
-    assert time.perf_counter() - t0 < 1.0
+    scorer = Scorer.from_spec(tree(10))
+    assert time.perf_counter() - t0 < 5.0
+    one = [1.0, 2.0]
+    assert scorer.score(terms(n=one, X=one, t=one, AADp=one)).shape == (2,)
 
 
 def _huge_exponents():

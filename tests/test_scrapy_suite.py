@@ -76,26 +76,37 @@ def _crawl(tmp_path, scheduler, *settings):
     return re.findall(r"GOT (\S+)", out.stderr)
 
 
+@pytest.fixture(scope="module")
+def scrapy_jobdir_run(tmp_path_factory):
+    """What Scrapy's own scheduler fetches in the paused and the resumed run: the same
+    for both cases below (no RECRAWL_* setting reaches it), so crawled once."""
+    d = tmp_path_factory.mktemp("scrapy")
+    (d / "spider.py").write_text(SPIDER)
+    return _paused_and_resumed(d, "scrapy.core.scheduler.Scheduler")
+
+
+def _paused_and_resumed(d, scheduler):
+    budget = ["RECRAWL_BUDGET=100", "RECRAWL_NEW_SHARE=1.0"]
+    first = _crawl(d, scheduler, *budget, f"JOBDIR={d / 'job'}", "CLOSESPIDER_PAGECOUNT=5")
+    second = _crawl(d, scheduler, *budget, f"JOBDIR={d / 'job'}")
+    return first, second
+
+
 @pytest.mark.parametrize("warmed_up", [False, True], ids=["warm-up cycle", "budgeted cycle"])
-def test_jobdir_pause_and_resume_fetches_what_scrapys_scheduler_does(tmp_path, warmed_up):
+def test_jobdir_pause_and_resume_fetches_what_scrapys_scheduler_does(
+    tmp_path, warmed_up, scrapy_jobdir_run
+):
     """A crawl stopped early (CLOSESPIDER_PAGECOUNT) and resumed from JOBDIR fetches
     the pending requests, as with Scrapy's scheduler; the persisted dupefilter must
     not drop them (it holds every request the job enqueued)."""
-    fetched = {}
-    for name, scheduler in (
-        ("scrapy", "scrapy.core.scheduler.Scheduler"),
-        ("recrawl", "scrapy_recrawl.scheduler.RecrawlScheduler"),
-    ):
-        d = tmp_path / name
-        d.mkdir()
-        (d / "spider.py").write_text(SPIDER)
-        budget = ["RECRAWL_BUDGET=100", "RECRAWL_NEW_SHARE=1.0"]
-        if warmed_up and name == "recrawl":
-            for _ in range(2):  # the two warm-up cycles, so the next one has a budget
-                assert len(_crawl(d, scheduler, *budget)) == 21
-        first = _crawl(d, scheduler, *budget, f"JOBDIR={d / 'job'}", "CLOSESPIDER_PAGECOUNT=5")
-        second = _crawl(d, scheduler, *budget, f"JOBDIR={d / 'job'}")
-        fetched[name] = (first, second)
+    scheduler = "scrapy_recrawl.scheduler.RecrawlScheduler"
+    d = tmp_path / "recrawl"
+    d.mkdir()
+    (d / "spider.py").write_text(SPIDER)
+    if warmed_up:
+        for _ in range(2):  # the two warm-up cycles, so the next one has a budget
+            assert len(_crawl(d, scheduler, "RECRAWL_BUDGET=100", "RECRAWL_NEW_SHARE=1.0")) == 21
+    fetched = {"scrapy": scrapy_jobdir_run, "recrawl": _paused_and_resumed(d, scheduler)}
     scrapy_first, scrapy_second = fetched["scrapy"]
     first, second = fetched["recrawl"]
     assert len(first) == len(scrapy_first)

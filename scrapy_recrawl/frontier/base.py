@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -154,7 +155,10 @@ class CycleFrontier(ABC):
         self.cycle = 0
         self.budget = Budget(None, None)
         self.cycles_run = 0  # cycles this process opened or joined
-        self.started = time.monotonic()  # when the current cycle started
+        #: the cycle clock (seconds, only differences count: a cycle's length in its
+        #: summary); a test may set its own
+        self.monotonic: Callable[[], float] = time.monotonic
+        self.started = self.monotonic()  # when the current cycle started
         # continuous mode (one cycle per RECRAWL_CYCLE_PERIOD), in self.now()'s time:
         self.opened_at = 0.0  # when the open cycle opened
         self.period_start = 0.0  # when the period it opened in started
@@ -346,7 +350,7 @@ class CycleFrontier(ABC):
             self.host.end_cycle(
                 self.cycle,
                 self.budget,
-                time.monotonic() - self.started,
+                self.monotonic() - self.started,
                 shared=self.many_processes,
                 backlog=self.new_backlog(),
             )

@@ -417,7 +417,7 @@ class DistributedFrontier(CycleFrontier):
         # the periods are kept in the Redis's time, one clock for every process
         self._offset = self.shared.now() - super().now()
         self._cycle_opened = float(state["opened"])
-        self.started = time.monotonic() - max(0.0, self.now() - self._cycle_opened)
+        self.started = self.monotonic() - max(0.0, self.now() - self._cycle_opened)
         self.opened_at = self._cycle_opened
         self.period_start = float(state.get("period_start", self._cycle_opened))
         self.waiting = False

@@ -180,7 +180,7 @@ class LocalFrontier(CycleFrontier):
         in_flight = np.fromiter(self.in_flight, dtype=np.int64, count=len(self.in_flight))
         plan = self.host.plan_cycle(exclude=in_flight)
         self.cycles_run += 1
-        self.started = time.monotonic()
+        self.started = self.monotonic()
         self.opened(period_start)
         self.cycle = plan.cycle
         self.budget = plan.budget
@@ -276,7 +276,7 @@ class LocalFrontier(CycleFrontier):
         self.budget = Budget(*state["budget"])
         self.taken_new, self.taken_recrawl = state["taken_new"], state["taken_recrawl"]
         self._reset_probe_cap()
-        self.started = time.monotonic()
+        self.started = self.monotonic()
         self.opened(None)  # continuous mode: the resumed cycle's period starts now
         self.cycles_run += 1
         ids = np.asarray(state["left_ids"], dtype=np.int64)

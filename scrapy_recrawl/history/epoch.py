@@ -83,11 +83,13 @@ class StoreLost(HistoryStoreError):
         )
 
 
-def watch_store_loss(crawler: Any, store: Any) -> Callable[[], None]:
+def watch_store_loss(crawler: Any, store: Any, *, clock: Any = None) -> Callable[[], None]:
     """Stop ``crawler``'s crawl, with one error line, when its store is lost, and check the
     store's epoch every :data:`CHECK_SECONDS` while the spider is open (a store without an
     epoch, e.g. SQLite, is not watched). Returns what stops the checks: called when the
-    store is closed before the spider (the scheduler's close() releases it)."""
+    store is closed before the spider (the scheduler's close() releases it). ``clock``:
+    the check's timer's (Twisted's IReactorTime; None: the reactor), a test's
+    ``twisted.internet.task.Clock``."""
     check: Callable[[], None] | None = getattr(store, "check_epoch", None)
     if check is None:
         return lambda: None
@@ -124,6 +126,8 @@ def watch_store_loss(crawler: Any, store: Any) -> Callable[[], None]:
         from twisted.internet.task import LoopingCall
 
         call = LoopingCall(check_quietly)
+        if clock is not None:
+            call.clock = clock
         call.start(CHECK_SECONDS, now=False)
         loop.append(call)
 

@@ -158,6 +158,7 @@ class RedisHistoryStore:
         shards: int = DEFAULT_SHARDS,
         flush_every: int = 1000,
         flush_seconds: float = 5.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._url = url
         self._settings = settings
@@ -176,6 +177,8 @@ class RedisHistoryStore:
         self.new_shards = max(1, int(shards))
         self.flush_every = max(1, int(flush_every))
         self.flush_seconds = float(flush_seconds)
+        #: the flush timer's clock (seconds, only differences count): a test may pass its own
+        self._monotonic = monotonic
         self.layout = Layout(key, self.new_shards)
         self._scripts: dict[str, Any] = {}
         #: stored values read back that were not data (skipped): the stat
@@ -220,7 +223,7 @@ class RedisHistoryStore:
         self._host_ids: dict[str, int] = {}
         self._hosts: dict[int, str | None] = {}
         self._order = 0
-        self._last_flush = time.monotonic()
+        self._last_flush = self._monotonic()
         self._writes = 0  # flushes so far: a rows() snapshot is as new as this
         self._snapshot: tuple[int, np.ndarray] | None = None
 
@@ -774,7 +777,7 @@ class RedisHistoryStore:
             self._remember(fp, rec, sig_known)
         if (
             len(self._pending) >= self.flush_every
-            or time.monotonic() - self._last_flush >= self.flush_seconds
+            or self._monotonic() - self._last_flush >= self.flush_seconds
         ):
             self._flush(wait=False)
         return _clone(rec) if lazy is None else lazy[0]
@@ -808,7 +811,7 @@ class RedisHistoryStore:
         folds one batch while this process prepares the next. At most one batch is in
         flight; until its answer is read its visits count as buffered (a failure puts
         them back, a read of one of their URLs waits for it)."""
-        self._last_flush = time.monotonic()
+        self._last_flush = self._monotonic()
         self._collect()
         if not self._pending or self._client is None:
             return
