@@ -26,6 +26,7 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_STORE_BODIES": True,
     "RECRAWL_FLUSH_EVERY": 500,  # visits buffered before one write transaction
     "RECRAWL_FLUSH_SECONDS": 5.0,
+    "RECRAWL_SQLITE_LOG_MAXLEN": 10_000_000,  # visits the SQLite log keeps (0: all)
     # change detection
     "RECRAWL_SHINGLE_SIZE": 4,
     "RECRAWL_SIMHASH_DISTANCE": 3,
@@ -241,6 +242,7 @@ KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "RECRAWL_STORE_BODIES": (_bool, "True or False"),
     "RECRAWL_FLUSH_EVERY": (_int, "an integer"),
     "RECRAWL_FLUSH_SECONDS": (_number, "a number"),
+    "RECRAWL_SQLITE_LOG_MAXLEN": (_int, "an integer"),
     "RECRAWL_SHINGLE_SIZE": (_int, "an integer"),
     "RECRAWL_SIMHASH_DISTANCE": (_int, "an integer"),
     "RECRAWL_MIN_ELEMENT_CHANGES": (_int, "an integer"),

@@ -68,7 +68,7 @@ def test_a_version_1_sqlite_store_upgrades(tmp_path):
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     version = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
     db.close()
-    assert int(version) == SCHEMA_VERSION == 6
+    assert int(version) == SCHEMA_VERSION == 7
     assert not tables & {"content_bags", "basket_probes", "basket_model"}
 
 
@@ -97,7 +97,7 @@ def test_a_version_1_redis_store_upgrades(redis_db):  # noqa: F811
     assert client.hget("recrawl:meta", "schema_version") == b"1"
     with RedisHistoryStore(redis_db.url) as store:
         _check_history(store)
-    assert client.hget("{recrawl}:meta", "schema_version") == b"6"
+    assert client.hget("{recrawl}:meta", "schema_version") == str(SCHEMA_VERSION).encode()
     assert not client.exists("recrawl:bags", "recrawl:dists")
     client.close()
 
@@ -138,7 +138,9 @@ def test_a_version_2_sqlite_store_upgrades_and_is_adopted_by_its_first_spider(tm
     adopted = [r.getMessage() for r in caplog.records if "adopts" in r.getMessage()]
     assert len(adopted) == 1 and "'news'" in adopted[0] and str(path) in adopted[0]
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("6",)
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
+        str(SCHEMA_VERSION),
+    )
     db.close()
     caplog.clear()
     with SqliteHistoryStore(path) as store:
@@ -165,7 +167,7 @@ def test_a_version_2_redis_store_upgrades_and_is_adopted(redis_db, caplog):  # n
         assert store.owner() == "news"
         with pytest.raises(HistoryStoreError, match="key prefix 'recrawl'.*'news', not 'blog'"):
             claim_store(store, "blog", {})
-    assert client.hget("{recrawl}:meta", "schema_version") == b"6"
+    assert client.hget("{recrawl}:meta", "schema_version") == str(SCHEMA_VERSION).encode()
     assert client.hget("{recrawl}:meta", "spider") == b"news"
     assert any("adopts" in r.getMessage() for r in caplog.records)
     client.close()
@@ -223,7 +225,9 @@ def test_a_version_3_sqlite_store_keeps_its_requests_as_data(tmp_path, caplog):
     with caplog.at_level("WARNING"), SqliteHistoryStore(path) as store:
         _check_v3(store, caplog)
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("6",)
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
+        str(SCHEMA_VERSION),
+    )
     blobs = [r[0] for r in db.execute("SELECT request FROM requests")]
     db.close()
     assert blobs and not any(b.startswith(b"\x80") for b in blobs)  # no pickle left
@@ -235,7 +239,7 @@ def test_a_version_3_redis_store_keeps_its_requests_as_data(redis_db, caplog):  
     assert client.hget("books:history:meta", "schema_version") == b"3"
     with caplog.at_level("WARNING"), RedisHistoryStore(redis_db.url, key="books:history") as s:
         _check_v3(s, caplog)
-    assert client.hget("{books:history}:meta", "schema_version") == b"6"
+    assert client.hget("{books:history}:meta", "schema_version") == str(SCHEMA_VERSION).encode()
     assert not client.exists("books:history:side:basket_model")
     assert not any(v.startswith(b"\x80") for v in client.hvals("books:history:req"))
     client.close()
@@ -294,8 +298,11 @@ def test_a_version_3_sqlite_store_gains_failure_counts_and_keeps_every_row(tmp_p
         rec = store.record(Visit(bytes([0]) * 20, "http://h/0", 2000.0, 0))
         assert (rec.failures, rec.last_failure_cycle, rec.n) == (1, 3, 2)
     db = sqlite3.connect(path)
-    after = db.execute("SELECT * FROM urls ORDER BY id").fetchall()
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("6",)
+    # the change window (version 7) is the last column: the columns before it here
+    after = [r[:-1] for r in db.execute("SELECT * FROM urls ORDER BY id")]
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
+        str(SCHEMA_VERSION),
+    )
     assert db.execute("SELECT * FROM visits ORDER BY id").fetchall()[: len(visits)] == visits
     db.close()
     # every old column as it was (the visit above changed row 1's visits, status, failures)
@@ -329,7 +336,7 @@ def test_a_version_3_redis_store_widens_its_rows_and_keeps_every_value(redis_db)
         assert store.owner() == "books" and len(store.visit_log()["url_id"]) == 9
         rec = store.record(Visit(bytes([2]) * 20, "http://h/2", 2000.0, 0))
         assert (rec.id, rec.failures, rec.last_failure_cycle, rec.n, rec.X) == (3, 1, 3, 2, 1)
-    assert client.hget("{books:history}:meta", "schema_version") == b"6"
+    assert client.hget("{books:history}:meta", "schema_version") == str(SCHEMA_VERSION).encode()
     assert client.strlen("{books:history#0}:rows") == 3 * 87
     assert not client.exists("books:history:rows:0")  # the version-4 keys are gone
     with RedisHistoryStore(redis_db.url, key="books:history") as store:  # once only
@@ -414,7 +421,7 @@ def test_a_version_4_redis_store_keeps_every_value(redis_db, tmp_path):  # noqa:
         rec = got.record(Visit(bytes([3]) * 20, "http://h/3", 2000.0, 200))
         assert (rec.id, rec.failures, rec.visits) == (4, 0, 5)  # ids go on where they were
     assert client.keys("books:history:*") == []  # the version-4 keys are gone
-    assert client.hget("{books:history}:meta", "schema_version") == b"6"
+    assert client.hget("{books:history}:meta", "schema_version") == str(SCHEMA_VERSION).encode()
 
 
 def test_an_interrupted_migration_to_5_runs_again_and_fences_off_the_old_release(
@@ -475,7 +482,9 @@ def test_a_version_5_sqlite_store_is_scrubbed_of_credentials(tmp_path):
     with SqliteHistoryStore(path) as store:
         _check_v5(store)
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("6",)
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
+        str(SCHEMA_VERSION),
+    )
     db.close()
     for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}.lock")):
         if name.exists():  # free pages and the WAL included: the file was rebuilt
@@ -506,7 +515,7 @@ def test_a_version_5_redis_store_is_scrubbed_of_credentials(redis_deployment):  
         store.record(Visit(bytes([1]) * 20, "http://h/1", 2000.0, 200, request=v5_spider_part(1)))
         store.flush()
         assert store.requests(_v5_ids(store)[1:2]) == [v5_spider_part(1)]
-    assert client.hget("{books:history}:meta", "schema_version") == b"6"
+    assert client.hget("{books:history}:meta", "schema_version") == str(SCHEMA_VERSION).encode()
     assert _secrets_in(b"".join(_values(client))) == []
     with redis_deployment.store("books:history") as again:  # opened again: as it is
         assert again.requests(_v5_ids(again)) == [v5_spider_part(u) for u in range(4)]

@@ -3,6 +3,7 @@ nothing else touched (SQLite file; Redis store keys and the shared cycle)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from scrapy_recrawl.history import SqliteHistoryStore, Visit
@@ -120,3 +121,27 @@ def test_reset_on_redis_leaves_other_spiders_keys(tmp_path, redis_db):  # noqa: 
     assert all(k.endswith(":meta") for k in mine_left)
     assert any(k.startswith("{pages:history:other}") for k in left)
     client.close()
+
+
+def test_compact_keeps_the_history_and_gives_back_the_trimmed_log(tmp_path):
+    project = make_project(tmp_path, 'RECRAWL_STORE = "history.sqlite3"\n')
+    path = project / "history.sqlite3"
+    with SqliteHistoryStore(path, log_maxlen=0) as store:
+        store.claim("pages")
+        for cycle in range(1, 31):
+            store.advance_cycle()
+            for u in range(100):
+                store.record(Visit(bytes([u]) * 20, f"http://h/{u}", float(cycle), 200, u % 2 == 0))
+        records = store.arrays()
+    size = path.stat().st_size
+    run = scrapy(
+        project, "recrawl-reset", "pages", "--compact", "-s", "RECRAWL_SQLITE_LOG_MAXLEN=500"
+    )
+    assert run.returncode == 0, run.stderr
+    assert "2500 visits dropped" in run.stdout and "every URL's record kept" in run.stdout
+    assert path.stat().st_size < size / 2
+    with SqliteHistoryStore(path) as store:
+        assert len(store.visit_log()["url_id"]) == 500 and store.cycle == 30
+        after = store.arrays()
+        for name, column in records.columns.items():  # nothing of the records lost
+            np.testing.assert_array_equal(after.columns[name], column)

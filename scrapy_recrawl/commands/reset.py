@@ -8,6 +8,11 @@ store under its prefix (and, with ``RedisRecrawlScheduler``, the spider's shared
 cycle state, queues and dupefilters). The next ``scrapy crawl SPIDER`` starts at
 cycle 1 with warm-up cycles, as on the first day. Exit status 0 when reset,
 1 when not (declined, or the store cannot be opened).
+
+``--compact`` keeps the history: it drops the visits of a SQLite store's log beyond
+``RECRAWL_SQLITE_LOG_MAXLEN`` (``-s RECRAWL_SQLITE_LOG_MAXLEN=N`` for a smaller cap now)
+and rebuilds the file to its size (SQLite's VACUUM), which trimming alone never does.
+It needs the store's lock, like a crawl: not while one runs.
 """
 
 from __future__ import annotations
@@ -45,6 +50,12 @@ class Command(RecrawlCommand):
             help="forget only the learned boilerplate (it is learned again as the crawl goes); "
             "the history stays",
         )
+        parser.add_argument(
+            "--compact",
+            action="store_true",
+            help="keep the history: drop the SQLite visit log's visits beyond "
+            "RECRAWL_SQLITE_LOG_MAXLEN and shrink the file (VACUUM)",
+        )
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) != 1:
@@ -75,6 +86,9 @@ class Command(RecrawlCommand):
                 return
             if opts.boilerplate:
                 self._forget_boilerplate(store, name)
+                return
+            if opts.compact:
+                self._compact(store, name)
                 return
             shared = _uses_redis_scheduler(settings)
             what = f"{len(store)} URLs, cycle {store.cycle}"
@@ -107,6 +121,21 @@ class Command(RecrawlCommand):
         print(
             f"Forgot the boilerplate learned for {len(keys)} sections of spider {name!r}'s "
             f"sites ({store.location}); the history stays. The next crawl learns it again."
+        )
+
+    def _compact(self, store: Any, name: str) -> None:
+        if not hasattr(store, "compact"):  # Redis trims its log as it writes
+            self._fail(
+                f"{store.location} is not a SQLite store: nothing to compact (a Redis "
+                "store's log is capped as it is written: RECRAWL_REDIS_LOG_MAXLEN)"
+            )
+            return
+        dropped, before, after = store.compact()
+        cap = store.log_maxlen or "no cap"
+        print(
+            f"Compacted the history of spider {name!r} ({store.location}): {dropped} "
+            f"visits dropped from its log (RECRAWL_SQLITE_LOG_MAXLEN={cap}), "
+            f"{before / 1e6:.1f} MB -> {after / 1e6:.1f} MB; every URL's record kept."
         )
 
     def _fail(self, message: str) -> None:

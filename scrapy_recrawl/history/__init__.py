@@ -84,10 +84,22 @@ def open_store(
             "a number of seconds >= 0",
         ),
     }
+    sqlite_options = {
+        **options,
+        "log_maxlen": get(
+            settings,
+            "RECRAWL_SQLITE_LOG_MAXLEN",
+            int,
+            lambda v: v >= 0,
+            "visits >= 0 (0: no cap)",
+        ),
+    }
     if spec is None and _scheduler_uses_redis(settings):
         spec = "redis"  # RedisRecrawlScheduler: the store lives beside its frontier
     if spec is None:
-        return SqliteHistoryStore(default_sqlite_path(spider), read_only=read_only, **options)
+        return SqliteHistoryStore(
+            default_sqlite_path(spider), read_only=read_only, **sqlite_options
+        )
     spec = for_spider(os.fspath(spec), "RECRAWL_STORE", spider)
     if spec == "redis" or spec.split("://", 1)[0] in ("redis", "rediss", "unix"):
         # "redis": where scrapy-redis's REDIS_URL / REDIS_HOST ... point; or a URL
@@ -115,7 +127,9 @@ def open_store(
         # as SQLAlchemy spells it: sqlite:///relative.db, sqlite:////absolute.db
         path = spec[len("sqlite:///") :]
         if not path:
-            return SqliteHistoryStore(default_sqlite_path(spider), read_only=read_only, **options)
+            return SqliteHistoryStore(
+                default_sqlite_path(spider), read_only=read_only, **sqlite_options
+            )
     elif "://" in spec:
         scheme = spec.split("://", 1)[0]
         raise RecrawlSettingError(
@@ -124,7 +138,7 @@ def open_store(
         )
     else:
         path = spec
-    return SqliteHistoryStore(path, read_only=read_only, **options)
+    return SqliteHistoryStore(path, read_only=read_only, **sqlite_options)
 
 
 def check_directory(store: HistoryStore, spider: str, settings: Any) -> None:

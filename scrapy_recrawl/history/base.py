@@ -26,7 +26,10 @@ import numpy as np
 #: 6: no credential kept at rest: stored requests (each URL's, the frontier's, the Redis
 #: request shapes) scrubbed of credentials, cookies and what Scrapy's downloader
 #: middlewares added (history/request_scrub.py); SQLite files owner-only.
-SCHEMA_VERSION = 6
+#: 7: each SQLite URL row keeps its change window (``cwin``, as the Redis row does), so
+#: :meth:`HistoryStore.change_window` reads no log; the SQLite visit log is indexed by
+#: cycle and capped (RECRAWL_SQLITE_LOG_MAXLEN); Redis unchanged.
+SCHEMA_VERSION = 7
 
 
 class HistoryStoreError(RuntimeError):
@@ -95,6 +98,9 @@ class UrlRecord:
     # one (-1: never); history/state.py: fold_failure (schema version 4)
     failures: int = 0
     last_failure_cycle: int = -1
+    # the last <= 5 change observations, packed (history/state.py: push_window; schema
+    # version 7): what change_window() answers, kept whole however the log is trimmed
+    cwin: int = 0
     signature: bytes | None = field(default=None, repr=False)
 
 

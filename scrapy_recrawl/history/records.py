@@ -9,9 +9,10 @@ backend, and the schema migrations:
 * a **record**, a flat mapping of field names to None, int, float, str or
   bytes, tagged by type (:func:`pack_record` / :func:`unpack_record`).
 
-Also here: the change window of each URL computed from a visit log, which a
-backend without a kept window (SQLite) answers
-:meth:`HistoryStore.change_window` with.
+Also here: the change window of each URL, decoded from the packed int a record
+keeps (``cwin``: history/state.py, push_window), which both backends answer
+:meth:`HistoryStore.change_window` with; and computed from a visit log, which the
+migration to schema version 7 packs into each SQLite row.
 """
 
 from __future__ import annotations
@@ -134,6 +135,27 @@ def window_from_log(
     ok = rows >= 0
     out[rows[ok], rank[keep][ok]] = sc[keep][ok]
     return out
+
+
+def window_from_bits(cwin: np.ndarray, window: int) -> np.ndarray:
+    """``[len(cwin), window]`` of 1/0, newest first, NaN where there is none, from each
+    URL's packed window (count * 32 + indicators, newest in bit 0)."""
+    cw = np.asarray(cwin, dtype=np.int64)
+    count, bits = cw >> 5, cw & 31
+    out = np.full((len(cw), window), np.nan)
+    for i in range(window):
+        out[:, i] = np.where(count > i, (bits >> i) & 1, np.nan)
+    return out
+
+
+def pack_window(win: np.ndarray) -> np.ndarray:
+    """Each row of ``[urls, <= 5]`` (1/0 newest first, NaN after the last one) packed as
+    :func:`window_from_bits` reads it."""
+    seen = ~np.isnan(win)
+    count = seen.sum(axis=1).astype(np.int64)
+    weights = np.int64(1) << np.arange(win.shape[1], dtype=np.int64)
+    bits = (np.where(seen, win, 0).astype(np.int64) * weights).sum(axis=1)
+    return count << 5 | bits
 
 
 def check_table(table: str) -> str:

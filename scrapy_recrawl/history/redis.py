@@ -51,7 +51,7 @@ from .base import (
 )
 from .epoch import StoreLost, new_epoch
 from .legacy_pickle import BASKET_MODEL_TABLE, MODEL_DROPPED, REQUESTS_DROPPED
-from .records import check_table, unpack_list
+from .records import check_table, unpack_list, window_from_bits
 from .redis_connection import (
     _redis_errors,
     client_location,
@@ -479,6 +479,12 @@ class RedisHistoryStore:
                 shards = int(self._call("read", lambda c: c.hget(self._k("meta"), "shards")) or 1)
                 layout = Layout(self.key, shards)
                 self._call("migrate", lambda c, lay=layout: migrate_5_to_6(c, lay, self.location))
+            elif step == 6:
+                # version 7 changed the SQLite store only (its rows' change window, the
+                # log's index and cap): a Redis row has kept its window (cwin) since
+                # version 5 and its log is capped and indexed by cycle (logstart)
+                meta = self._k("meta")
+                self._call("migrate", lambda c, m=meta: c.hset(m, "schema_version", 7))
 
     def _migrate_3_to_4(self, client: Any) -> None:
         """Version 4, every part of it in one MULTI/EXEC, under WATCH: a process of the
@@ -1447,11 +1453,7 @@ class RedisHistoryStore:
         cw = np.zeros(len(idx), dtype=np.int64)
         ok = (idx >= 1) & (idx <= len(table))
         cw[ok] = table["cwin"][idx[ok] - 1]
-        count, bits = cw >> 5, cw & 31
-        out = np.full((len(idx), window), np.nan)
-        for i in range(window):
-            out[:, i] = np.where(count > i, (bits >> i) & 1, np.nan)
-        return out
+        return window_from_bits(cw, window)
 
     # -- maintenance -----------------------------------------------------------
 
@@ -1515,7 +1517,7 @@ def _numbers(rec: UrlRecord, row: bytes) -> None:
         rec.status,
         rec.failures,
         flags,
-        _cwin,
+        rec.cwin,
         _req_len,
         _req_off,
         rec.aad_sum,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import logging
 import math
 import os
 import sqlite3
@@ -41,7 +42,7 @@ from .base import (
     Visit,
 )
 from .lock import StoreLock
-from .records import check_table, pack_list, unpack_list, window_from_log
+from .records import check_table, pack_list, unpack_list, window_from_bits
 from .request_codec import decode_stored, encode_stored
 from .sqlite_readonly import connect_read_only
 from .sqlite_schema import (
@@ -58,7 +59,7 @@ from .state import fold_visit, good_status
 _URL_COLUMNS = (
     "id fingerprint url first_seen first_cycle visits n x sad aad_sum gad "
     "last_visit_cycle last_visit_time last_change_cycle last_change_time d a r m "
-    "status gone etag last_modified has_body failures last_failure_cycle"
+    "status gone etag last_modified has_body failures last_failure_cycle cwin"
 ).split()
 
 
@@ -88,6 +89,8 @@ _ARRAY_COLUMNS: list[tuple[str, str, Any]] = [
     ("last_change_cycle", "last_change_cycle", np.int64),
 ]
 
+
+logger = logging.getLogger("scrapy_recrawl.history")
 
 _NULLABLE = ("last_visit_time", "D", "A", "R", "M")
 
@@ -136,6 +139,7 @@ class SqliteHistoryStore:
         clock: Any = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         read_only: bool = False,
+        log_maxlen: int = 10_000_000,
     ) -> None:
         self.path = os.fspath(path)
         self.location = f"sqlite:///{os.path.abspath(self.path)}"
@@ -151,6 +155,11 @@ class SqliteHistoryStore:
         self._clock = clock
         #: the flush timer's clock (seconds, only differences count): a test may pass its own
         self._monotonic = monotonic
+        #: visits the log keeps, the newest (RECRAWL_SQLITE_LOG_MAXLEN; 0: all): each
+        #: flush drops the older ones (:meth:`_trim`)
+        self.log_maxlen = max(0, int(log_maxlen))
+        #: visits this store object dropped from the log (said once in the log)
+        self.trimmed_visits = 0
         self._db: sqlite3.Connection | None = None
         self._cycle = 0
         self._next_id = 1
@@ -432,12 +441,20 @@ class SqliteHistoryStore:
     def visit_log(
         self, url_ids: Iterable[int] | None = None, *, since_cycle: int | None = None
     ) -> dict[str, np.ndarray]:
-        """The visit log (oldest first) as numpy columns; ``changed`` is -1 for no observation."""
+        """The visit log (oldest first) as numpy columns; ``changed`` is -1 for no observation.
+
+        ``since_cycle`` alone reads the log's last cycles through its index on cycle
+        (schema version 7), not the whole log: left to itself, SQLite scans every row
+        in id order rather than sort the few it wants (the ``Q`` terminal's last
+        RECRAWL_EXPERTS_HISTORY cycles of a long log). With ``url_ids``, their index.
+        """
         self.flush()
         sql = (
             "SELECT url_id, cycle, time, status, IFNULL(changed, -1), distance, added, removed,"
             " modified, attributes, bytes FROM visits"
         )
+        if url_ids is None and since_cycle is not None:
+            sql += " INDEXED BY visits_by_cycle"
         params: list[int] = []
         where = []
         if url_ids is not None:
@@ -454,8 +471,26 @@ class SqliteHistoryStore:
         return {c: np.ascontiguousarray(table[c]) for c in dtype.names or ()}
 
     def change_window(self, ids: np.ndarray, window: int) -> np.ndarray:
-        log = self.visit_log()
-        return window_from_log(np.asarray(ids), log["url_id"], log["changed"], window)
+        """From each URL's row (``cwin``, schema version 7): one small int per URL, no
+        visit log read (a cycle with the C* terminals read the whole log before)."""
+        self.flush()
+        ids = np.asarray(ids, dtype=np.int64)
+        if len(ids) * 4 < self._count:  # a few: by id
+            found = self._select_by_id("SELECT id, cwin FROM urls WHERE id IN", ids.tolist())
+            cw = np.fromiter((found.get(int(i), 0) for i in ids), np.int64, len(ids))
+            return window_from_bits(cw, window)
+        # most of them (a cycle's scoring): one scan of the two columns
+        dtype = np.dtype([("id", np.int64), ("cwin", np.int64)])
+        table = self._read(
+            lambda db: np.fromiter(db.execute("SELECT id, cwin FROM urls ORDER BY id"), dtype)
+        )
+        pos = np.searchsorted(table["id"], ids)
+        pos = np.minimum(pos, max(len(table) - 1, 0))
+        cw = np.zeros(len(ids), dtype=np.int64)
+        if len(table):
+            hit = table["id"][pos] == ids
+            cw[hit] = table["cwin"][pos[hit]]
+        return window_from_bits(cw, window)
 
     # -- side storage (what plug-ins keep; the `side` table) ------------------------
 
@@ -646,9 +681,60 @@ class SqliteHistoryStore:
                 " removed, modified, attributes, bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 self._visit_rows,
             )
+            trimmed.append(self._trim(db))
 
+        trimmed: list[int] = []
         self._write(write)
         self._reset_buffers()
+        self._note_trimmed(trimmed[-1] if trimmed else 0)
+
+    def _trim(self, db: sqlite3.Connection, maxlen: int | None = None) -> int:
+        """Drop the oldest visits beyond the cap (``log_maxlen``; 0: none), in the
+        transaction that appended the new ones; returns how many were dropped.
+
+        The log's ids grow by one a visit (rows are appended, and only the oldest are
+        ever deleted), so the newest ``maxlen`` are those above ``MAX(id) - maxlen``: two
+        B-tree look-ups and a range delete, not a count of the log. What is dropped is
+        history only: every URL's record (its estimators, its change window) is in
+        ``urls`` (docs/history.md, "How long the visit log is kept").
+        """
+        cap = self.log_maxlen if maxlen is None else maxlen
+        if cap <= 0:
+            return 0
+        # apart: each is one look-up at an end of the B-tree, together they scan it all
+        row = db.execute(
+            "SELECT (SELECT MIN(id) FROM visits), (SELECT MAX(id) FROM visits)"
+        ).fetchone()
+        if row[0] is None or row[1] - row[0] < cap:
+            return 0
+        return int(db.execute("DELETE FROM visits WHERE id <= ?", (row[1] - cap,)).rowcount)
+
+    def _note_trimmed(self, dropped: int) -> None:
+        if dropped and not self.trimmed_visits:
+            logger.info(
+                "recrawl: the visit log of %s holds RECRAWL_SQLITE_LOG_MAXLEN=%d visits: the "
+                "oldest are dropped as new ones are written (each URL's record is kept "
+                "whole; docs/history.md)",
+                self.location,
+                self.log_maxlen,
+            )
+        self.trimmed_visits += dropped
+
+    def compact(self, maxlen: int | None = None) -> tuple[int, int, int]:
+        """Drop the visits beyond the cap (``maxlen``, default :attr:`log_maxlen`; 0:
+        none) and rebuild the file (VACUUM), which a trim alone never shrinks: SQLite
+        reuses the freed pages for the visits that follow. ``scrapy recrawl-reset
+        --compact``. Returns (visits dropped, bytes before, bytes after)."""
+        self.flush()
+        before = self._file_size()
+        dropped: list[int] = []
+        self._write(lambda db: dropped.append(self._trim(db, maxlen)))
+        self._read(lambda db: db.execute("VACUUM"))
+        self._read(lambda db: db.execute("PRAGMA wal_checkpoint(TRUNCATE)"))
+        return dropped[0], before, self._file_size()
+
+    def _file_size(self) -> int:
+        return sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p))
 
     def clear(self) -> None:
         """Empty the store (``scrapy recrawl-reset``): cycle 0, no URL, visit, frontier

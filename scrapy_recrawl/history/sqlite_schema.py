@@ -12,9 +12,12 @@ import os
 import sqlite3
 from typing import Any
 
+import numpy as np
+
 from .legacy_pickle import BASKET_MODEL_TABLE, MODEL_DROPPED, REQUESTS_DROPPED, reencode_request
-from .records import pack_record
+from .records import pack_record, pack_window, window_from_log
 from .request_codec import scrubbed_previous
+from .state import WINDOW_KEPT
 
 logger = logging.getLogger("scrapy_recrawl.history")
 
@@ -47,7 +50,8 @@ CREATE TABLE IF NOT EXISTS urls (
     last_modified TEXT,
     has_body INTEGER NOT NULL DEFAULT 0,
     failures INTEGER NOT NULL DEFAULT 0,
-    last_failure_cycle INTEGER NOT NULL DEFAULT -1
+    last_failure_cycle INTEGER NOT NULL DEFAULT -1,
+    cwin INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS signatures (url_id INTEGER PRIMARY KEY, signature BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS requests (url_id INTEGER PRIMARY KEY, request BLOB NOT NULL);
@@ -69,6 +73,7 @@ CREATE TABLE IF NOT EXISTS visits (
     bytes INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS visits_by_url ON visits (url_id, cycle);
+CREATE INDEX IF NOT EXISTS visits_by_cycle ON visits (cycle);
 CREATE TABLE IF NOT EXISTS frontier (
     fingerprint BLOB PRIMARY KEY,
     priority INTEGER NOT NULL,
@@ -210,6 +215,30 @@ def _migrate_5_to_6(db: sqlite3.Connection) -> None:
         owner_only(path)
 
 
+def _migrate_6_to_7(db: sqlite3.Connection) -> None:
+    """Version 7: the visit log can be capped (RECRAWL_SQLITE_LOG_MAXLEN) without losing
+    what a URL's record needs, and a cycle reads only what it uses of it. Each URL row
+    keeps its last five change observations (``cwin``, as the Redis row does:
+    state.push_window), computed here once from the whole log (the rule
+    ``change_window()`` read it by before); and the log is indexed by cycle, for
+    ``visit_log(since_cycle=...)`` (the ``Q`` terminal's last cycles, the reports)."""
+    db.execute("ALTER TABLE urls ADD COLUMN cwin INTEGER NOT NULL DEFAULT 0")
+    db.execute("CREATE INDEX IF NOT EXISTS visits_by_cycle ON visits (cycle)")
+    # two int columns, not the whole log: 16 bytes an observation
+    obs = np.fromiter(
+        db.execute("SELECT url_id, changed FROM visits WHERE changed IS NOT NULL ORDER BY id"),
+        np.dtype([("url_id", np.int64), ("changed", np.int64)]),
+    )
+    if not len(obs):
+        return
+    ids = np.unique(obs["url_id"])
+    cwin = pack_window(window_from_log(ids, obs["url_id"], obs["changed"], WINDOW_KEPT))
+    db.executemany(
+        "UPDATE urls SET cwin = ? WHERE id = ?",
+        zip(cwin.tolist(), ids.tolist(), strict=True),
+    )
+
+
 def owner_only(path: str) -> None:
     """Make the store file at ``path`` and its companions (WAL, shared memory, lock)
     readable and writable by their owner only, when others could read them."""
@@ -233,6 +262,7 @@ MIGRATIONS: dict[int, Any] = {
     3: _migrate_3_to_4,
     4: _migrate_4_to_5,
     5: _migrate_5_to_6,
+    6: _migrate_6_to_7,
 }
 
 

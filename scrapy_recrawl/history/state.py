@@ -104,9 +104,28 @@ def fold_failure(
     return failures + 1, cycle
 
 
+# -- the change window: a URL's last observations (schema version 7) ---------------
+#
+# The ``C1..C5`` terminals (content/window.py) read each URL's last five change
+# observations. They are kept in the URL's record, one small int, so no visit log is
+# read for them (and none is needed: a trimmed log loses nothing of them): the count
+# (<= WINDOW_KEPT) times 32, plus the indicators, newest in bit 0. Redis's RECORD_LUA
+# keeps its row's ``cwin`` byte by the same rule; records.window_from_bits decodes it.
+
+#: observations a record's window keeps (content/window.py: WINDOW_MAX)
+WINDOW_KEPT = 5
+
+
+def push_window(cwin: int, changed: int) -> int:
+    """The packed window ``cwin`` after one more observation (1 changed, 0 not)."""
+    count = min((cwin >> 5) + 1, WINDOW_KEPT)
+    bits = ((cwin & 31) << 1 | (1 if changed else 0)) & ((1 << WINDOW_KEPT) - 1)
+    return count << 5 | bits
+
+
 def fold_visit(rec: Any, visit: Any, cycle: int) -> bool:
     """Fold one ``visit`` (history.base.Visit) into ``rec`` (a UrlRecord), in place: the
-    estimators, the validators, gone and the failure count. ``SqliteHistoryStore.record``
+    estimators, the change window, the validators, gone and the failure count. ``SqliteHistoryStore.record``
     folds with it, and the Redis store predicts with it the record a buffered visit will
     make (``RECORD_LUA`` is the same rule, server-side); the signature, request and body
     are the caller's. Returns whether the visit was a change observation."""
@@ -127,6 +146,7 @@ def fold_visit(rec: Any, visit: Any, cycle: int) -> bool:
             float(visit.removed),
             float(visit.modified),
         )
+        rec.cwin = push_window(rec.cwin, int(bool(visit.changed)))
         if visit.changed:
             rec.last_change_cycle, rec.last_change_time = cycle, visit.time
     if good:

@@ -1,0 +1,228 @@
+"""How long the SQLite visit log is kept, and what a cycle reads of it (schema version 7).
+
+The log is capped (RECRAWL_SQLITE_LOG_MAXLEN): the oldest visits go, every URL's
+record stays whole, its change window included (each row keeps it: ``change_window()``
+reads no log). ``visit_log(since_cycle=...)`` searches the log's index on cycle.
+All on real SQLite files.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scrapy_recrawl.history import (
+    SCHEMA_VERSION,
+    SqliteHistoryStore,
+    Visit,
+    open_store,
+)
+from scrapy_recrawl.history.records import window_from_log
+from scrapy_recrawl.history.redis import RedisHistoryStore
+from scrapy_recrawl.settings import RecrawlSettingError
+
+from .fixtures.redis_typed import load_typed
+from .fixtures.v6_visits import URLS, observations
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+#: the record columns of the urls table a trim must leave as they are
+_RECORD = (
+    "id, fingerprint, url, first_seen, first_cycle, visits, n, x, sad, aad_sum, gad, "
+    "last_visit_cycle, last_visit_time, last_change_cycle, last_change_time, d, a, r, m, "
+    "status, gone, etag, last_modified, has_body, failures, last_failure_cycle, cwin"
+)
+
+
+def _crawl(store: SqliteHistoryStore, cycles: int, urls: int, seed: int = 0) -> None:
+    """``cycles`` cycles of uneven visits: each URL fetched with its own chance, some
+    failed downloads, 304s, first fetches (no observation), changes at random."""
+    rng = np.random.default_rng(seed)
+    chance = rng.uniform(0.2, 1.0, urls)
+    for _ in range(cycles):
+        store.advance_cycle()
+        for u in np.flatnonzero(rng.random(urls) < chance):
+            fp, url = int(u).to_bytes(20, "big"), f"http://h/{u}"
+            roll = rng.random()
+            if roll < 0.08:
+                store.record(Visit(fp, url, float(store.cycle), 0))  # a failed download
+            elif roll < 0.2:
+                store.record(Visit(fp, url, float(store.cycle), 304, False))
+            else:
+                store.record(Visit(fp, url, float(store.cycle), 200, bool(rng.random() < 0.4)))
+
+
+def _records(path: Path) -> list[tuple]:
+    db = sqlite3.connect(path)
+    try:
+        return db.execute(f"SELECT {_RECORD} FROM urls ORDER BY id").fetchall()  # noqa: S608
+    finally:
+        db.close()
+
+
+def test_the_cap_keeps_the_newest_visits_and_every_record_whole(tmp_path, caplog):
+    whole = SqliteHistoryStore(tmp_path / "whole.sqlite3", flush_every=7, log_maxlen=0)
+    capped = SqliteHistoryStore(tmp_path / "capped.sqlite3", flush_every=7, log_maxlen=100)
+    with caplog.at_level(logging.INFO, "scrapy_recrawl.history"):
+        for store in (whole, capped):
+            with store:
+                _crawl(store, cycles=30, urls=40)
+    with whole, capped:
+        full, kept = whole.visit_log(), capped.visit_log()
+        assert len(full["url_id"]) > 500
+        assert len(kept["url_id"]) == 100  # exactly the cap
+        for name in full:  # the newest 100, as they were
+            np.testing.assert_array_equal(kept[name], full[name][-100:])
+        ids = whole.arrays().ids
+        np.testing.assert_array_equal(
+            capped.change_window(ids, 5), whole.change_window(ids, 5)
+        )  # the window is the record's, not the log's
+        assert capped.trimmed_visits == len(full["url_id"]) - 100
+    # every URL's record as the uncapped store has it, byte for byte
+    assert _records(tmp_path / "capped.sqlite3") == _records(tmp_path / "whole.sqlite3")
+    said = [r.getMessage() for r in caplog.records if "RECRAWL_SQLITE_LOG_MAXLEN" in r.getMessage()]
+    assert len(said) == 1 and "capped.sqlite3" in said[0]  # once, naming the store
+
+
+def test_a_lowered_cap_trims_at_the_next_write_and_compact_shrinks_the_file(tmp_path):
+    path = tmp_path / "history.sqlite3"
+    with SqliteHistoryStore(path, log_maxlen=0) as store:
+        _crawl(store, cycles=40, urls=200)
+        total = len(store.visit_log()["url_id"])
+    big = path.stat().st_size
+    with SqliteHistoryStore(path, log_maxlen=500) as store:
+        dropped, before, after = store.compact()
+        assert dropped == total - 500 and len(store.visit_log()["url_id"]) == 500
+        assert before >= big and after < before / 2  # the freed pages given back
+        assert store.compact() == (0, after, after)  # at the cap: nothing more
+    with SqliteHistoryStore(path, log_maxlen=100) as store:
+        store.advance_cycle()
+        store.record(Visit(b"\1" * 20, "http://h/new", 1.0, 200))
+        store.flush()  # the first write under the new cap trims to it
+        assert len(store.visit_log()["url_id"]) == 100
+
+
+def test_the_setting_reaches_the_store_and_a_bad_value_is_refused_by_name(tmp_path):
+    store = open_store({"RECRAWL_STORE": str(tmp_path / "h.sqlite3")})
+    assert store.log_maxlen == 10_000_000  # sized like RECRAWL_REDIS_LOG_MAXLEN
+    store = open_store(
+        {"RECRAWL_STORE": str(tmp_path / "h.sqlite3"), "RECRAWL_SQLITE_LOG_MAXLEN": "2000"}
+    )
+    assert store.log_maxlen == 2000
+    with pytest.raises(RecrawlSettingError, match="RECRAWL_SQLITE_LOG_MAXLEN=-1"):
+        open_store({"RECRAWL_STORE": "h.sqlite3", "RECRAWL_SQLITE_LOG_MAXLEN": -1})
+
+
+def test_the_last_cycles_are_read_through_the_index_on_cycle(tmp_path):
+    with SqliteHistoryStore(tmp_path / "history.sqlite3") as store:
+        _crawl(store, cycles=12, urls=30)
+        statements: list[str] = []
+        store.db.set_trace_callback(statements.append)
+        store.record(Visit(b"\0" * 20, "http://h/0", 99.0, 200, True))  # one to flush
+        recent = store.visit_log(since_cycle=10)
+        store.db.set_trace_callback(None)
+        full = store.visit_log()
+        plans = [
+            " ".join(row[3] for row in store.db.execute("EXPLAIN QUERY PLAN " + sql))
+            for sql in statements
+            if "FROM visits" in sql and sql.startswith("SELECT url_id")
+        ]
+        trims = [
+            " ".join(row[3] for row in store.db.execute("EXPLAIN QUERY PLAN " + sql))
+            for sql in statements
+            if "MIN(id)" in sql
+        ]
+    assert len(plans) == 1 and "USING INDEX visits_by_cycle (cycle>?)" in plans[0], plans
+    assert "SCAN visits" not in plans[0]
+    # the flush before it found the log's ends (the cap's check) without a scan either
+    assert trims and not any("SCAN visits" in plan for plan in trims), trims
+    keep = full["cycle"] >= 10
+    for name in full:  # the same rows, in the same (log) order, as a filtered full read
+        np.testing.assert_array_equal(recent[name], full[name][keep])
+
+
+@pytest.mark.parametrize("window", [1, 3, 5])
+def test_change_window_equals_the_old_computation_over_the_whole_log(tmp_path, window):
+    with SqliteHistoryStore(tmp_path / "history.sqlite3", flush_every=13, log_maxlen=0) as store:
+        _crawl(store, cycles=25, urls=60, seed=window)
+        ids = store.arrays().ids
+        log = store.visit_log()
+        old = window_from_log(ids, log["url_id"], log["changed"], window)
+        # windows to compare, not only NaN: changed and unchanged in them
+        assert np.isfinite(old).sum() > 0.9 * old.size and {0.0, 1.0} <= set(old.ravel())
+        np.testing.assert_array_equal(store.change_window(ids, window), old)
+        few = ids[::7]  # a few ids, read by id, in any order
+        np.testing.assert_array_equal(store.change_window(few[::-1], window), old[::7][::-1])
+        unknown = np.array([10_000])
+        assert np.isnan(store.change_window(unknown, window)).all()
+
+
+def _v6_expected_windows(store) -> np.ndarray:
+    # the fixture's ids: in the order the URLs were first recorded
+    ids = [store.get(bytes([u + 1]) * 20, signature=False).id for u in range(URLS)]
+    out = np.full((URLS, 5), np.nan)
+    for u in range(URLS):
+        newest = observations(u)[::-1][:5]
+        out[u, : len(newest)] = newest
+    return np.array(ids), out
+
+
+def test_a_version_6_sqlite_store_upgrades_with_each_urls_window_and_the_index(tmp_path):
+    path = tmp_path / "history.sqlite3"
+    shutil.copy(FIXTURES / "store_v6.sqlite3", path)
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("6",)
+    before_urls = db.execute("SELECT * FROM urls ORDER BY id").fetchall()
+    before_visits = db.execute("SELECT * FROM visits ORDER BY id").fetchall()
+    db.close()
+    with SqliteHistoryStore(path, read_only=True) as store:  # an offline command: in memory
+        ids, expected = _v6_expected_windows(store)
+        np.testing.assert_array_equal(store.change_window(ids, 5), expected)
+    assert store.file_schema_version == 6
+    with SqliteHistoryStore(path) as store:
+        assert len(store) == URLS and store.cycle == 8 and store.owner() == "books"
+        ids, expected = _v6_expected_windows(store)
+        assert np.isfinite(expected).sum() == 18  # URL 0: five of its seven observations
+        np.testing.assert_array_equal(store.change_window(ids, 5), expected)
+        log = store.visit_log()
+        old = window_from_log(ids, log["url_id"], log["changed"], 5)  # version 6's rule
+        np.testing.assert_array_equal(store.change_window(ids, 5), old)
+        assert store.pop_frontier(5) == [{"url": "http://h/9", "method": "GET"}]
+        # the store goes on: the next observation of URL 0 enters its window
+        store.advance_cycle()
+        store.record(Visit(bytes([1]) * 20, "http://h/0", 2000.0, 200, True))
+        assert store.change_window(ids[:1], 5)[0].tolist() == [1.0, *expected[0, :4]]
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
+        str(SCHEMA_VERSION),
+    )
+    indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert "visits_by_cycle" in indexes
+    # every row kept: the URLs' columns before the window, the visits as they were
+    after_urls = db.execute("SELECT * FROM urls ORDER BY id").fetchall()
+    assert [r[:-1] for r in after_urls[1:]] == before_urls[1:]
+    assert db.execute("SELECT * FROM visits ORDER BY id").fetchall()[:-1] == before_visits
+    db.close()
+
+
+def test_a_version_6_redis_store_opens_as_version_7_and_agrees_with_sqlite(redis_db, tmp_path):
+    """Version 7 changed the SQLite store only: the Redis step marks the version (its
+    rows have kept the window since version 5), and both give the same windows."""
+    client = redis_db.client()
+    load_typed(client, FIXTURES / "store_v6.redis.json")
+    assert client.hget("{books:history}:meta", "schema_version") == b"6"
+    with RedisHistoryStore(redis_db.url, key="books:history") as store:
+        assert len(store) == URLS and store.cycle == 8
+        ids, expected = _v6_expected_windows(store)
+        np.testing.assert_array_equal(store.change_window(ids, 5), expected)
+        rec = store.get(bytes([1]) * 20, signature=False)
+    assert client.hget("{books:history}:meta", "schema_version") == str(SCHEMA_VERSION).encode()
+    shutil.copy(FIXTURES / "store_v6.sqlite3", tmp_path / "h.sqlite3")
+    with SqliteHistoryStore(tmp_path / "h.sqlite3") as sqlite_store:
+        assert sqlite_store.get(bytes([1]) * 20, signature=False).cwin == rec.cwin
+    client.close()
