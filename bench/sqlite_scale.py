@@ -100,6 +100,7 @@ def _url_rows(start: int, stop: int, n_hosts: int, now: float, rng: np.random.Ge
         [1] * size,  # has_body
         failures.tolist(),
         np.where(failures > 0, CYCLE - 1, -1).tolist(),
+        [0] * size,  # cwin: no change window (bench/sqlite_retention.py measures it)
     ]
     # NaN (not recorded) is NULL in the table, as the store writes it
     rows = list(zip(*cols, strict=True))

@@ -443,24 +443,32 @@ class SqliteHistoryStore:
     ) -> dict[str, np.ndarray]:
         """The visit log (oldest first) as numpy columns; ``changed`` is -1 for no observation.
 
-        ``since_cycle`` alone reads the log's last cycles through its index on cycle
-        (schema version 7), not the whole log: left to itself, SQLite scans every row
-        in id order rather than sort the few it wants (the ``Q`` terminal's last
-        RECRAWL_EXPERTS_HISTORY cycles of a long log). With ``url_ids``, their index.
+        ``since_cycle`` alone reads only the log's tail (schema version 7): the first
+        visit of those cycles is found in the index on cycle (its entries only), and
+        the rows from it on are read in log order, a range of the table, no sort. (A
+        visit of an older cycle recorded late lies in that range: the condition on
+        cycle still leaves it out.) With ``url_ids``, their index.
         """
         self.flush()
         sql = (
             "SELECT url_id, cycle, time, status, IFNULL(changed, -1), distance, added, removed,"
             " modified, attributes, bytes FROM visits"
         )
-        if url_ids is None and since_cycle is not None:
-            sql += " INDEXED BY visits_by_cycle"
         params: list[int] = []
         where = []
         if url_ids is not None:
             params = [int(i) for i in url_ids]
             where.append(f"url_id IN ({','.join('?' * len(params))})")
         if since_cycle is not None:
+            if url_ids is None:
+                first = self._read(
+                    lambda db: db.execute(
+                        "SELECT MIN(id) FROM visits INDEXED BY visits_by_cycle WHERE cycle >= ?",
+                        (int(since_cycle),),
+                    ).fetchone()[0]
+                )
+                where.append("id >= ?")
+                params.append(1 << 62 if first is None else int(first))  # none: no row
             where.append("cycle >= ?")
             params.append(int(since_cycle))
         if where:
