@@ -9,8 +9,8 @@ schema, one transaction per cycle, the log's two indexes made after it: a crawl
 would take days to write it; ``--keep`` reuses the file): each URL visited in each
 cycle with its own chance (0.2 to 0.8), 2% failed downloads and 3% 304s, a first
 fetch being no observation; each URL row's change window (``cwin``) folded from the
-same visits by the store's rule (``state.push_window``). Then, each in a fresh child
-process on the same file (seconds, and how far the RSS rose at its peak over the step:
+same visits by the rule of ``state.push_window`` (newest first, five kept). Then,
+each in a fresh child process on the same file (seconds, and how far the RSS rose at its peak over the step:
 Linux's VmHWM, reset before it):
 
 * **window (now)**: the content columns a C*-terminal cycle adds
