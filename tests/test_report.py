@@ -258,6 +258,26 @@ def test_a_cut_log_is_said(redis_db):  # noqa: F811 -- the fixture
     assert f"keeps {len(s.visits)} of its 300 visits" in s.notes[0]
 
 
+def test_a_cut_sqlite_log_is_said(tmp_path):
+    """A SQLite store's log is capped too (RECRAWL_SQLITE_LOG_MAXLEN): the story keeps the
+    URL's record whole and says how many of its visits the log still keeps."""
+    from scrapy_recrawl.history import SqliteHistoryStore, Visit
+    from scrapy_recrawl.insight.story import find_url, story
+
+    url = "http://h/a"
+    with SqliteHistoryStore(tmp_path / "h.sqlite3", log_maxlen=40, flush_every=7) as store:
+        fp = fingerprint(Request(url))
+        for k in range(300):
+            store.record(Visit(fp, url, float(k), 200, None if k == 0 else k % 2 == 0))
+        store.flush()
+        url_id, rec = find_url(store, url)
+        s = story(store, VisitLog(store.visit_log([url_id])), url, url_id, rec,
+                  Settings({"RECRAWL_MONITOR_SHARE": 0}))  # fmt: skip
+    assert (rec.visits, rec.n, rec.X) == (300, 299, 149)  # the record: every visit
+    assert s.visits_recorded == 300 and s.cut and len(s.visits) == 40
+    assert "keeps 40 of its 300 visits" in s.notes[0]
+
+
 def test_evolve_warns_about_a_history_exported_with_all(tmp_path):
     # an --all export keeps which page-cycles were fetched: recrawl-evolve says the rest
     # read as "no change" (the crawl's own bias), once, in its history line

@@ -670,6 +670,7 @@ class SqliteHistoryStore:
             return
         url_rows = [self._url_row(rec) for rec in self._dirty.values()]
         marks = ",".join("?" * len(_URL_COLUMNS))
+        trimmed: list[int] = []
 
         def write(db: sqlite3.Connection) -> None:
             db.executemany(
@@ -689,9 +690,8 @@ class SqliteHistoryStore:
                 " removed, modified, attributes, bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 self._visit_rows,
             )
-            trimmed.append(self._trim(db))
+            trimmed.append(self._trim(db))  # in the same transaction as the new visits
 
-        trimmed: list[int] = []
         self._write(write)
         self._reset_buffers()
         self._note_trimmed(trimmed[-1] if trimmed else 0)
