@@ -113,6 +113,26 @@ class CyclePlan:
     #: the share the monitoring sample was drawn with (``monitor_mask`` with
     #: ``CycleConfig.seed``); 0 when a selector picked (plan mode has no sample)
     monitor_share: float = 0.0
+    #: seconds the cycle's ``now`` is behind the newest visit in the store (0: not
+    #: behind): the wall clock went back (:func:`clock_behind`; the crawl warns)
+    clock_behind: float = 0.0
+
+
+#: how far behind the newest visit ``now`` may read before the clock is said to have gone
+#: back (seconds): more than clock drift between machines or an NTP step
+CLOCK_SLACK = 60.0
+
+
+def clock_behind(arrays: HistoryArrays, now: float) -> float:
+    """Seconds ``now`` is behind the newest visit time in ``arrays`` (0 when not behind):
+    the wall clock went back since that visit was recorded. The ``hours`` terminal counts
+    such visits as made now (scoring/terminals.py); the caller warns past
+    :data:`CLOCK_SLACK`."""
+    times = arrays.columns.get("last_visit_time")
+    if times is None or len(times) == 0:
+        return 0.0
+    latest = float(np.max(times))
+    return max(0.0, latest - float(now)) if np.isfinite(latest) else 0.0
 
 
 def plan_cycle(
@@ -209,6 +229,7 @@ def plan_cycle(
         backlog=pending_new,
         hubs_due=hubs_due,
         monitor_share=monitor_share,
+        clock_behind=clock_behind(arrays, now),
     )
 
 

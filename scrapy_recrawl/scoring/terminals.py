@@ -181,7 +181,9 @@ def _hours(
         raise ValueError("the 'hours' terminal needs the current time (now=...)")
     out = np.subtract(float(now), state["last_visit_time"], dtype=np.float64)
     out /= 3600.0
-    return out
+    # a wall clock that went back puts visits "in the future": no negative age (log(1 +
+    # hours) would be NaN for every URL); the cycle says so (core/cycle.py: clock_behind)
+    return np.maximum(out, 0.0, out=out)
 
 
 def _cg(_s: object, _c: int, _now: object, _a: float, _b: float, get: _Getter) -> np.ndarray:
