@@ -82,6 +82,7 @@ from .settings import RecrawlSettingError
 from .settings import get as get_setting
 from .startup import check_settings, enabled, startup_failure, watch_failed_close
 from .stored_request import StoredRequests
+from .traps import TrapCaps
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +143,8 @@ class RecrawlScheduler(Scheduler):
             # as configured (a preset name or the expression), its default when unset:
             # the name each cycle's plan keeps (_save_plan)
             self.scorer_name = str(get_setting(crawler.settings, "RECRAWL_SCORER"))
+            # the URL-trap caps: known URLs per host, the frontier (traps.py)
+            self.caps = TrapCaps(crawler.settings, crawler.stats)
         except RecrawlSettingError as exc:
             # Scrapy builds the scheduler while opening the spider, where a failure
             # is reported as "Engine slot not assigned": say what really failed, once.
@@ -321,6 +324,8 @@ class RecrawlScheduler(Scheduler):
         if self.store.knows(self.fingerprinter.fingerprint(request)):
             self.inc_stat("recrawl/known_skipped")
             return False
+        if not self.caps.admit(request, self.store):
+            return False  # its host is full (RECRAWL_MAX_URLS_PER_HOST): counted, said
         via = request.meta.pop(META_VIA, None)
         if via is not None:  # a new URL found on a refetched page: a hub's (hubs.py)
             hubs_for_crawler(self.crawler).found(int(via))

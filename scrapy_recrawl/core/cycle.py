@@ -35,6 +35,8 @@ class CycleConfig:
     """The RECRAWL_* settings that shape a cycle (docs/settings.md has them all)."""
 
     budget: int | float = Share(0.05)  # pages (int) or a Share of the known URLs
+    #: RECRAWL_BUDGET_MAX: the most pages a Share gives (0: no maximum)
+    budget_max: int = 0
     new_share: float = 0.2
     #: RECRAWL_NEW_SHARE_MAX: the most of the budget new URLs may take while a backlog
     #: waits (core/budget.py: new_pages)
@@ -62,6 +64,9 @@ class CycleConfig:
         share = (int, float)
         return cls(
             budget=budget,
+            budget_max=get(
+                s, "RECRAWL_BUDGET_MAX", int, lambda v: v >= 0, "a number of pages (0: no maximum)"
+            ),
             new_share=get(s, "RECRAWL_NEW_SHARE", share, lambda v: 0 <= v <= 1, "a share 0..1"),
             new_share_max=get(
                 s, "RECRAWL_NEW_SHARE_MAX", share, lambda v: 0 <= v <= 1, "a share 0..1"
@@ -178,6 +183,7 @@ def plan_cycle(
         warmup=warmup,
         backlog=pending_new,
         max_share=config.new_share_max,
+        maximum=config.budget_max,
     )
     # New URLs waiting from earlier cycles get first call on the new share;
     # whatever the recrawls leave of it flows to them (and back).
