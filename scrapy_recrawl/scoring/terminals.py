@@ -246,7 +246,12 @@ CORE_TERMINALS: tuple[Terminal, ...] = (
     Terminal("n", "change observations: visits after the first", lambda st, *_: _float(st["n"])),
     Terminal("X", "changes seen in those `n` observations", lambda st, *_: _float(st["X"])),
     Terminal("t", "cycles since the last visit", _t),
-    Terminal("hours", "hours since the last visit (for irregular cycles)", _hours, needs_now=True),
+    Terminal(
+        "hours",
+        "hours since the last visit (for irregular cycles; never negative)",
+        _hours,
+        needs_now=True,
+    ),
     Terminal("CG", "`-log((n - X + 0.5)/(n + 0.5))` (Cho & Garcia-Molina 2003)", _cg),
     Terminal("NAD", "`X/n`: every observation weighs `1/n` (Tan & Mitra 2010)", _nad),
     Terminal("SAD", "the last change indicator `I_n`", _sad),
