@@ -13,6 +13,11 @@ A visit counts in the cycle it is recorded under in the visit log (the request's
 ``META_CYCLE``, else the store's current cycle), so the record and the log agree.
 A response still downloading when its cycle ended (a continuous roll-over) is pushed
 with the next summary, as a second, late summary of its cycle.
+
+The tally also carries the crawl's wall clock (:meth:`CycleTally.wall`): this machine's
+plus ``clock_offset``, which a shared frontier sets to the shared store's clock less this
+machine's (the Redis's ``TIME``), so every time kept where other processes read it (a
+visit's, a cycle summary's, a cycle's planning time) is in one clock for all.
 """
 
 from __future__ import annotations
@@ -101,6 +106,14 @@ class CycleTally:
         # visits with no outcome (a first fetch, nothing to compare), per cycle: the line's
         # "first fetch" (not derivable from the summary: "gone" may come on top of "failed")
         self._unobserved: Counter[int] = Counter()
+        #: this machine's wall clock (a test may set its own)
+        self.clock: Any = time.time
+        #: seconds to add to it for the shared store's (0: one process)
+        self.clock_offset = 0.0
+
+    def wall(self) -> float:
+        """The crawl's wall clock: seconds since the epoch, in the shared store's time."""
+        return float(self.clock()) + self.clock_offset
 
     def count(
         self, request: Request, cycle: int, first: bool, outcome: str | None, *, gone: bool = False
@@ -113,7 +126,7 @@ class CycleTally:
         kind = kind_of(request, first)
         summary = self._cycles.get(c)
         if summary is None:
-            now = time.time()
+            now = self.wall()
             summary = self._cycles[c] = CycleSummary(c, now, now)
         setattr(summary, kind, getattr(summary, kind) + 1)
         if outcome is None:
@@ -122,7 +135,7 @@ class CycleTally:
             setattr(summary, outcome, getattr(summary, outcome) + 1)
         if gone:
             summary.gone += 1
-        summary.ended = time.time()
+        summary.ended = self.wall()
 
     def end(
         self,
@@ -137,7 +150,7 @@ class CycleTally:
         """``cycle`` has ended for this process: say its figures once (INFO line, stats),
         push them to the store, and push any late visits of cycles ended before.
         ``backlog``: new URLs left waiting for a later cycle."""
-        now = time.time()
+        now = self.wall()
         summary = self._cycles.pop(cycle, None) or CycleSummary(cycle, now - seconds, now)
         summary.started = min(summary.started, now - seconds)
         summary.ended = now

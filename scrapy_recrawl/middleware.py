@@ -686,9 +686,9 @@ class RecrawlMiddleware:
         if self.stats is not None:
             self.stats.inc_value(f"recrawl/{key}")
 
-    @staticmethod
-    def _now() -> float:
-        return time.time()
+    def _now(self) -> float:
+        # the crawl's wall clock: the shared store's on Redis (cycle_summary.py)
+        return self.tally.wall() if self.tally is not None else time.time()
 
     def _store_failed(self, exc: HistoryStoreError, url: str) -> None:
         # The store keeps its unwritten buffer and retries at the next flush.

@@ -54,7 +54,7 @@ from scrapy.utils.request import request_from_dict
 from twisted.internet.defer import Deferred
 
 from .core.budget import Budget
-from .core.cycle import CycleConfig, CyclePlan, plan_cycle
+from .core.cycle import CLOCK_SLACK, CycleConfig, CyclePlan, plan_cycle
 from .core.groups import GroupIndex
 from .core.meta import KIND_NEW, KIND_PROBE, META_CYCLE, META_KIND
 from .core.plugins import ProbeSource
@@ -82,6 +82,7 @@ from .settings import RecrawlSettingError
 from .settings import get as get_setting
 from .startup import check_settings, enabled, startup_failure, watch_failed_close
 from .stored_request import StoredRequests
+from .traps import TrapCaps
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +143,8 @@ class RecrawlScheduler(Scheduler):
             # as configured (a preset name or the expression), its default when unset:
             # the name each cycle's plan keeps (_save_plan)
             self.scorer_name = str(get_setting(crawler.settings, "RECRAWL_SCORER"))
+            # the URL-trap caps: known URLs per host, the frontier (traps.py)
+            self.caps = TrapCaps(crawler.settings, crawler.stats)
         except RecrawlSettingError as exc:
             # Scrapy builds the scheduler while opening the spider, where a failure
             # is reported as "Engine slot not assigned": say what really failed, once.
@@ -321,6 +324,8 @@ class RecrawlScheduler(Scheduler):
         if self.store.knows(self.fingerprinter.fingerprint(request)):
             self.inc_stat("recrawl/known_skipped")
             return False
+        if not self.caps.admit(request, self.store):
+            return False  # its host is full (RECRAWL_MAX_URLS_PER_HOST): counted, said
         via = request.meta.pop(META_VIA, None)
         if via is not None:  # a new URL found on a refetched page: a hub's (hubs.py)
             hubs_for_crawler(self.crawler).found(int(via))
@@ -444,6 +449,8 @@ class RecrawlScheduler(Scheduler):
             self.config,
             self.scorer,
             pending_new=store.frontier_size(),
+            # the crawl's wall clock (on Redis, the Redis's: cycle_summary.py)
+            now=self.tally.wall(),
             exclude=exclude,
             urls_of=store.urls,
             providers=self.plugins.column_providers,
@@ -453,8 +460,26 @@ class RecrawlScheduler(Scheduler):
             check_spread=not self._spread_known,
         )
         self._check_spread(plan)
+        self._check_clock(plan)
         self._save_plan(plan)
         return plan
+
+    def _check_clock(self, plan: CyclePlan) -> None:
+        """A wall clock that went back (a day, say) puts the store's newest visits in
+        the future: said at the cycle, with the stat; ``hours`` counts them from 0."""
+        if plan.clock_behind <= CLOCK_SLACK:
+            return
+        self.inc_stat("recrawl/clock_went_back")
+        if self.stats is not None:
+            self.stats.set_value("recrawl/clock_behind_seconds", round(plan.clock_behind))
+        logger.warning(
+            "recrawl: cycle %d: the wall clock reads %.0f s before the newest visit in the "
+            "history store at %s: it went back (set it right, e.g. with NTP); until it "
+            "catches up, pages visited 'later' count 0 hours since their visit",
+            plan.cycle,
+            plan.clock_behind,
+            self.store.location,
+        )
 
     def _check_spread(self, plan: CyclePlan) -> None:
         """Warn once if the scorer gives most URLs one score, or none, though their
@@ -490,7 +515,7 @@ class RecrawlScheduler(Scheduler):
         cutoff = float(np.min(own)) if scored and len(own) and np.isfinite(own).all() else None
         record = cycle_log.CyclePlan(
             cycle=plan.cycle,
-            planned_at=time.time(),
+            planned_at=self.tally.wall(),
             # RECRAWL_BUDGET's pages, the monitoring sample apart; 0: no budget (a warm-up)
             budget=plan.budget.pages or 0,
             scorer=self.scorer_name,

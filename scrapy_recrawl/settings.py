@@ -53,6 +53,10 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_MAX_CYCLES": 0,
     "RECRAWL_MONITOR_SHARE": 0.0,
     "RECRAWL_MAX_PER_DOMAIN": None,
+    # URL traps (traps.py): a share budget's most pages, known URLs per host, the frontier
+    "RECRAWL_BUDGET_MAX": 0,  # the most pages a share budget ("5%") gives a cycle (0: no max)
+    "RECRAWL_MAX_URLS_PER_HOST": 0,  # known URLs per host; new ones past it dropped (0: no cap)
+    "RECRAWL_FRONTIER_MAX": 1000000,  # new URLs kept waiting in the store (0: no cap)
     "RECRAWL_ADAPTIVE_BUDGET": None,  # expected changes below which a cycle stops recrawling
     # loop-time baskets (paper 001; docs/baskets.md): probing new URLs, the basket model
     "RECRAWL_PROBE": None,  # None: probe when the scorer uses the `due` terminal
@@ -257,6 +261,9 @@ KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "RECRAWL_UNSTORED_META": (_list, "a list of Request.meta keys"),
     # read by core.budget.parse_budget(), the one budget rule, strings included
     "RECRAWL_BUDGET": (_text, "pages (an int) or a share such as '5%'"),
+    "RECRAWL_BUDGET_MAX": (_int, "an integer"),
+    "RECRAWL_MAX_URLS_PER_HOST": (_int, "an integer"),
+    "RECRAWL_FRONTIER_MAX": (_int, "an integer"),
     "RECRAWL_NEW_SHARE": (_number, "a number"),
     "RECRAWL_NEW_SHARE_MAX": (_number, "a number"),
     "RECRAWL_WARMUP_CYCLES": (_int, "an integer"),

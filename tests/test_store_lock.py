@@ -304,3 +304,51 @@ def test_a_closed_scheduler_has_released_its_store(tmp_path):
     store = SqliteHistoryStore(path)
     store.open()  # and free again for anyone, as soon as the scheduler is closed
     store.close()
+
+
+def test_a_lock_path_that_is_a_symlink_is_refused_and_its_target_kept(tmp_path):
+    """A store in a shared folder: ``<store>.lock`` links to someone else's file. The
+    lock is opened with O_NOFOLLOW, refused naming the path, and the file keeps its bytes."""
+    path = tmp_path / "h.sqlite3"
+    victim = tmp_path / "precious.txt"
+    victim.write_bytes(b"not a lock file\n" * 10)
+    before = digest(victim)
+    (tmp_path / "h.sqlite3.lock").symlink_to(victim)
+    store = SqliteHistoryStore(path)
+    with pytest.raises(HistoryStoreError) as err:
+        store.open()
+    message = str(err.value)
+    assert "\n" not in message and "RECRAWL_STORE" in message
+    assert f"{path}.lock is a symbolic link" in message
+    assert digest(victim) == before
+    # a link to nowhere is refused too, and creates nothing where it points
+    (tmp_path / "h.sqlite3.lock").unlink()
+    (tmp_path / "h.sqlite3.lock").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(HistoryStoreError, match="is a symbolic link"):
+        SqliteHistoryStore(path).open()
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_lock_path_that_is_a_hard_link_is_refused_and_its_file_kept(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    victim = tmp_path / "precious.txt"
+    victim.write_bytes(b"not a lock file\n")
+    before = digest(victim)
+    os.link(victim, tmp_path / "h.sqlite3.lock")
+    with pytest.raises(HistoryStoreError, match=r"h\.sqlite3\.lock is a hard link"):
+        SqliteHistoryStore(path).open()
+    assert digest(victim) == before
+
+
+def test_a_crawl_refuses_a_symlinked_lock_in_one_line(tmp_path):
+    from .cli_project import make_project, scrapy
+
+    project = make_project(tmp_path, 'RECRAWL_STORE = "history.sqlite3"\n')
+    victim = tmp_path / "precious.txt"
+    victim.write_bytes(b"someone's data\n")
+    (project / "history.sqlite3.lock").symlink_to(victim)
+    run = scrapy(project, "crawl", "pages")
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    refused = [line for line in run.lines if "is a symbolic link" in line]
+    assert len(refused) == 1 and "RECRAWL_STORE" in refused[0], run.stderr
+    assert victim.read_bytes() == b"someone's data\n"

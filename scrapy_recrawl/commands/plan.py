@@ -315,7 +315,11 @@ class Command(RecrawlCommand):
         try:
             prior = prior_from_settings(settings)
             if opts.budget is None:
-                k = budget_pages(get(settings, "RECRAWL_BUDGET"), int(known.sum()))
+                k = budget_pages(
+                    get(settings, "RECRAWL_BUDGET"),
+                    int(known.sum()),
+                    get(settings, "RECRAWL_BUDGET_MAX", int, lambda v: v >= 0, "pages >= 0"),
+                )
             else:
                 k = (
                     budget_pages(opts.budget, int(known.sum()))

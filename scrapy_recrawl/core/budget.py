@@ -139,16 +139,20 @@ class Budget:
         return None if self.total is None else self.total - self.monitor
 
 
-def budget_pages(budget: int | float | str, known: int) -> int:
+def budget_pages(budget: int | float | str, known: int, maximum: int = 0) -> int:
     """Pages per cycle: a page count, or a share of ``known`` (:func:`parse_budget`).
 
     A share rounds up (5% of 50 pages is 3), so a small collection still gets
     its share; at least one page, else a fresh store with a share budget would
-    fetch nothing for ever.
+    fetch nothing for ever. A share gives at most ``maximum`` pages
+    (RECRAWL_BUDGET_MAX; 0: no maximum), so a URL trap that grows the known URLs
+    does not grow the budget with it.
     """
     value, _ = parse_budget(budget)
     if isinstance(value, Share):
         total = math.ceil(value * known - 1e-9)  # 0.05 * 60 = 3.0000000000000004 is 3
+        if maximum > 0:
+            total = min(total, maximum)
     else:
         total = value
     return max(total, 1)
@@ -189,13 +193,15 @@ def cycle_budget(
     warmup: bool,
     backlog: int = 0,
     max_share: float = 0.5,
+    maximum: int = 0,
 ) -> Budget:
-    """RECRAWL_BUDGET (pages, or a share of the known URLs) and the new URLs' share of it
-    (:func:`new_pages`: RECRAWL_NEW_SHARE, grown while ``backlog`` new URLs wait, up to
+    """RECRAWL_BUDGET (pages, or a share of the known URLs, at most ``maximum`` pages:
+    RECRAWL_BUDGET_MAX) and the new URLs' share of it (:func:`new_pages`:
+    RECRAWL_NEW_SHARE, grown while ``backlog`` new URLs wait, up to
     RECRAWL_NEW_SHARE_MAX)."""
     if warmup:
         return Budget(None, None)
-    total = budget_pages(budget, known)
+    total = budget_pages(budget, known, maximum)
     return Budget(total, new_pages(total, new_share, backlog, max_share))
 
 

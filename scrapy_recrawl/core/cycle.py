@@ -35,6 +35,8 @@ class CycleConfig:
     """The RECRAWL_* settings that shape a cycle (docs/settings.md has them all)."""
 
     budget: int | float = Share(0.05)  # pages (int) or a Share of the known URLs
+    #: RECRAWL_BUDGET_MAX: the most pages a Share gives (0: no maximum)
+    budget_max: int = 0
     new_share: float = 0.2
     #: RECRAWL_NEW_SHARE_MAX: the most of the budget new URLs may take while a backlog
     #: waits (core/budget.py: new_pages)
@@ -62,6 +64,9 @@ class CycleConfig:
         share = (int, float)
         return cls(
             budget=budget,
+            budget_max=get(
+                s, "RECRAWL_BUDGET_MAX", int, lambda v: v >= 0, "a number of pages (0: no maximum)"
+            ),
             new_share=get(s, "RECRAWL_NEW_SHARE", share, lambda v: 0 <= v <= 1, "a share 0..1"),
             new_share_max=get(
                 s, "RECRAWL_NEW_SHARE_MAX", share, lambda v: 0 <= v <= 1, "a share 0..1"
@@ -113,6 +118,26 @@ class CyclePlan:
     #: the share the monitoring sample was drawn with (``monitor_mask`` with
     #: ``CycleConfig.seed``); 0 when a selector picked (plan mode has no sample)
     monitor_share: float = 0.0
+    #: seconds the cycle's ``now`` is behind the newest visit in the store (0: not
+    #: behind): the wall clock went back (:func:`clock_behind`; the crawl warns)
+    clock_behind: float = 0.0
+
+
+#: how far behind the newest visit ``now`` may read before the clock is said to have gone
+#: back (seconds): more than clock drift between machines or an NTP step
+CLOCK_SLACK = 60.0
+
+
+def clock_behind(arrays: HistoryArrays, now: float) -> float:
+    """Seconds ``now`` is behind the newest visit time in ``arrays`` (0 when not behind):
+    the wall clock went back since that visit was recorded. The ``hours`` terminal counts
+    such visits as made now (scoring/terminals.py); the caller warns past
+    :data:`CLOCK_SLACK`."""
+    times = arrays.columns.get("last_visit_time")
+    if times is None or len(times) == 0:
+        return 0.0
+    latest = float(np.max(times))
+    return max(0.0, latest - float(now)) if np.isfinite(latest) else 0.0
 
 
 def plan_cycle(
@@ -158,6 +183,7 @@ def plan_cycle(
         warmup=warmup,
         backlog=pending_new,
         max_share=config.new_share_max,
+        maximum=config.budget_max,
     )
     # New URLs waiting from earlier cycles get first call on the new share;
     # whatever the recrawls leave of it flows to them (and back).
@@ -209,6 +235,7 @@ def plan_cycle(
         backlog=pending_new,
         hubs_due=hubs_due,
         monitor_share=monitor_share,
+        clock_behind=clock_behind(arrays, now),
     )
 
 

@@ -44,6 +44,7 @@ from ..core.meta import KIND_MONITOR, KIND_NEW, KIND_RECRAWL, META_CYCLE, META_I
 from ..history import HistoryStore, HistoryStoreError
 from ..scope import not_a_page
 from ..stored_request import StoredRequests
+from ..traps import TrapCaps
 
 logger = logging.getLogger("scrapy_recrawl.scheduler")
 
@@ -59,6 +60,7 @@ class SchedulerHost(Protocol):
     dqdir: str | None  # JOBDIR's request folder
     prober: Any  # the probe source (loop-time baskets), or None
     stored_requests: StoredRequests  # what of a request is kept for its recrawls
+    caps: TrapCaps  # the URL-trap caps (traps.py): the frontier's is applied here
     #: the clock of continuous mode's periods (Twisted's IReactorTime: ``seconds()``,
     #: ``callLater()``): the reactor, or a test's ``twisted.internet.task.Clock``
     clock: Any
@@ -335,6 +337,13 @@ class CycleFrontier(ABC):
             items.append((host.fingerprinter.fingerprint(request), d, request.priority))
         if not items:
             return 0
+        room = host.caps.frontier_room(host.store, len(items))  # RECRAWL_FRONTIER_MAX
+        if room < len(items):
+            # the highest priority kept (Scrapy's order: a greater priority first)
+            items.sort(key=lambda item: -item[2])
+            items = items[:room]
+            if not items:
+                return 0
         added = host.store.push_frontier(items)
         host.inc_stat("recrawl/frontier_saved", added)
         return added

@@ -49,6 +49,7 @@ from scrapy import Request
 from ..core.budget import Budget
 from ..core.cycle import next_period_start
 from ..core.meta import META_CYCLE, META_ID, META_KIND, META_RANK, META_SCORE
+from ..cycle_summary import tally_for_crawler
 from ..history import HistoryStoreError, StoreLost
 from ..history.redis_connection import cluster_mode, redis_from_settings
 from ..settings import RecrawlSettingError, get
@@ -128,7 +129,7 @@ class DistributedFrontier(CycleFrontier):
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._cycle_opened = 0.0
         self._offset = 0.0  # the Redis's clock less this process's: self.now() is the Redis's
-        self._status_written = 0.0
+        self._status_written = -_STATUS_EVERY  # time.monotonic(): the first write is due
         self._status_busy: bool | None = None
         self._others_busy_cache = (0.0, False)
         self._outage = OutageClock(self.redis_location, self.outage_seconds)
@@ -354,10 +355,11 @@ class DistributedFrontier(CycleFrontier):
     # -- workers -----------------------------------------------------------------
 
     def _write_status(self, *, busy: bool, force: bool = False) -> None:
-        now = time.time()
+        # how often: this process's own steady clock; when seen: the Redis's (redis.py)
+        now = time.monotonic()
         if not force and busy == self._status_busy and now - self._status_written < _STATUS_EVERY:
             return
-        self.shared.write_status(self.cycle, busy, now)
+        self.shared.write_status(self.cycle, busy)
         self._status_written, self._status_busy = now, busy
 
     def _workers(self) -> dict[str, dict[str, Any]]:
@@ -415,7 +417,7 @@ class DistributedFrontier(CycleFrontier):
         monitor = int(state.get("monitor", 0))  # the sample, on top of the budget's pages
         self.budget = Budget(None if total < 0 else total, None if new < 0 else new, monitor)
         # the periods are kept in the Redis's time, one clock for every process
-        self._offset = self.shared.now() - super().now()
+        self._sync_clock()
         self._cycle_opened = float(state["opened"])
         self.started = self.monotonic() - max(0.0, self.now() - self._cycle_opened)
         self.opened_at = self._cycle_opened
@@ -423,6 +425,16 @@ class DistributedFrontier(CycleFrontier):
         self.waiting = False
         self.host.df = self._cycle_df(self.cycle)
         self._others_busy_cache = (0.0, False)
+
+    def _sync_clock(self) -> float:
+        """Read the Redis's clock: the periods' offset (to the scheduler's clock) and the
+        crawl's wall clock (visits, summaries, a cycle's planning time: cycle_summary.py)
+        follow it, whatever this machine's own clock says. Returns the Redis's time."""
+        now = self.shared.now()
+        self._offset = now - super().now()
+        tally = tally_for_crawler(self.host.crawler)
+        tally.clock_offset = now - float(tally.clock())
+        return now
 
     def _join(self, state: dict[str, str]) -> None:
         self._adopt(state)
@@ -447,6 +459,7 @@ class DistributedFrontier(CycleFrontier):
         once, by the process holding the lock. ``period_start``: the start of the period
         it opens in (continuous mode; None: now), in the Redis's time."""
         self.shared.forget_recrawls()  # from a cycle that was never closed
+        self._sync_clock()  # the plan's `now` (the hours terminal) in the Redis's time
         plan = self.host.plan_cycle()
         self.cycles_run += 1
         self.cycle, budget = plan.cycle, plan.budget
@@ -550,12 +563,11 @@ class DistributedFrontier(CycleFrontier):
             if int(state.get("cycle", -1)) != self.cycle:
                 self._adopt_rolled_over(state)  # rolled over already, by someone else
                 return
-            now = self.shared.now()
+            now = self._sync_clock()
             start = next_period_start(
                 self.host.config, float(state.get("period_start", state["opened"])), now
             )
             if start > now:  # not yet by the Redis's clock
-                self._offset = now - super().now()
                 self.wake_at(start)
                 return
             self.summarize_cycle()

@@ -5,7 +5,8 @@ Keys under ``RECRAWL_REDIS_SCHEDULER_KEY`` (``%(spider)s:recrawl``), one set per
 ``{s}:state``     hash: the open cycle, its budget, who opened it and when (the Redis's
                   time), the start of its period (continuous mode), whether it is done
 ``{s}:taken``     hash: budgeted requests handed out this cycle (total, new, recrawl)
-``{s}:workers``   hash: worker id -> JSON status (cycle, busy, last seen)
+``{s}:workers``   hash: worker id -> JSON status (cycle, busy, last seen by the
+                  Redis's clock: liveness never reads a machine's own clock)
 ``{s}:lock``      the lock under which a cycle is opened, rolled over or left
 ``{s}:recrawls``  the cycle's scored recrawls (a scrapy-redis FifoQueue)
 ``{s}:backlog``   new URLs the cycle took from the store's frontier (a FifoQueue),
@@ -31,7 +32,6 @@ Every script takes all its keys in ``KEYS``, none is built from ``ARGV``.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +70,23 @@ return 1
 NOW_LUA = r"""
 local t = redis.call('TIME')
 return {t[1], t[2]}
+"""
+
+
+#: A worker's status, stamped with the Redis's clock (KEYS[1] the workers hash; ARGV the
+#: worker id, cycle, busy "1"/"0"): the time a worker was last seen is the server's, so a
+#: machine whose own clock is off neither looks dead to the others nor finds them dead.
+#: Scripts replicate their effects (Redis >= 5 by default; asked for on older ones), so a
+#: write after TIME is allowed.
+STATUS_LUA = r"""
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+local t = redis.call('TIME')
+local seen = string.format('%d.%06d', tonumber(t[1]), tonumber(t[2]))
+local busy = 'false'
+if ARGV[3] == '1' then busy = 'true' end
+local status = '{"cycle": ' .. tonumber(ARGV[2]) .. ', "busy": ' .. busy .. ', "seen": ' .. seen .. '}'
+redis.call('HSET', KEYS[1], ARGV[1], status)
+return seen
 """
 
 
@@ -133,6 +150,7 @@ class RedisFrontier:
         self._reserve = server.register_script(RESERVE_LUA)
         self._fetched = server.register_script(FETCHED_LUA)
         self._now = server.register_script(NOW_LUA)
+        self._status = server.register_script(STATUS_LUA)
 
     def key(self, name: str) -> str:
         return f"{self.skey}:{name}"
@@ -270,15 +288,18 @@ class RedisFrontier:
 
     # -- workers -----------------------------------------------------------------
 
-    def write_status(self, cycle: int, busy: bool, now: float) -> None:
-        status = json.dumps({"cycle": cycle, "busy": busy, "seen": now})
-        self.server.hset(self.key("workers"), self.worker_id, status)
+    def write_status(self, cycle: int, busy: bool) -> float:
+        """This worker's status, seen now by the Redis's clock (returned)."""
+        keys, args = [self.key("workers")], [self.worker_id, int(cycle), "1" if busy else "0"]
+        return float(self._status(keys=keys, args=args))
 
     def workers(self, timeout: float) -> dict[str, dict[str, Any]]:
-        """Workers seen within ``timeout`` seconds, by id, with their status."""
+        """Workers seen within ``timeout`` seconds, by id, with their status: seen and now
+        both by the Redis's clock, never by this machine's (which may be off)."""
         out = {}
-        now = time.time()
-        for k, v in self.server.hgetall(self.key("workers")).items():
+        raw = self.server.hgetall(self.key("workers"))
+        now = self.now()
+        for k, v in raw.items():
             try:
                 status = json.loads(v)
                 seen = float(status["seen"])

@@ -17,14 +17,21 @@ let a process that opened the old file and one that creates a new one both
 "hold" the lock. Why not ``filelock``/``portalocker``: the standard library
 does this in a few lines, and neither says who holds a lock.
 
+The lock file is opened with ``O_NOFOLLOW`` and must be a plain file of one name:
+a store in a shared folder where ``<store>.lock`` is a symbolic link (or a hard
+link) to another file would otherwise have that file truncated and overwritten
+with our pid. Such a lock path is refused, naming it, before anything is written.
+
 Offline commands never take the lock: they open the store read-only
 (history/sqlite_readonly.py) and may read it while a crawl writes it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
+import stat
 import sys
 
 from .base import HistoryStoreError
@@ -33,6 +40,10 @@ try:
     import fcntl
 except ImportError:  # pragma: no cover -- Windows: no flock, no lock (docs/history.md)
     fcntl = None  # type: ignore[assignment]
+
+
+#: not following a symbolic link at the lock path (0 where the OS has no such flag)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 class StoreLocked(HistoryStoreError):
@@ -82,12 +93,24 @@ class StoreLock:
         if self._fd is not None or fcntl is None or self._private:
             return
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)  # owner only, as the store
+            # owner only, as the store; never through a symbolic link (it would truncate
+            # whatever file the link names)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o600)
         except OSError as exc:
+            if exc.errno == errno.ELOOP or os.path.islink(self.path):
+                raise self._refused("is a symbolic link") from None
             raise HistoryStoreError(
                 f"cannot lock the history store {self.location} (RECRAWL_STORE): cannot "
                 f"create its lock file {self.path}: {exc.strerror}"
             ) from None
+        try:
+            info = os.fstat(fd)
+        except OSError:  # pragma: no cover -- an open descriptor always has a status
+            info = None
+        if info is not None and (not stat.S_ISREG(info.st_mode) or info.st_nlink != 1):
+            os.close(fd)  # nothing written: the other names of that file keep their bytes
+            what = "is not a plain file" if not stat.S_ISREG(info.st_mode) else "is a hard link"
+            raise self._refused(what)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -105,6 +128,13 @@ class StoreLock:
         except OSError:
             pass  # the lock holds without the note; a refused process then says less
         self._fd = fd
+
+    def _refused(self, what: str) -> HistoryStoreError:
+        return HistoryStoreError(
+            f"cannot lock the history store {self.location} (RECRAWL_STORE): its lock file "
+            f"{self.path} {what}; refused, so that no other file is overwritten. Remove it "
+            "(it is recreated as a plain file) or choose another RECRAWL_STORE"
+        )
 
     def release(self) -> None:
         if self._fd is None:

@@ -92,6 +92,13 @@ def _params(settings: Any, url: str | None) -> dict[str, Any]:
     return params
 
 
+def _wants_tls(params: dict[str, Any]) -> bool:
+    """A ``rediss://`` URL, or ``ssl=True`` in REDIS_PARAMS (named ``rediss://`` too)."""
+    if params.get("url"):
+        return urlsplit(str(params["url"])).scheme.lower() == "rediss"
+    return bool(params.get("ssl"))
+
+
 #: the URL schemes redis-py accepts (redis.connection.parse_url)
 SCHEMES = ("redis", "rediss", "unix")
 
@@ -112,7 +119,18 @@ def _check_scheme(url: str, setting: str) -> None:
 def _param_location(params: dict[str, Any]) -> str:
     if params.get("url"):
         return redacted(str(params["url"]))
-    return f"redis://{params.get('host', 'localhost')}:{params.get('port', 6379)}/0"
+    scheme = (
+        "rediss" if _wants_tls(params) or _tls_class(params.get("connection_class")) else "redis"
+    )
+    return f"{scheme}://{params.get('host', 'localhost')}:{params.get('port', 6379)}/0"
+
+
+def _tls_class(connection_class: Any) -> bool:
+    if connection_class is None:
+        return False
+    from .redis_tls import is_tls
+
+    return is_tls(connection_class)
 
 
 def redis_from_settings(settings: Any, url: str | None = None) -> tuple[Any, str]:
@@ -130,6 +148,12 @@ def redis_from_settings(settings: Any, url: str | None = None) -> tuple[Any, str
         return _cluster_client(params)
     # a single Redis: its connections check, once each, that it is not a cluster node
     params["redis_connect_func"] = _refuse_cluster_node
+    if params.get("url") and _wants_tls(params):
+        from .redis_tls import BoundedTlsConnection
+
+        # rediss://: the TLS handshake bounded and not retried (redis_tls.py); the
+        # URL's and REDIS_PARAMS' ssl_* options reach it as they reach redis-py's own
+        params["connection_class"] = BoundedTlsConnection
     client = connection.get_redis(**params)
     return client, client_location(client)
 
@@ -193,7 +217,8 @@ def _refuse_cluster_node(conn: Any) -> None:
     if "cluster_enabled:1" in text:
         conn.disconnect()
         path = getattr(conn, "path", None)
-        where = f"unix://{path}" if path else f"redis://{conn.host}:{conn.port}"
+        scheme = "rediss" if _tls_class(type(conn)) else "redis"
+        where = f"unix://{path}" if path else f"{scheme}://{conn.host}:{conn.port}"
         raise RedisModeError(
             f"the Redis at {where} is a Redis Cluster node, but {CLUSTER_SETTING} is False: "
             f"set {CLUSTER_SETTING} = True to use the cluster"
@@ -204,9 +229,13 @@ def client_location(client: Any) -> str:
     nodes = getattr(client, "get_nodes", None)
     if nodes is not None and not hasattr(client, "connection_pool"):
         first = client.get_default_node() or nodes()[0]
-        return f"redis://{first.host}:{first.port}/0 (Redis Cluster)"
-    kw = client.connection_pool.connection_kwargs
+        pool = getattr(getattr(first, "redis_connection", None), "connection_pool", None)
+        scheme = "rediss" if _tls_class(getattr(pool, "connection_class", None)) else "redis"
+        return f"{scheme}://{first.host}:{first.port}/0 (Redis Cluster)"
+    pool = client.connection_pool
+    kw = pool.connection_kwargs
     if "path" in kw:
         return f"unix://{kw['path']}?db={kw.get('db', 0)}"
-    scheme = "rediss" if kw.get("ssl") else "redis"
+    # a rediss:// URL gives the pool an SSL connection class, not an `ssl` keyword
+    scheme = "rediss" if kw.get("ssl") or _tls_class(pool.connection_class) else "redis"
     return f"{scheme}://{kw.get('host', 'localhost')}:{kw.get('port', 6379)}/{kw.get('db', 0)}"

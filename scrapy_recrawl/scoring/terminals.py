@@ -181,7 +181,9 @@ def _hours(
         raise ValueError("the 'hours' terminal needs the current time (now=...)")
     out = np.subtract(float(now), state["last_visit_time"], dtype=np.float64)
     out /= 3600.0
-    return out
+    # a wall clock that went back puts visits "in the future": no negative age (log(1 +
+    # hours) would be NaN for every URL); the cycle says so (core/cycle.py: clock_behind)
+    return np.maximum(out, 0.0, out=out)
 
 
 def _cg(_s: object, _c: int, _now: object, _a: float, _b: float, get: _Getter) -> np.ndarray:
@@ -244,7 +246,12 @@ CORE_TERMINALS: tuple[Terminal, ...] = (
     Terminal("n", "change observations: visits after the first", lambda st, *_: _float(st["n"])),
     Terminal("X", "changes seen in those `n` observations", lambda st, *_: _float(st["X"])),
     Terminal("t", "cycles since the last visit", _t),
-    Terminal("hours", "hours since the last visit (for irregular cycles)", _hours, needs_now=True),
+    Terminal(
+        "hours",
+        "hours since the last visit (for irregular cycles; never negative)",
+        _hours,
+        needs_now=True,
+    ),
     Terminal("CG", "`-log((n - X + 0.5)/(n + 0.5))` (Cho & Garcia-Molina 2003)", _cg),
     Terminal("NAD", "`X/n`: every observation weighs `1/n` (Tan & Mitra 2010)", _nad),
     Terminal("SAD", "the last change indicator `I_n`", _sad),
