@@ -38,6 +38,8 @@ cdef uint64_t LEN_MIX = 0x94D049BB133111EBULL
 cdef uint64_t LEVEL_MUL = 0xD6E8FEB86659FD93ULL
 cdef uint64_t RANK_MUL = 0x9FB21C651E98DF25ULL
 cdef uint64_t SCRUBBED = 0x6A09E667F3BCC909ULL
+# salt of the data-* parts: their keys differ from any element's key
+cdef uint64_t DATA_SALT = 0xA54FF53A5F1D36F1ULL
 
 cdef inline uint64_t fmix(uint64_t x) noexcept nogil:
     x ^= x >> 33
@@ -146,6 +148,7 @@ cdef struct Frame:
     int64_t words  # words in the current piece
     int64_t pieces  # pieces with words so far (their rank)
     bint mute  # its text is not read: a <time datetime> (or inside one)
+    uint64_t data  # the sum of its data-* attribute hashes (0: none with a value)
 
 
 cdef struct Walk:
@@ -159,6 +162,8 @@ cdef struct Walk:
     Vec codes
     Vec texts
     Vec attrs
+    Vec part_keys  # the data-* parts (see walk())
+    Vec part_texts
 
 
 #: Elements skipped with their content (their tails are read): scripts and styles,
@@ -201,6 +206,27 @@ cdef inline int matches(const uint8_t* name, const char* word) noexcept nogil:
             return 0
         i += 1
     return 2 if name[i] == 0 else 1
+
+
+cdef size_t attribute_bytes(Walk* w, tree.xmlAttr* a) except? 0 nogil:
+    """Put ``name="value`` of ``a`` in ``w.attr``; return where the value starts."""
+    cdef size_t n = 0, value_at
+    cdef tree.xmlNode* t
+    w.attr.size = 0
+    while a.name[n]:
+        n += 1
+    bytes_add(&w.attr, <const uint8_t*>a.name, n)
+    bytes_add(&w.attr, <const uint8_t*>b'="', 2)
+    value_at = w.attr.size
+    t = a.children
+    while t != NULL:
+        if t.content != NULL:
+            n = 0
+            while t.content[n]:
+                n += 1
+            bytes_add(&w.attr, <const uint8_t*>t.content, n)
+        t = t.next
+    return value_at
 
 
 cdef bint noise_attribute(const uint8_t* name) noexcept nogil:
@@ -344,9 +370,8 @@ cdef int open_element(Walk* w, tree.xmlNode* node) except -1 nogil:
     """Hash an element's tag and attributes and push it on the stack."""
     cdef const uint8_t* name = <const uint8_t*>node.name
     cdef size_t n = 0
-    cdef uint64_t code, key, attrs = 0
+    cdef uint64_t code, key, attrs = 0, data = 0
     cdef tree.xmlAttr* a
-    cdef tree.xmlNode* t
     cdef size_t value_at
     cdef Frame* f
     cdef Frame* grown
@@ -367,22 +392,14 @@ cdef int open_element(Walk* w, tree.xmlNode* node) except -1 nogil:
             # the text its rendering relative to now (it changes every day): not read
             mute = True
         if not noise_attribute(<const uint8_t*>a.name):
-            w.attr.size = 0
-            n = 0
-            while a.name[n]:
-                n += 1
-            bytes_add(&w.attr, <const uint8_t*>a.name, n)
-            bytes_add(&w.attr, <const uint8_t*>b'="', 2)
-            value_at = w.attr.size
-            t = a.children
-            while t != NULL:
-                if t.content != NULL:
-                    n = 0
-                    while t.content[n]:
-                        n += 1
-                    bytes_add(&w.attr, <const uint8_t*>t.content, n)
-                t = t.next
+            value_at = attribute_bytes(w, a)
             attrs += attribute_hash(w.attr.data, w.attr.size, value_at)
+        elif matches(<const uint8_t*>a.name, b"data-") == 1:
+            # data-price="19.99": what a scraper reads, kept apart from the attributes (a
+            # part of its own, see walk()); valueless ones (Vue's data-v-<hash>) are markup
+            value_at = attribute_bytes(w, a)
+            if w.attr.size > value_at:
+                data += attribute_hash(w.attr.data, w.attr.size, value_at)
         a = a.next
     if w.depth == w.cap:
         w.cap *= 2
@@ -401,6 +418,7 @@ cdef int open_element(Walk* w, tree.xmlNode* node) except -1 nogil:
     f.words = 0
     f.pieces = 0
     f.mute = mute
+    f.data = data
     vec_push(&w.keys, key)
     vec_push(&w.codes, code)
     vec_push(&w.texts, 0)
@@ -417,6 +435,9 @@ cdef int walk_tree(Walk* w, tree.xmlNode* root) except -1 nogil:
         node = f.child
         if node == NULL:  # the element ends
             end_piece(w)
+            if f.data and w.texts.data[f.index]:  # data-* of an element with text
+                vec_push(&w.part_keys, f.key + DATA_SALT)
+                vec_push(&w.part_texts, fmix(f.data ^ DATA_SALT))
             w.depth -= 1
             continue
         f.child = node.next
@@ -430,13 +451,17 @@ cdef int walk_tree(Walk* w, tree.xmlNode* root) except -1 nogil:
 
 
 def walk(cetree._Element root not None):
-    """``(keys, codes, texts, attrs, words)`` of the element tree under ``root``.
+    """``(keys, codes, texts, attrs, words, part_keys, part_texts)`` of the tree under ``root``.
 
     Per element in document order: ``keys`` the running tag-path sum (not yet
     mixed), ``codes`` the tag hash, ``texts`` the sum of its mixed text pieces
     (0: no own text), ``attrs`` the sum of its attribute hashes (0: none);
     ``words`` the word hashes in reading order. Elements named in
     ``NOISE_TAGS`` are skipped with their content (their tails are read).
+
+    ``part_keys`` (not yet mixed) and ``part_texts`` (final): one part per element
+    with own text and ``data-*`` attributes with a value (noise as attributes, but
+    what a scraper reads: ``data-price="19.99"``), compared apart from the markup.
     """
     cdef Walk w
     w.depth = 0
@@ -451,6 +476,8 @@ def walk(cetree._Element root not None):
     w.codes = Vec(NULL, 0, 0)
     w.texts = Vec(NULL, 0, 0)
     w.attrs = Vec(NULL, 0, 0)
+    w.part_keys = Vec(NULL, 0, 0)
+    w.part_texts = Vec(NULL, 0, 0)
     try:
         if root._c_node.type == tree.XML_ELEMENT_NODE and not is_noise(
             <const uint8_t*>root._c_node.name
@@ -463,6 +490,8 @@ def walk(cetree._Element root not None):
             vec_array(&w.texts),
             vec_array(&w.attrs),
             vec_array(&w.words),
+            vec_array(&w.part_keys),
+            vec_array(&w.part_texts),
         )
     finally:
         free(w.stack)
@@ -473,6 +502,23 @@ def walk(cetree._Element root not None):
         free(w.codes.data)
         free(w.texts.data)
         free(w.attrs.data)
+        free(w.part_keys.data)
+        free(w.part_texts.data)
+
+
+def value_hashes(list values, uint64_t salt):
+    """Hashes of byte strings as attribute values are hashed (token-like runs left out),
+    each mixed with ``salt``: the leaves of a page's JSON data (detector.py)."""
+    cdef Py_ssize_t i, n = len(values)
+    out = np.empty(n, dtype=np.uint64)
+    cdef uint64_t[::1] view = out
+    cdef bytes v
+    cdef const uint8_t* p
+    for i in range(n):
+        v = values[i]
+        p = <const uint8_t*>v
+        view[i] = fmix(attribute_hash(p, len(v), 0) ^ salt)
+    return out
 
 
 # SPREAD[v]: byte j is bit j of v, so adding SPREAD[byte] to a uint64 counts

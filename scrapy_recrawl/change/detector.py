@@ -35,6 +35,7 @@ simhash distance is the coarser "how different" signal kept for the scheduler.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -53,7 +54,7 @@ from w3lib.encoding import (
 )
 
 from ..settings import RecrawlSettingError, get
-from ._walk import NOISE_TAGS, shingle_simhash, walk
+from ._walk import NOISE_TAGS, shingle_simhash, value_hashes, walk
 from .bow import Bag, bag_from_hashes, significant
 from .elements import diff, extract
 from .shingles import fmix64
@@ -100,6 +101,29 @@ _HTML_SUFFIX = re.compile(r"\.(?:s?html?|xhtml|php|aspx?|jsp)(?:$|[?#])", re.I)
 # libxml2 >= 2.14 reads invalid UTF-8 as U+FFFD (one per bad byte, like Python's
 # "replace"): UTF-8 bodies then need no validation pass before parsing.
 _PARSER_REPLACES_BAD_UTF8 = etree.LIBXML_VERSION >= (2, 14)
+
+# The JSON a scraper reads: JSON-LD, __NEXT_DATA__ and other application/json scripts
+# (not importmap or speculationrules: asset URLs and prefetch hints)
+_JSON_TYPE = re.compile(r"\s*application/(?:[\w.-]+\+)?json\s*(?:;|$)", re.I)
+#: JSON leaves kept as parts of their own per page; the rest of a larger JSON document
+#: is one part (24 bytes per part in every stored signature)
+MAX_JSON_LEAVES = 4096
+_JSON_SALT = np.uint64(0x510E527FADE682D1)
+_META_SALT = np.uint64(0x3C6EF372FE94F82B)
+#: <meta> names and JSON keys that are no page data: per-request bookkeeping (nonces,
+#: CSRF tokens, trace ids, session and request ids) and presentation or crawler hints
+#: (viewport, theme colour, generator, robots, site verification)
+_BOOKKEEPING = re.compile(
+    r"nonce|token|csrf|xsrf|trace|baggage|sentry|session|request.?id|user.?id|timestamp"
+    r"|build.?id|viewport|theme.?color|color.?scheme|format.?detection|generator|referrer"
+    r"|robots|googlebot|msapplication|apple.?mobile|mobile.?web|handheldfriendly|verification",
+    re.I,
+)
+_DEEP_SALT = np.uint64(0x1F83D9ABFB41BD6B)
+#: the key of the text past libxml2's depth limit (2048 nested elements with huge_tree)
+_DEEP_KEY = np.uint64(xxhash.xxh3_64_intdigest(b"scrapy-recrawl: past the depth limit"))
+_DEPTH_ERROR = "Excessive depth"
+_UNSEEN = re.compile(rb"<(script|style)\b.*?</\1\s*>|<!--.*?-->|<[^>]*>", re.S | re.I)
 
 
 def _is_int(low: int, high: int | None = None) -> Any:
@@ -169,6 +193,9 @@ class ChangeDetector:
         self.ignore_xpaths: tuple[str, ...] = _xpath_list(ignore_xpaths)
         self._xpaths = [_compile_xpath(x) for x in self.ignore_xpaths]
         self._local = threading.local()
+        #: pages nested deeper than libxml2 parses (2048 levels): their text past the
+        #: limit is compared as one hash (the middleware counts it: ``recrawl/too_deep``)
+        self.too_deep: int = 0
         #: the signing rules' hash, kept in every signature: a signature made under
         #: other rules (RECRAWL_IGNORE_XPATHS edited) is signed again before comparing
         self.rules: int = xxhash.xxh3_64_intdigest(
@@ -272,6 +299,9 @@ class ChangeDetector:
                 collect_ids=False,
                 no_network=True,
                 default_doctype=False,
+                # unclosed <b>/<font>/<div> nest one level per item: without it, libxml2
+                # stops at 256 levels and the rest of the page is unseen
+                huge_tree=True,
             )
         return parser
 
@@ -279,15 +309,21 @@ class ChangeDetector:
         self, body: bytes, content_type: str | None, content_hash: bytes
     ) -> Signature:
         data = _as_utf8(body, content_type)
+        parser = self._parser()
         try:
-            root = None if data.isspace() else etree.fromstring(data, self._parser())
+            root = None if data.isspace() else etree.fromstring(data, parser)
         except etree.XMLSyntaxError:  # e.g. "Document is empty" for markup-free junk
             root = None
         if root is None:
             return Signature("html", content_hash, 0, rules=self.rules)
+        deep = _past_depth_limit(data, parser.error_log)
         for xpath in self._xpaths:
             _remove_matches(xpath(root))
-        arrays = extract(root)  # skips the noise elements itself
+        extra = _data_parts(root)
+        if deep is not None:
+            self.too_deep += 1
+            extra = _with(extra, _DEEP_KEY, deep)
+        arrays = extract(root, extra)  # skips the noise elements itself
         # = simhash.fingerprint(shingle_hashes(words)), fused in C (tests check it)
         simhash = shingle_simhash(arrays.words, self.shingle_size)
         bag = bag_from_hashes(arrays.words, self.bow_terms) if self.keep_bags else None
@@ -371,6 +407,115 @@ class ChangeDetector:
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+def _data_parts(root: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(keys, texts)`` of what a scraper reads outside the visible text (the
+    ``data-*`` values are the walk's): one part per ``<meta content>`` (key: its
+    ``name``, ``property`` or ``itemprop``; ``http-equiv`` ones are HTTP headers) and
+    one per leaf of the page's JSON scripts (JSON-LD, ``__NEXT_DATA__``...; key: the
+    script's id, else its type, and the leaf's path, list indices left out:
+    ``offers[].price``, repeated items told apart by value and order as siblings are).
+    Values are hashed as attribute values (tokens left out); names of bookkeeping
+    (``_BOOKKEEPING``: nonces, CSRF tokens, trace ids, viewport...) are not read. A
+    script that is not JSON is one part (its text). None: no such part."""
+    paths: list[str] = []
+    values: list[bytes] = []
+    for meta in root.iter("meta"):
+        content = meta.get("content")
+        name = meta.get("name") or meta.get("property") or meta.get("itemprop")
+        if content is None or not name or _BOOKKEEPING.search(name):
+            continue
+        paths.append(f"\x00meta {name}")
+        values.append(content.encode("utf-8", "replace"))
+    metas = len(paths)
+    for script in root.iter("script"):
+        kind = script.get("type")
+        text = script.text
+        if not kind or not text or not _JSON_TYPE.match(kind) or text.isspace():
+            continue
+        name = script.get("id") or kind.strip().lower()
+        try:
+            doc = json.loads(text)
+        except (ValueError, RecursionError):
+            doc = text
+        _leaves(doc, name, paths, values)
+    if not paths:
+        return None
+    if len(paths) - metas > MAX_JSON_LEAVES:  # the rest as one part: signatures stay small
+        cut = metas + MAX_JSON_LEAVES - 1
+        rest = b"\x00".join(values[cut:])
+        del paths[cut:], values[cut:]
+        paths.append("\x00rest")
+        values.append(rest)
+    cache: dict[str, int] = {}
+    keys = np.fromiter(
+        (
+            cache[p]
+            if p in cache
+            else cache.setdefault(p, xxhash.xxh3_64_intdigest(p.encode("utf-8", "replace")))
+            for p in paths
+        ),
+        dtype=_U64,
+        count=len(paths),
+    )
+    salts = np.full(len(paths), _JSON_SALT, dtype=_U64)
+    salts[:metas] = _META_SALT
+    texts = value_hashes(values, int(_JSON_SALT))
+    texts[:metas] ^= _META_SALT
+    return keys ^ salts, texts
+
+
+def _leaves(doc: Any, name: str, paths: list[str], values: list[bytes]) -> None:
+    """Append the ``(path, value)`` of every leaf of ``doc`` but the bookkeeping ones
+    (no recursion: deep JSON)."""
+    stack: list[tuple[str, Any]] = [(name, doc)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(
+                (f"{path}.{k}", v) for k, v in reversed(value.items()) if not _BOOKKEEPING.search(k)
+            )
+        elif isinstance(value, list):
+            stack.extend((f"{path}[]", v) for v in reversed(value))
+        else:
+            paths.append(path)
+            values.append(
+                value.encode("utf-8", "replace")
+                if isinstance(value, str)
+                else json.dumps(value).encode()
+            )
+
+
+def _past_depth_limit(data: bytes, errors: Any) -> bytes | None:
+    """Where libxml2 stopped at its depth limit, the hash input of the text it did not
+    see (tags, scripts, styles and comments left out, whitespace-normalised): compared
+    as one part, so a change there is still a change. None: the whole page was read."""
+    where = next((e for e in errors if _DEPTH_ERROR in e.message), None)
+    if where is None:
+        return None
+    start = 0
+    for _ in range(max(where.line, 1) - 1):
+        start = data.find(b"\n", start) + 1
+        if start == 0:
+            return b""
+    end = data.find(b"\n", start)
+    line = data[start : len(data) if end < 0 else end]
+    # the column counts characters: back to bytes within the line
+    head = line.decode("utf-8", "replace")[: max(where.column - 1, 0)]
+    rest = data[start + len(head.encode("utf-8", "replace")) :]
+    return b" ".join(_UNSEEN.sub(b" ", rest).split())
+
+
+def _with(
+    parts: tuple[np.ndarray, np.ndarray] | None, key: np.uint64, value: bytes
+) -> tuple[np.ndarray, np.ndarray]:
+    """``parts`` and one more part (``value`` hashed as an attribute value is)."""
+    keys = np.array([key], dtype=_U64)
+    texts = value_hashes([value], int(_DEEP_SALT))
+    if parts is None:
+        return keys, texts
+    return np.concatenate([parts[0], keys]), np.concatenate([parts[1], texts])
 
 
 def _walk_order(root: Any) -> Iterable[Any]:

@@ -87,16 +87,29 @@ class ElementArrays(NamedTuple):
     words: np.ndarray
 
 
-def extract(root: etree._Element) -> ElementArrays:
-    """Hash every element under ``root`` (noise elements skipped, see the module docstring)."""
-    keys, codes, texts, attrs, words = walk(root)
+def extract(
+    root: etree._Element, extra: tuple[np.ndarray, np.ndarray] | None = None
+) -> ElementArrays:
+    """Hash every element under ``root`` (noise elements skipped, see the module docstring),
+    with the data parts (``<meta content>``, ``data-*``; ``extra``: more ``(keys, texts)``
+    parts, already mixed, e.g. the JSON leaves of detector.py) after the elements."""
+    keys, codes, texts, attrs, words, part_keys, part_texts = walk(root)
     # Blank elements (no own text, no attributes left) are structure only: what
     # they contain is counted in their descendants. They are not represented.
     shown = ((texts != 0) | (attrs != 0)).nonzero()[0]
     keys = fmix64(keys[shown])
+    texts = fmix64(texts[shown] ^ codes[shown])
+    attrs = attrs[shown]
+    if part_keys.size or (extra is not None and extra[0].size):
+        more_keys, more_texts = [fmix64(part_keys)], [part_texts]
+        if extra is not None:
+            more_keys.append(extra[0])
+            more_texts.append(extra[1])
+        keys = np.concatenate([keys, *more_keys])
+        texts = np.concatenate([texts, *more_texts])
+        attrs = np.concatenate([attrs, np.zeros(keys.size - attrs.size, _U64)])
     by_key = keys.argsort(kind="stable")
-    shown = shown[by_key]
-    return ElementArrays(keys[by_key], fmix64(texts[shown] ^ codes[shown]), attrs[shown], words)
+    return ElementArrays(keys[by_key], texts[by_key], attrs[by_key], words)
 
 
 def diff(
