@@ -38,8 +38,9 @@ cdef uint64_t LEN_MIX = 0x94D049BB133111EBULL
 cdef uint64_t LEVEL_MUL = 0xD6E8FEB86659FD93ULL
 cdef uint64_t RANK_MUL = 0x9FB21C651E98DF25ULL
 cdef uint64_t SCRUBBED = 0x6A09E667F3BCC909ULL
-# salt of the data-* parts: their keys differ from any element's key
+# salts of the data parts (data-* values, <meta content>): keys unlike any element's
 cdef uint64_t DATA_SALT = 0xA54FF53A5F1D36F1ULL
+cdef uint64_t META_SALT = 0x3C6EF372FE94F82BULL
 
 cdef inline uint64_t fmix(uint64_t x) noexcept nogil:
     x ^= x >> 33
@@ -164,6 +165,8 @@ cdef struct Walk:
     Vec attrs
     Vec part_keys  # the data-* parts (see walk())
     Vec part_texts
+    Vec data_nodes  # JSON <script> elements (xmlNode pointers): detector.py reads them
+    Bytes name  # a meta's name, folded (see bookkeeping())
 
 
 #: Elements skipped with their content (their tails are read): scripts and styles,
@@ -426,6 +429,107 @@ cdef int open_element(Walk* w, tree.xmlNode* node) except -1 nogil:
     return 0
 
 
+#: Meta names and JSON keys that are no page data, folded (lowercase, letters and digits
+#: only: "X-CSRF-Token" is "xcsrftoken"): per-request bookkeeping (nonces, CSRF tokens,
+#: trace ids, session, request and user ids) and presentation or crawler hints
+BOOKKEEPING = (
+    "nonce", "token", "csrf", "xsrf", "trace", "baggage", "sentry", "session",
+    "requestid", "userid", "timestamp", "buildid", "viewport", "themecolor",
+    "colorscheme", "formatdetection", "generator", "referrer", "robots", "googlebot",
+    "msapplication", "applemobile", "mobileweb", "handheldfriendly", "verification",
+)
+cdef list _bookkeeping_names = [t.encode("ascii") for t in BOOKKEEPING]
+cdef const char* BOOKKEEPING_C[32]
+cdef int N_BOOKKEEPING = len(_bookkeeping_names)
+
+
+cdef void _point_at_bookkeeping():
+    cdef bytes name
+    cdef int i
+    for i in range(N_BOOKKEEPING):
+        name = _bookkeeping_names[i]
+        BOOKKEEPING_C[i] = name
+
+
+_point_at_bookkeeping()
+
+
+cdef bint bookkeeping(Walk* w, const uint8_t* p, size_t n) except -1 nogil:
+    """Whether a name, folded into ``w.name``, contains a ``BOOKKEEPING`` word."""
+    cdef size_t i, j
+    cdef uint8_t c
+    cdef int k
+    cdef const char* word
+    w.name.size = 0
+    for i in range(n):
+        c = lower(p[i])
+        if (48 <= c <= 57) or (97 <= c <= 122):
+            bytes_add(&w.name, &c, 1)
+    for k in range(N_BOOKKEEPING):
+        word = BOOKKEEPING_C[k]
+        for i in range(w.name.size):
+            j = 0
+            while word[j] and i + j < w.name.size and w.name.data[i + j] == <uint8_t>word[j]:
+                j += 1
+            if word[j] == 0:
+                return True
+    return False
+
+
+cdef int meta_part(Walk* w, tree.xmlNode* node) except -1 nogil:
+    """The part of a ``<meta content>`` with a ``name``, ``property`` or ``itemprop``
+    (``product:price:amount``, ``og:title``, ``itemprop=price``): keyed by that name,
+    valued by the content, tokens left out as in attribute values. ``http-equiv`` metas
+    (HTTP headers) and bookkeeping names (``BOOKKEEPING``) are not read."""
+    cdef tree.xmlAttr* a = node.properties
+    cdef uint64_t ident = 0, content = 0
+    cdef size_t value_at
+    cdef bint has_content = False, has_name = False
+    while a != NULL:
+        if matches(<const uint8_t*>a.name, b"content") == 2:
+            value_at = attribute_bytes(w, a)
+            content = attribute_hash(w.attr.data + value_at, w.attr.size - value_at, 0)
+            has_content = True
+        elif not has_name and (
+            matches(<const uint8_t*>a.name, b"name") == 2
+            or matches(<const uint8_t*>a.name, b"property") == 2
+            or matches(<const uint8_t*>a.name, b"itemprop") == 2
+        ):
+            value_at = attribute_bytes(w, a)
+            if w.attr.size > value_at:
+                if bookkeeping(w, w.attr.data + value_at, w.attr.size - value_at):
+                    return 0
+                ident = span_hash(w.attr.data + value_at, w.attr.size - value_at)
+                ident = fmix(ident ^ <uint64_t>(w.attr.size - value_at) * LEN_MIX)
+                has_name = True
+        a = a.next
+    if has_content and has_name:
+        vec_push(&w.part_keys, ident ^ META_SALT)
+        vec_push(&w.part_texts, fmix(content ^ META_SALT))
+    return 0
+
+
+cdef bint json_script(tree.xmlNode* node) noexcept nogil:
+    """A ``<script>`` whose ``type`` mentions JSON (detector.py checks the type itself)."""
+    cdef tree.xmlAttr* a = node.properties
+    cdef tree.xmlNode* t
+    cdef size_t i
+    while a != NULL:
+        if matches(<const uint8_t*>a.name, b"type") == 2:
+            t = a.children
+            while t != NULL:
+                if t.content != NULL:
+                    i = 0
+                    while t.content[i]:
+                        if matches(<const uint8_t*>t.content + i, b"json"):
+                            return True
+                        i += 1
+                t = t.next
+            return False
+        a = a.next
+    return False
+
+
 cdef int walk_tree(Walk* w, tree.xmlNode* root) except -1 nogil:
     cdef tree.xmlNode* node
     cdef Frame* f
@@ -444,14 +548,19 @@ cdef int walk_tree(Walk* w, tree.xmlNode* root) except -1 nogil:
         if node.type == tree.XML_TEXT_NODE or node.type == tree.XML_CDATA_SECTION_NODE:
             if node.content != NULL and not f.mute:
                 read_text(w, <const uint8_t*>node.content)
-        elif node.type == tree.XML_ELEMENT_NODE and not is_noise(<const uint8_t*>node.name):
-            end_piece(w)  # a child element ends the current piece of its parent
-            open_element(w, node)
+        elif node.type == tree.XML_ELEMENT_NODE:
+            if not is_noise(<const uint8_t*>node.name):
+                end_piece(w)  # a child element ends the current piece of its parent
+                open_element(w, node)
+            elif matches(<const uint8_t*>node.name, b"meta") == 2:
+                meta_part(w, node)
+            elif matches(<const uint8_t*>node.name, b"script") == 2 and json_script(node):
+                vec_push(&w.data_nodes, <uint64_t><size_t>node)
     return 0
 
 
 def walk(cetree._Element root not None):
-    """``(keys, codes, texts, attrs, words, part_keys, part_texts)`` of the tree under ``root``.
+    """``(keys, codes, texts, attrs, words, elements, data)`` of the tree under ``root``.
 
     Per element in document order: ``keys`` the running tag-path sum (not yet
     mixed), ``codes`` the tag hash, ``texts`` the sum of its mixed text pieces
@@ -459,9 +568,12 @@ def walk(cetree._Element root not None):
     ``words`` the word hashes in reading order. Elements named in
     ``NOISE_TAGS`` are skipped with their content (their tails are read).
 
-    ``part_keys`` (not yet mixed) and ``part_texts`` (final): one part per element
-    with own text and ``data-*`` attributes with a value (noise as attributes, but
-    what a scraper reads: ``data-price="19.99"``), compared apart from the markup.
+    After the ``elements`` elements, the arrays hold the data parts (code 0, attrs 0),
+    compared apart from the markup: one part per element with own text and ``data-*`` attributes with a value
+    (noise as attributes, but what a scraper reads: ``data-price="19.99"``), and one
+    per ``<meta content>`` (see ``meta_part``; ``<meta>`` is noise as an element).
+    ``data``: the JSON ``<script>`` elements met on the way (not walked), for their
+    parts (detector.py), so they need no second pass.
     """
     cdef Walk w
     w.depth = 0
@@ -478,20 +590,32 @@ def walk(cetree._Element root not None):
     w.attrs = Vec(NULL, 0, 0)
     w.part_keys = Vec(NULL, 0, 0)
     w.part_texts = Vec(NULL, 0, 0)
+    w.data_nodes = Vec(NULL, 0, 0)
+    w.name = Bytes(NULL, 0, 0)
+    cdef int64_t i, elements
     try:
         if root._c_node.type == tree.XML_ELEMENT_NODE and not is_noise(
             <const uint8_t*>root._c_node.name
         ):
             with nogil:
                 walk_tree(&w, root._c_node)
+        elements = w.keys.size
+        for i in range(w.part_keys.size):
+            vec_push(&w.keys, w.part_keys.data[i])
+            vec_push(&w.codes, 0)
+            vec_push(&w.texts, w.part_texts.data[i])
+            vec_push(&w.attrs, 0)
         return (
             vec_array(&w.keys),
             vec_array(&w.codes),
             vec_array(&w.texts),
             vec_array(&w.attrs),
             vec_array(&w.words),
-            vec_array(&w.part_keys),
-            vec_array(&w.part_texts),
+            elements,
+            [
+                cetree.elementFactory(root._doc, <tree.xmlNode*><size_t>w.data_nodes.data[i])
+                for i in range(w.data_nodes.size)
+            ],
         )
     finally:
         free(w.stack)
@@ -504,6 +628,8 @@ def walk(cetree._Element root not None):
         free(w.attrs.data)
         free(w.part_keys.data)
         free(w.part_texts.data)
+        free(w.data_nodes.data)
+        free(w.name.data)
 
 
 def value_hashes(list values, uint64_t salt):

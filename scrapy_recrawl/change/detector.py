@@ -54,9 +54,9 @@ from w3lib.encoding import (
 )
 
 from ..settings import RecrawlSettingError, get
-from ._walk import NOISE_TAGS, shingle_simhash, value_hashes, walk
+from ._walk import BOOKKEEPING, NOISE_TAGS, shingle_simhash, value_hashes, walk
 from .bow import Bag, bag_from_hashes, significant
-from .elements import diff, extract
+from .elements import Parts, diff, extract
 from .shingles import fmix64
 from .signature import (
     _UNCHANGED,
@@ -109,16 +109,24 @@ _JSON_TYPE = re.compile(r"\s*application/(?:[\w.-]+\+)?json\s*(?:;|$)", re.I)
 #: is one part (24 bytes per part in every stored signature)
 MAX_JSON_LEAVES = 4096
 _JSON_SALT = np.uint64(0x510E527FADE682D1)
-_META_SALT = np.uint64(0x3C6EF372FE94F82B)
-#: <meta> names and JSON keys that are no page data: per-request bookkeeping (nonces,
-#: CSRF tokens, trace ids, session and request ids) and presentation or crawler hints
-#: (viewport, theme colour, generator, robots, site verification)
-_BOOKKEEPING = re.compile(
-    r"nonce|token|csrf|xsrf|trace|baggage|sentry|session|request.?id|user.?id|timestamp"
-    r"|build.?id|viewport|theme.?color|color.?scheme|format.?detection|generator|referrer"
-    r"|robots|googlebot|msapplication|apple.?mobile|mobile.?web|handheldfriendly|verification",
-    re.I,
-)
+#: JSON keys that are no page data (the walk's rule for meta names, _walk.BOOKKEEPING)
+_BOOKKEEPING = re.compile("|".join(BOOKKEEPING))
+_FOLD = re.compile(r"[^a-z0-9]+")
+_BOOKKEEPING_SEEN: dict[str, bool] = {}  # names repeat across a JSON document and a site
+
+
+def _bookkeeping(name: str) -> bool:
+    """Whether a JSON key names bookkeeping (``_BOOKKEEPING``, folded as the walk folds
+    meta names: lowercase letters and digits), cached."""
+    known = _BOOKKEEPING_SEEN.get(name)
+    if known is None:
+        if len(_BOOKKEEPING_SEEN) > 65536:  # a site with ever new keys: stay bounded
+            _BOOKKEEPING_SEEN.clear()
+        folded = _FOLD.sub("", name.lower())
+        known = _BOOKKEEPING_SEEN[name] = _BOOKKEEPING.search(folded) is not None
+    return known
+
+
 _DEEP_SALT = np.uint64(0x1F83D9ABFB41BD6B)
 #: the key of the text past libxml2's depth limit (2048 nested elements with huge_tree)
 _DEEP_KEY = np.uint64(xxhash.xxh3_64_intdigest(b"scrapy-recrawl: past the depth limit"))
@@ -319,11 +327,12 @@ class ChangeDetector:
         deep = _past_depth_limit(data, parser.error_log)
         for xpath in self._xpaths:
             _remove_matches(xpath(root))
-        extra = _data_parts(root)
         if deep is not None:
             self.too_deep += 1
-            extra = _with(extra, _DEEP_KEY, deep)
-        arrays = extract(root, extra)  # skips the noise elements itself
+        arrays = extract(  # skips the noise elements itself
+            root,
+            _data_parts if deep is None else lambda data: _with(_data_parts(data), _DEEP_KEY, deep),
+        )
         # = simhash.fingerprint(shingle_hashes(words)), fused in C (tests check it)
         simhash = shingle_simhash(arrays.words, self.shingle_size)
         bag = bag_from_hashes(arrays.words, self.bow_terms) if self.keep_bags else None
@@ -356,7 +365,8 @@ class ChangeDetector:
             return {}
         for xpath in self._xpaths:
             _remove_matches(xpath(root))
-        keys = fmix64(walk(root)[0])
+        walked = walk(root)
+        keys = fmix64(walked[0][: walked[5]])  # the elements, not the data parts after them
         elements = list(_walk_order(root))
         out: dict[int, list[Any]] = {}
         if len(elements) != len(keys):  # pragma: no cover - the walk and lxml disagree
@@ -409,27 +419,18 @@ class ChangeDetector:
 # -- helpers ------------------------------------------------------------------------------------
 
 
-def _data_parts(root: Any) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(keys, texts)`` of what a scraper reads outside the visible text (the
-    ``data-*`` values are the walk's): one part per ``<meta content>`` (key: its
-    ``name``, ``property`` or ``itemprop``; ``http-equiv`` ones are HTTP headers) and
-    one per leaf of the page's JSON scripts (JSON-LD, ``__NEXT_DATA__``...; key: the
-    script's id, else its type, and the leaf's path, list indices left out:
-    ``offers[].price``, repeated items told apart by value and order as siblings are).
-    Values are hashed as attribute values (tokens left out); names of bookkeeping
-    (``_BOOKKEEPING``: nonces, CSRF tokens, trace ids, viewport...) are not read. A
-    script that is not JSON is one part (its text). None: no such part."""
+def _data_parts(scripts: list[Any]) -> Parts | None:
+    """``(keys, texts)`` of the leaves of the page's JSON scripts (JSON-LD,
+    ``__NEXT_DATA__``, any ``application/json`` or ``+json`` type; ``scripts``: the
+    walk's, whose ``<meta content>`` and ``data-*`` parts it makes itself): key = the
+    script's id, else its type, and the leaf's path, list indices left out
+    (``offers[].price``: repeated items are told apart by value and order, as
+    siblings are); text = the value, hashed as attribute values are (tokens left
+    out). Keys that name bookkeeping (nonce, token, trace... ``_walk.BOOKKEEPING``)
+    are not read. A script that is not JSON is one part (its text). None: no part."""
     paths: list[str] = []
     values: list[bytes] = []
-    for meta in root.iter("meta"):
-        content = meta.get("content")
-        name = meta.get("name") or meta.get("property") or meta.get("itemprop")
-        if content is None or not name or _BOOKKEEPING.search(name):
-            continue
-        paths.append(f"\x00meta {name}")
-        values.append(content.encode("utf-8", "replace"))
-    metas = len(paths)
-    for script in root.iter("script"):
+    for script in scripts:
         kind = script.get("type")
         text = script.text
         if not kind or not text or not _JSON_TYPE.match(kind) or text.isspace():
@@ -439,13 +440,17 @@ def _data_parts(root: Any) -> tuple[np.ndarray, np.ndarray] | None:
             doc = json.loads(text)
         except (ValueError, RecursionError):
             doc = text
-        _leaves(doc, name, paths, values)
+        mark = len(paths)
+        try:
+            _leaves(doc, name, paths, values)
+        except RecursionError:  # as deep as json.loads could go: the text as one part
+            del paths[mark:], values[mark:]
+            _leaves(text, name, paths, values)
     if not paths:
         return None
-    if len(paths) - metas > MAX_JSON_LEAVES:  # the rest as one part: signatures stay small
-        cut = metas + MAX_JSON_LEAVES - 1
-        rest = b"\x00".join(values[cut:])
-        del paths[cut:], values[cut:]
+    if len(paths) > MAX_JSON_LEAVES:  # the rest as one part: signatures stay small
+        rest = b"\x00".join(values[MAX_JSON_LEAVES - 1 :])
+        del paths[MAX_JSON_LEAVES - 1 :], values[MAX_JSON_LEAVES - 1 :]
         paths.append("\x00rest")
         values.append(rest)
     cache: dict[str, int] = {}
@@ -459,32 +464,28 @@ def _data_parts(root: Any) -> tuple[np.ndarray, np.ndarray] | None:
         dtype=_U64,
         count=len(paths),
     )
-    salts = np.full(len(paths), _JSON_SALT, dtype=_U64)
-    salts[:metas] = _META_SALT
-    texts = value_hashes(values, int(_JSON_SALT))
-    texts[:metas] ^= _META_SALT
-    return keys ^ salts, texts
+    return keys ^ _JSON_SALT, value_hashes(values, int(_JSON_SALT))
 
 
-def _leaves(doc: Any, name: str, paths: list[str], values: list[bytes]) -> None:
-    """Append the ``(path, value)`` of every leaf of ``doc`` but the bookkeeping ones
-    (no recursion: deep JSON)."""
-    stack: list[tuple[str, Any]] = [(name, doc)]
-    while stack:
-        path, value = stack.pop()
-        if isinstance(value, dict):
-            stack.extend(
-                (f"{path}.{k}", v) for k, v in reversed(value.items()) if not _BOOKKEEPING.search(k)
-            )
-        elif isinstance(value, list):
-            stack.extend((f"{path}[]", v) for v in reversed(value))
+def _leaves(doc: Any, path: str, paths: list[str], values: list[bytes]) -> None:
+    """Append the ``(path, value)`` of every leaf of ``doc`` but the bookkeeping ones, in
+    document order (recursive: ``json.loads`` bounds the depth a little below this)."""
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            if not _bookkeeping(k):
+                _leaves(v, f"{path}.{k}", paths, values)
+    elif isinstance(doc, list):
+        inner = path + "[]"
+        for v in doc:
+            _leaves(v, inner, paths, values)
+    else:
+        paths.append(path)
+        if isinstance(doc, str):
+            values.append(doc.encode("utf-8", "replace"))
+        elif doc is None or doc is True or doc is False:
+            values.append(b"null" if doc is None else b"true" if doc else b"false")
         else:
-            paths.append(path)
-            values.append(
-                value.encode("utf-8", "replace")
-                if isinstance(value, str)
-                else json.dumps(value).encode()
-            )
+            values.append(repr(doc).encode())
 
 
 def _past_depth_limit(data: bytes, errors: Any) -> bytes | None:
@@ -507,9 +508,7 @@ def _past_depth_limit(data: bytes, errors: Any) -> bytes | None:
     return b" ".join(_UNSEEN.sub(b" ", rest).split())
 
 
-def _with(
-    parts: tuple[np.ndarray, np.ndarray] | None, key: np.uint64, value: bytes
-) -> tuple[np.ndarray, np.ndarray]:
+def _with(parts: Parts | None, key: np.uint64, value: bytes) -> Parts:
     """``parts`` and one more part (``value`` hashed as an attribute value is)."""
     keys = np.array([key], dtype=_U64)
     texts = value_hashes([value], int(_DEEP_SALT))

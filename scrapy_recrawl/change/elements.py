@@ -63,7 +63,8 @@ Noise, ignored so that a re-deploy or a new session is not a "change":
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 from lxml import etree
@@ -87,27 +88,28 @@ class ElementArrays(NamedTuple):
     words: np.ndarray
 
 
+#: ``(keys, texts)`` of parts that are not elements (attrs 0), keys already mixed
+Parts = tuple[np.ndarray, np.ndarray]
+
+
 def extract(
-    root: etree._Element, extra: tuple[np.ndarray, np.ndarray] | None = None
+    root: etree._Element, more_parts: Callable[[list[Any]], Parts | None] | None = None
 ) -> ElementArrays:
     """Hash every element under ``root`` (noise elements skipped, see the module docstring),
-    with the data parts (``<meta content>``, ``data-*``; ``extra``: more ``(keys, texts)``
-    parts, already mixed, e.g. the JSON leaves of detector.py) after the elements."""
-    keys, codes, texts, attrs, words, part_keys, part_texts = walk(root)
+    with the data parts (``data-*``, ``<meta content>``: the walk's) and what
+    ``more_parts`` makes of the JSON ``<script>`` elements (detector.py) after them."""
+    keys, codes, texts, attrs, words, _, scripts = walk(root)
+    extra = None if more_parts is None else more_parts(scripts)
     # Blank elements (no own text, no attributes left) are structure only: what
     # they contain is counted in their descendants. They are not represented.
     shown = ((texts != 0) | (attrs != 0)).nonzero()[0]
     keys = fmix64(keys[shown])
     texts = fmix64(texts[shown] ^ codes[shown])
     attrs = attrs[shown]
-    if part_keys.size or (extra is not None and extra[0].size):
-        more_keys, more_texts = [fmix64(part_keys)], [part_texts]
-        if extra is not None:
-            more_keys.append(extra[0])
-            more_texts.append(extra[1])
-        keys = np.concatenate([keys, *more_keys])
-        texts = np.concatenate([texts, *more_texts])
-        attrs = np.concatenate([attrs, np.zeros(keys.size - attrs.size, _U64)])
+    if extra is not None and extra[0].size:
+        keys = np.concatenate([keys, extra[0]])
+        texts = np.concatenate([texts, extra[1]])
+        attrs = np.concatenate([attrs, np.zeros(extra[0].size, _U64)])
     by_key = keys.argsort(kind="stable")
     return ElementArrays(keys[by_key], texts[by_key], attrs[by_key], words)
 
