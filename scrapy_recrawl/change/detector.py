@@ -19,6 +19,14 @@ The rule (``changed``), for two signatures ``old`` and ``new``:
   diff (:mod:`scrapy_recrawl.change.elements`). A threshold of 0 makes that
   criterion accept any byte-level change.
 
+What is compared: the whole page, however deeply it nests (parsed with
+``huge_tree``: 2,048 levels instead of libxml2's 256; the text past that, which
+the parser does not read, is one more part, counted in :attr:`ChangeDetector.too_deep`),
+its visible text and elements, and the data a scraper reads besides: ``<meta
+content>``, the leaves of JSON-LD, ``__NEXT_DATA__`` and other JSON scripts, and
+``data-*`` values of elements with text, each a part of its own (see
+:mod:`~scrapy_recrawl.change.elements`).
+
 **Optional chi-squared rule** (``RECRAWL_CHANGE_TEST = "chi2"``, paper 004
 Eq. 1; off by default): for two HTML versions with different bodies,
 ``changed`` is instead "the word distributions differ by a chi-squared test
