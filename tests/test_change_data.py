@@ -158,6 +158,21 @@ def test_bookkeeping_and_scrubbed_tokens_in_the_data_are_no_change(det):
     assert det.compare(old, new) == det.compare(old, old)
 
 
+def test_meta_names_are_folded_and_http_equiv_is_not_read(det):
+    page = (
+        '<html><head><meta name="X-CSRF-Token" content="{t}">'
+        '<meta http-equiv="refresh" content="{t}"><meta property="og:title" content="{title}">'
+        '</head><body><p>Kettle <meta itemprop="price" content="{price}"></p></body></html>'
+    )
+
+    def body(t="1", title="Kettle", price="24.50"):
+        return sign(det, page.format(t=t, title=title, price=price).encode())
+
+    assert not det.compare(body(), body(t="2")).changed  # a folded bookkeeping name, a header
+    assert det.compare(body(), body(title="Kettle 2L")).modified == 1
+    assert det.compare(body(), body(price="19.99")).modified == 1  # microdata in the body
+
+
 def test_a_script_that_is_not_json_is_one_part(det):
     broken = '<script type="application/json" id="state">{"price": 24.5,</script>'
     old = sign(det, data_page(extra=broken))
