@@ -121,7 +121,7 @@ def breakdown(pairs: list[dict], detector: ChangeDetector, repeat: int) -> None:
     from lxml import etree
 
     from scrapy_recrawl.change._walk import shingle_simhash, walk
-    from scrapy_recrawl.change.detector import Signature, _as_utf8, _data_parts
+    from scrapy_recrawl.change.detector import Signature, _as_utf8, _json_parts
     from scrapy_recrawl.change.shingles import fmix64
 
     parser = detector._parser()
@@ -130,7 +130,7 @@ def breakdown(pairs: list[dict], detector: ChangeDetector, repeat: int) -> None:
         "decode",
         "parse",
         "walk (C)",
-        "data parts",
+        "JSON parts",
         "sort",
         "simhash (C)",
         "wrap",
@@ -150,7 +150,7 @@ def breakdown(pairs: list[dict], detector: ChangeDetector, repeat: int) -> None:
                 t.append(time.perf_counter())
                 keys, codes, texts, attrs, words, _, data = walk(root)
                 t.append(time.perf_counter())
-                extra = _data_parts(data)
+                extra = _json_parts(data)
                 t.append(time.perf_counter())
                 shown = ((texts != 0) | (attrs != 0)).nonzero()[0]
                 keys = fmix64(keys[shown])

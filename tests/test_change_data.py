@@ -216,7 +216,7 @@ def test_boilerplate_learning_mutes_a_data_part_that_moves_on_every_fetch(det):
         assert result.changed and result.modified == 1, change
 
 
-def test_data_parts_are_in_the_stored_signature(det):
+def test_json_parts_are_in_the_stored_signature(det):
     sig = sign(det, data_page())
     back = Signature.from_bytes(sig.to_bytes())
     assert back == sig

@@ -339,7 +339,7 @@ class ChangeDetector:
             self.too_deep += 1
         arrays = extract(  # skips the noise elements itself
             root,
-            _data_parts if deep is None else lambda data: _with(_data_parts(data), _DEEP_KEY, deep),
+            _json_parts if deep is None else lambda data: _with(_json_parts(data), _DEEP_KEY, deep),
         )
         # = simhash.fingerprint(shingle_hashes(words)), fused in C (tests check it)
         simhash = shingle_simhash(arrays.words, self.shingle_size)
@@ -427,7 +427,7 @@ class ChangeDetector:
 # -- helpers ------------------------------------------------------------------------------------
 
 
-def _data_parts(scripts: list[Any]) -> Parts | None:
+def _json_parts(scripts: list[Any]) -> Parts | None:
     """``(keys, texts)`` of the leaves of the page's JSON scripts (JSON-LD,
     ``__NEXT_DATA__``, any ``application/json`` or ``+json`` type; ``scripts``: the
     walk's, whose ``<meta content>`` and ``data-*`` parts it makes itself): key = the
