@@ -121,7 +121,7 @@ def breakdown(pairs: list[dict], detector: ChangeDetector, repeat: int) -> None:
     from lxml import etree
 
     from scrapy_recrawl.change._walk import shingle_simhash, walk
-    from scrapy_recrawl.change.detector import Signature, _as_utf8
+    from scrapy_recrawl.change.detector import Signature, _as_utf8, _json_parts
     from scrapy_recrawl.change.shingles import fmix64
 
     parser = detector._parser()
@@ -130,6 +130,7 @@ def breakdown(pairs: list[dict], detector: ChangeDetector, repeat: int) -> None:
         "decode",
         "parse",
         "walk (C)",
+        "JSON parts",
         "sort",
         "simhash (C)",
         "wrap",
@@ -147,17 +148,23 @@ def breakdown(pairs: list[dict], detector: ChangeDetector, repeat: int) -> None:
                 t.append(time.perf_counter())
                 root = etree.fromstring(data, parser)
                 t.append(time.perf_counter())
-                keys, codes, texts, attrs, words = walk(root)
+                keys, codes, texts, attrs, words, _, data = walk(root)
+                t.append(time.perf_counter())
+                extra = _json_parts(data)
                 t.append(time.perf_counter())
                 shown = ((texts != 0) | (attrs != 0)).nonzero()[0]
                 keys = fmix64(keys[shown])
-                order = keys.argsort(kind="stable")
-                shown = shown[order]
                 texts = fmix64(texts[shown] ^ codes[shown])
+                attrs = attrs[shown]
+                if extra is not None:
+                    keys = np.concatenate([keys, extra[0]])
+                    texts = np.concatenate([texts, extra[1]])
+                    attrs = np.concatenate([attrs, np.zeros(extra[0].size, np.uint64)])
+                order = keys.argsort(kind="stable")
                 t.append(time.perf_counter())
                 sim = shingle_simhash(words, detector.shingle_size)
                 t.append(time.perf_counter())
-                Signature("html", h, sim, keys[order], texts, attrs[shown])
+                Signature("html", h, sim, keys[order], texts[order], attrs[order])
                 t.append(time.perf_counter())
                 del root
                 t.append(time.perf_counter())

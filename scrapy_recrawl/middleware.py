@@ -127,6 +127,7 @@ class RecrawlMiddleware:
         self.max_body_bytes: int = get(settings, "RECRAWL_MAX_PARSE_BYTES", int)
         self.skip_all = skip_mode(settings) == "all"
         self.detector = ChangeDetector.from_settings(settings)
+        self._too_deep_seen = 0  # detector.too_deep already counted in the stats
         self.max_failures: int = get(
             settings,
             "RECRAWL_MAX_FAILURES",
@@ -378,6 +379,7 @@ class RecrawlMiddleware:
             new = self.detector.deferred(body)
         else:
             new = self.detector.signature(body, response.url, content_type, previous=old)
+        self._count_too_deep()
         old_bags = self.bags.previous(rec.id) if self.bags is not None and rec is not None else []
         ignore = None if self.pairs is None else self.pairs.ignore_for(response.url)
         result = self.detector.compare(
@@ -681,6 +683,14 @@ class RecrawlMiddleware:
         if cycle is None:
             cycle = self.store.cycle  # as the store records a visit with no cycle
         self.tally.count(request, cycle, first, outcome, gone=gone)
+
+    def _count_too_deep(self) -> None:
+        """``recrawl/too_deep``: pages signed since the last call that nest deeper than the
+        parser reads (their text past the limit was compared as one hash)."""
+        seen = self.detector.too_deep
+        if seen != self._too_deep_seen and self.stats is not None:
+            self.stats.inc_value("recrawl/too_deep", seen - self._too_deep_seen)
+        self._too_deep_seen = seen
 
     def _inc(self, key: str) -> None:
         if self.stats is not None:

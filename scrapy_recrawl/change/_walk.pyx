@@ -38,6 +38,9 @@ cdef uint64_t LEN_MIX = 0x94D049BB133111EBULL
 cdef uint64_t LEVEL_MUL = 0xD6E8FEB86659FD93ULL
 cdef uint64_t RANK_MUL = 0x9FB21C651E98DF25ULL
 cdef uint64_t SCRUBBED = 0x6A09E667F3BCC909ULL
+# salts of the data parts (data-* values, <meta content>): keys unlike any element's
+cdef uint64_t DATA_SALT = 0xA54FF53A5F1D36F1ULL
+cdef uint64_t META_SALT = 0x3C6EF372FE94F82BULL
 
 cdef inline uint64_t fmix(uint64_t x) noexcept nogil:
     x ^= x >> 33
@@ -146,6 +149,7 @@ cdef struct Frame:
     int64_t words  # words in the current piece
     int64_t pieces  # pieces with words so far (their rank)
     bint mute  # its text is not read: a <time datetime> (or inside one)
+    uint64_t data  # the sum of its data-* attribute hashes (0: none with a value)
 
 
 cdef struct Walk:
@@ -159,6 +163,10 @@ cdef struct Walk:
     Vec codes
     Vec texts
     Vec attrs
+    Vec part_keys  # the data-* parts (see walk())
+    Vec part_texts
+    Vec data_nodes  # JSON <script> elements (xmlNode pointers): detector.py reads them
+    Bytes name  # a meta's name, folded (see bookkeeping())
 
 
 #: Elements skipped with their content (their tails are read): scripts and styles,
@@ -201,6 +209,27 @@ cdef inline int matches(const uint8_t* name, const char* word) noexcept nogil:
             return 0
         i += 1
     return 2 if name[i] == 0 else 1
+
+
+cdef size_t attribute_bytes(Walk* w, tree.xmlAttr* a) except? 0 nogil:
+    """Put ``name="value`` of ``a`` in ``w.attr``; return where the value starts."""
+    cdef size_t n = 0, value_at
+    cdef tree.xmlNode* t
+    w.attr.size = 0
+    while a.name[n]:
+        n += 1
+    bytes_add(&w.attr, <const uint8_t*>a.name, n)
+    bytes_add(&w.attr, <const uint8_t*>b'="', 2)
+    value_at = w.attr.size
+    t = a.children
+    while t != NULL:
+        if t.content != NULL:
+            n = 0
+            while t.content[n]:
+                n += 1
+            bytes_add(&w.attr, <const uint8_t*>t.content, n)
+        t = t.next
+    return value_at
 
 
 cdef bint noise_attribute(const uint8_t* name) noexcept nogil:
@@ -344,9 +373,8 @@ cdef int open_element(Walk* w, tree.xmlNode* node) except -1 nogil:
     """Hash an element's tag and attributes and push it on the stack."""
     cdef const uint8_t* name = <const uint8_t*>node.name
     cdef size_t n = 0
-    cdef uint64_t code, key, attrs = 0
+    cdef uint64_t code, key, attrs = 0, data = 0
     cdef tree.xmlAttr* a
-    cdef tree.xmlNode* t
     cdef size_t value_at
     cdef Frame* f
     cdef Frame* grown
@@ -367,22 +395,14 @@ cdef int open_element(Walk* w, tree.xmlNode* node) except -1 nogil:
             # the text its rendering relative to now (it changes every day): not read
             mute = True
         if not noise_attribute(<const uint8_t*>a.name):
-            w.attr.size = 0
-            n = 0
-            while a.name[n]:
-                n += 1
-            bytes_add(&w.attr, <const uint8_t*>a.name, n)
-            bytes_add(&w.attr, <const uint8_t*>b'="', 2)
-            value_at = w.attr.size
-            t = a.children
-            while t != NULL:
-                if t.content != NULL:
-                    n = 0
-                    while t.content[n]:
-                        n += 1
-                    bytes_add(&w.attr, <const uint8_t*>t.content, n)
-                t = t.next
+            value_at = attribute_bytes(w, a)
             attrs += attribute_hash(w.attr.data, w.attr.size, value_at)
+        elif matches(<const uint8_t*>a.name, b"data-") == 1:
+            # data-price="19.99": what a scraper reads, kept apart from the attributes (a
+            # part of its own, see walk()); valueless ones (Vue's data-v-<hash>) are markup
+            value_at = attribute_bytes(w, a)
+            if w.attr.size > value_at:
+                data += attribute_hash(w.attr.data, w.attr.size, value_at)
         a = a.next
     if w.depth == w.cap:
         w.cap *= 2
@@ -401,11 +421,113 @@ cdef int open_element(Walk* w, tree.xmlNode* node) except -1 nogil:
     f.words = 0
     f.pieces = 0
     f.mute = mute
+    f.data = data
     vec_push(&w.keys, key)
     vec_push(&w.codes, code)
     vec_push(&w.texts, 0)
     vec_push(&w.attrs, attrs)
     return 0
+
+
+#: Meta names and JSON keys that are no page data, folded (lowercase, letters and digits
+#: only: "X-CSRF-Token" is "xcsrftoken"): per-request bookkeeping (nonces, CSRF tokens,
+#: trace ids, session, request and user ids) and presentation or crawler hints
+BOOKKEEPING = (
+    "nonce", "token", "csrf", "xsrf", "trace", "baggage", "sentry", "session",
+    "requestid", "userid", "timestamp", "buildid", "viewport", "themecolor",
+    "colorscheme", "formatdetection", "generator", "referrer", "robots", "googlebot",
+    "msapplication", "applemobile", "mobileweb", "handheldfriendly", "verification",
+)
+cdef list _bookkeeping_names = [t.encode("ascii") for t in BOOKKEEPING]
+cdef const char* BOOKKEEPING_C[32]
+cdef int N_BOOKKEEPING = len(_bookkeeping_names)
+
+
+cdef void _point_at_bookkeeping():
+    cdef bytes name
+    cdef int i
+    for i in range(N_BOOKKEEPING):
+        name = _bookkeeping_names[i]
+        BOOKKEEPING_C[i] = name
+
+
+_point_at_bookkeeping()
+
+
+cdef bint bookkeeping(Walk* w, const uint8_t* p, size_t n) except -1 nogil:
+    """Whether a name, folded into ``w.name``, contains a ``BOOKKEEPING`` word."""
+    cdef size_t i, j
+    cdef uint8_t c
+    cdef int k
+    cdef const char* word
+    w.name.size = 0
+    for i in range(n):
+        c = lower(p[i])
+        if (48 <= c <= 57) or (97 <= c <= 122):
+            bytes_add(&w.name, &c, 1)
+    for k in range(N_BOOKKEEPING):
+        word = BOOKKEEPING_C[k]
+        for i in range(w.name.size):
+            j = 0
+            while word[j] and i + j < w.name.size and w.name.data[i + j] == <uint8_t>word[j]:
+                j += 1
+            if word[j] == 0:
+                return True
+    return False
+
+
+cdef int meta_part(Walk* w, tree.xmlNode* node) except -1 nogil:
+    """The part of a ``<meta content>`` with a ``name``, ``property`` or ``itemprop``
+    (``product:price:amount``, ``og:title``, ``itemprop=price``): keyed by that name,
+    valued by the content, tokens left out as in attribute values. ``http-equiv`` metas
+    (HTTP headers) and bookkeeping names (``BOOKKEEPING``) are not read."""
+    cdef tree.xmlAttr* a = node.properties
+    cdef uint64_t ident = 0, content = 0
+    cdef size_t value_at
+    cdef bint has_content = False, has_name = False
+    while a != NULL:
+        if matches(<const uint8_t*>a.name, b"content") == 2:
+            value_at = attribute_bytes(w, a)
+            content = attribute_hash(w.attr.data + value_at, w.attr.size - value_at, 0)
+            has_content = True
+        elif not has_name and (
+            matches(<const uint8_t*>a.name, b"name") == 2
+            or matches(<const uint8_t*>a.name, b"property") == 2
+            or matches(<const uint8_t*>a.name, b"itemprop") == 2
+        ):
+            value_at = attribute_bytes(w, a)
+            if w.attr.size > value_at:
+                if bookkeeping(w, w.attr.data + value_at, w.attr.size - value_at):
+                    return 0
+                ident = span_hash(w.attr.data + value_at, w.attr.size - value_at)
+                ident = fmix(ident ^ <uint64_t>(w.attr.size - value_at) * LEN_MIX)
+                has_name = True
+        a = a.next
+    if has_content and has_name:
+        vec_push(&w.part_keys, ident ^ META_SALT)
+        vec_push(&w.part_texts, fmix(content ^ META_SALT))
+    return 0
+
+
+cdef bint json_script(tree.xmlNode* node) noexcept nogil:
+    """A ``<script>`` whose ``type`` mentions JSON (detector.py checks the type itself)."""
+    cdef tree.xmlAttr* a = node.properties
+    cdef tree.xmlNode* t
+    cdef size_t i
+    while a != NULL:
+        if matches(<const uint8_t*>a.name, b"type") == 2:
+            t = a.children
+            while t != NULL:
+                if t.content != NULL:
+                    i = 0
+                    while t.content[i]:
+                        if matches(<const uint8_t*>t.content + i, b"json"):
+                            return True
+                        i += 1
+                t = t.next
+            return False
+        a = a.next
+    return False
 
 
 cdef int walk_tree(Walk* w, tree.xmlNode* root) except -1 nogil:
@@ -417,26 +539,41 @@ cdef int walk_tree(Walk* w, tree.xmlNode* root) except -1 nogil:
         node = f.child
         if node == NULL:  # the element ends
             end_piece(w)
+            if f.data and w.texts.data[f.index]:  # data-* of an element with text
+                vec_push(&w.part_keys, f.key + DATA_SALT)
+                vec_push(&w.part_texts, fmix(f.data ^ DATA_SALT))
             w.depth -= 1
             continue
         f.child = node.next
         if node.type == tree.XML_TEXT_NODE or node.type == tree.XML_CDATA_SECTION_NODE:
             if node.content != NULL and not f.mute:
                 read_text(w, <const uint8_t*>node.content)
-        elif node.type == tree.XML_ELEMENT_NODE and not is_noise(<const uint8_t*>node.name):
-            end_piece(w)  # a child element ends the current piece of its parent
-            open_element(w, node)
+        elif node.type == tree.XML_ELEMENT_NODE:
+            if not is_noise(<const uint8_t*>node.name):
+                end_piece(w)  # a child element ends the current piece of its parent
+                open_element(w, node)
+            elif matches(<const uint8_t*>node.name, b"meta") == 2:
+                meta_part(w, node)
+            elif matches(<const uint8_t*>node.name, b"script") == 2 and json_script(node):
+                vec_push(&w.data_nodes, <uint64_t><size_t>node)
     return 0
 
 
 def walk(cetree._Element root not None):
-    """``(keys, codes, texts, attrs, words)`` of the element tree under ``root``.
+    """``(keys, codes, texts, attrs, words, elements, data)`` of the tree under ``root``.
 
     Per element in document order: ``keys`` the running tag-path sum (not yet
     mixed), ``codes`` the tag hash, ``texts`` the sum of its mixed text pieces
     (0: no own text), ``attrs`` the sum of its attribute hashes (0: none);
     ``words`` the word hashes in reading order. Elements named in
     ``NOISE_TAGS`` are skipped with their content (their tails are read).
+
+    After the ``elements`` elements, the arrays hold the data parts (code 0, attrs 0),
+    compared apart from the markup: one part per element with own text and ``data-*`` attributes with a value
+    (noise as attributes, but what a scraper reads: ``data-price="19.99"``), and one
+    per ``<meta content>`` (see ``meta_part``; ``<meta>`` is noise as an element).
+    ``data``: the JSON ``<script>`` elements met on the way (not walked), for their
+    parts (detector.py), so they need no second pass.
     """
     cdef Walk w
     w.depth = 0
@@ -451,18 +588,34 @@ def walk(cetree._Element root not None):
     w.codes = Vec(NULL, 0, 0)
     w.texts = Vec(NULL, 0, 0)
     w.attrs = Vec(NULL, 0, 0)
+    w.part_keys = Vec(NULL, 0, 0)
+    w.part_texts = Vec(NULL, 0, 0)
+    w.data_nodes = Vec(NULL, 0, 0)
+    w.name = Bytes(NULL, 0, 0)
+    cdef int64_t i, elements
     try:
         if root._c_node.type == tree.XML_ELEMENT_NODE and not is_noise(
             <const uint8_t*>root._c_node.name
         ):
             with nogil:
                 walk_tree(&w, root._c_node)
+        elements = w.keys.size
+        for i in range(w.part_keys.size):
+            vec_push(&w.keys, w.part_keys.data[i])
+            vec_push(&w.codes, 0)
+            vec_push(&w.texts, w.part_texts.data[i])
+            vec_push(&w.attrs, 0)
         return (
             vec_array(&w.keys),
             vec_array(&w.codes),
             vec_array(&w.texts),
             vec_array(&w.attrs),
             vec_array(&w.words),
+            elements,
+            [
+                cetree.elementFactory(root._doc, <tree.xmlNode*><size_t>w.data_nodes.data[i])
+                for i in range(w.data_nodes.size)
+            ],
         )
     finally:
         free(w.stack)
@@ -473,6 +626,25 @@ def walk(cetree._Element root not None):
         free(w.codes.data)
         free(w.texts.data)
         free(w.attrs.data)
+        free(w.part_keys.data)
+        free(w.part_texts.data)
+        free(w.data_nodes.data)
+        free(w.name.data)
+
+
+def value_hashes(list values, uint64_t salt):
+    """Hashes of byte strings as attribute values are hashed (token-like runs left out),
+    each mixed with ``salt``: the leaves of a page's JSON data (detector.py)."""
+    cdef Py_ssize_t i, n = len(values)
+    out = np.empty(n, dtype=np.uint64)
+    cdef uint64_t[::1] view = out
+    cdef bytes v
+    cdef const uint8_t* p
+    for i in range(n):
+        v = values[i]
+        p = <const uint8_t*>v
+        view[i] = fmix(attribute_hash(p, len(v), 0) ^ salt)
+    return out
 
 
 # SPREAD[v]: byte j is bit j of v, so adding SPREAD[byte] to a uint64 counts

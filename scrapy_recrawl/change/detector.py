@@ -19,6 +19,14 @@ The rule (``changed``), for two signatures ``old`` and ``new``:
   diff (:mod:`scrapy_recrawl.change.elements`). A threshold of 0 makes that
   criterion accept any byte-level change.
 
+What is compared: the whole page, however deeply it nests (parsed with
+``huge_tree``: 2,048 levels instead of libxml2's 256; the text past that, which
+the parser does not read, is one more part, counted in :attr:`ChangeDetector.too_deep`),
+its visible text and elements, and the data a scraper reads besides: ``<meta
+content>``, the leaves of JSON-LD, ``__NEXT_DATA__`` and other JSON scripts, and
+``data-*`` values of elements with text, each a part of its own (see
+:mod:`~scrapy_recrawl.change.elements`).
+
 **Optional chi-squared rule** (``RECRAWL_CHANGE_TEST = "chi2"``, paper 004
 Eq. 1; off by default): for two HTML versions with different bodies,
 ``changed`` is instead "the word distributions differ by a chi-squared test
@@ -35,6 +43,7 @@ simhash distance is the coarser "how different" signal kept for the scheduler.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -53,9 +62,9 @@ from w3lib.encoding import (
 )
 
 from ..settings import RecrawlSettingError, get
-from ._walk import NOISE_TAGS, shingle_simhash, walk
+from ._walk import BOOKKEEPING, NOISE_TAGS, shingle_simhash, value_hashes, walk
 from .bow import Bag, bag_from_hashes, significant
-from .elements import diff, extract
+from .elements import Parts, diff, extract
 from .shingles import fmix64
 from .signature import (
     _UNCHANGED,
@@ -100,6 +109,37 @@ _HTML_SUFFIX = re.compile(r"\.(?:s?html?|xhtml|php|aspx?|jsp)(?:$|[?#])", re.I)
 # libxml2 >= 2.14 reads invalid UTF-8 as U+FFFD (one per bad byte, like Python's
 # "replace"): UTF-8 bodies then need no validation pass before parsing.
 _PARSER_REPLACES_BAD_UTF8 = etree.LIBXML_VERSION >= (2, 14)
+
+# The JSON a scraper reads: JSON-LD, __NEXT_DATA__ and other application/json scripts
+# (not importmap or speculationrules: asset URLs and prefetch hints)
+_JSON_TYPE = re.compile(r"\s*application/(?:[\w.-]+\+)?json\s*(?:;|$)", re.I)
+#: JSON leaves kept as parts of their own per page; the rest of a larger JSON document
+#: is one part (24 bytes per part in every stored signature)
+MAX_JSON_LEAVES = 4096
+_JSON_SALT = np.uint64(0x510E527FADE682D1)
+#: JSON keys that are no page data (the walk's rule for meta names, _walk.BOOKKEEPING)
+_BOOKKEEPING = re.compile("|".join(BOOKKEEPING))
+_FOLD = re.compile(r"[^a-z0-9]+")
+_BOOKKEEPING_SEEN: dict[str, bool] = {}  # names repeat across a JSON document and a site
+
+
+def _bookkeeping(name: str) -> bool:
+    """Whether a JSON key names bookkeeping (``_BOOKKEEPING``, folded as the walk folds
+    meta names: lowercase letters and digits), cached."""
+    known = _BOOKKEEPING_SEEN.get(name)
+    if known is None:
+        if len(_BOOKKEEPING_SEEN) > 65536:  # a site with ever new keys: stay bounded
+            _BOOKKEEPING_SEEN.clear()
+        folded = _FOLD.sub("", name.lower())
+        known = _BOOKKEEPING_SEEN[name] = _BOOKKEEPING.search(folded) is not None
+    return known
+
+
+_DEEP_SALT = np.uint64(0x1F83D9ABFB41BD6B)
+#: the key of the text past libxml2's depth limit (2048 nested elements with huge_tree)
+_DEEP_KEY = np.uint64(xxhash.xxh3_64_intdigest(b"scrapy-recrawl: past the depth limit"))
+_DEPTH_ERROR = "Excessive depth"
+_UNSEEN = re.compile(rb"<(script|style)\b.*?</\1\s*>|<!--.*?-->|<[^>]*>", re.S | re.I)
 
 
 def _is_int(low: int, high: int | None = None) -> Any:
@@ -169,6 +209,9 @@ class ChangeDetector:
         self.ignore_xpaths: tuple[str, ...] = _xpath_list(ignore_xpaths)
         self._xpaths = [_compile_xpath(x) for x in self.ignore_xpaths]
         self._local = threading.local()
+        #: pages nested deeper than libxml2 parses (2048 levels): their text past the
+        #: limit is compared as one hash (the middleware counts it: ``recrawl/too_deep``)
+        self.too_deep: int = 0
         #: the signing rules' hash, kept in every signature: a signature made under
         #: other rules (RECRAWL_IGNORE_XPATHS edited) is signed again before comparing
         self.rules: int = xxhash.xxh3_64_intdigest(
@@ -272,6 +315,9 @@ class ChangeDetector:
                 collect_ids=False,
                 no_network=True,
                 default_doctype=False,
+                # unclosed <b>/<font>/<div> nest one level per item: without it, libxml2
+                # stops at 256 levels and the rest of the page is unseen
+                huge_tree=True,
             )
         return parser
 
@@ -279,15 +325,22 @@ class ChangeDetector:
         self, body: bytes, content_type: str | None, content_hash: bytes
     ) -> Signature:
         data = _as_utf8(body, content_type)
+        parser = self._parser()
         try:
-            root = None if data.isspace() else etree.fromstring(data, self._parser())
+            root = None if data.isspace() else etree.fromstring(data, parser)
         except etree.XMLSyntaxError:  # e.g. "Document is empty" for markup-free junk
             root = None
         if root is None:
             return Signature("html", content_hash, 0, rules=self.rules)
+        deep = _past_depth_limit(data, parser.error_log)
         for xpath in self._xpaths:
             _remove_matches(xpath(root))
-        arrays = extract(root)  # skips the noise elements itself
+        if deep is not None:
+            self.too_deep += 1
+        arrays = extract(  # skips the noise elements itself
+            root,
+            _json_parts if deep is None else lambda data: _with(_json_parts(data), _DEEP_KEY, deep),
+        )
         # = simhash.fingerprint(shingle_hashes(words)), fused in C (tests check it)
         simhash = shingle_simhash(arrays.words, self.shingle_size)
         bag = bag_from_hashes(arrays.words, self.bow_terms) if self.keep_bags else None
@@ -320,7 +373,8 @@ class ChangeDetector:
             return {}
         for xpath in self._xpaths:
             _remove_matches(xpath(root))
-        keys = fmix64(walk(root)[0])
+        walked = walk(root)
+        keys = fmix64(walked[0][: walked[5]])  # the elements, not the data parts after them
         elements = list(_walk_order(root))
         out: dict[int, list[Any]] = {}
         if len(elements) != len(keys):  # pragma: no cover - the walk and lxml disagree
@@ -371,6 +425,104 @@ class ChangeDetector:
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+def _json_parts(scripts: list[Any]) -> Parts | None:
+    """``(keys, texts)`` of the leaves of the page's JSON scripts (JSON-LD,
+    ``__NEXT_DATA__``, any ``application/json`` or ``+json`` type; ``scripts``: the
+    walk's, whose ``<meta content>`` and ``data-*`` parts it makes itself): key = the
+    script's id, else its type, and the leaf's path, list indices left out
+    (``offers[].price``: repeated items are told apart by value and order, as
+    siblings are); text = the value, hashed as attribute values are (tokens left
+    out). Keys that name bookkeeping (nonce, token, trace... ``_walk.BOOKKEEPING``)
+    are not read. A script that is not JSON is one part (its text). None: no part."""
+    paths: list[str] = []
+    values: list[bytes] = []
+    for script in scripts:
+        kind = script.get("type")
+        text = script.text
+        if not kind or not text or not _JSON_TYPE.match(kind) or text.isspace():
+            continue
+        name = script.get("id") or kind.strip().lower()
+        try:
+            doc = json.loads(text)
+        except (ValueError, RecursionError):
+            doc = text
+        mark = len(paths)
+        try:
+            _leaves(doc, name, paths, values)
+        except RecursionError:  # as deep as json.loads could go: the text as one part
+            del paths[mark:], values[mark:]
+            _leaves(text, name, paths, values)
+    if not paths:
+        return None
+    if len(paths) > MAX_JSON_LEAVES:  # the rest as one part: signatures stay small
+        rest = b"\x00".join(values[MAX_JSON_LEAVES - 1 :])
+        del paths[MAX_JSON_LEAVES - 1 :], values[MAX_JSON_LEAVES - 1 :]
+        paths.append("\x00rest")
+        values.append(rest)
+    cache: dict[str, int] = {}
+    keys = np.fromiter(
+        (
+            cache[p]
+            if p in cache
+            else cache.setdefault(p, xxhash.xxh3_64_intdigest(p.encode("utf-8", "replace")))
+            for p in paths
+        ),
+        dtype=_U64,
+        count=len(paths),
+    )
+    return keys ^ _JSON_SALT, value_hashes(values, int(_JSON_SALT))
+
+
+def _leaves(doc: Any, path: str, paths: list[str], values: list[bytes]) -> None:
+    """Append the ``(path, value)`` of every leaf of ``doc`` but the bookkeeping ones, in
+    document order (recursive: ``json.loads`` bounds the depth a little below this)."""
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            if not _bookkeeping(k):
+                _leaves(v, f"{path}.{k}", paths, values)
+    elif isinstance(doc, list):
+        inner = path + "[]"
+        for v in doc:
+            _leaves(v, inner, paths, values)
+    else:
+        paths.append(path)
+        if isinstance(doc, str):
+            values.append(doc.encode("utf-8", "replace"))
+        elif doc is None or doc is True or doc is False:
+            values.append(b"null" if doc is None else b"true" if doc else b"false")
+        else:
+            values.append(repr(doc).encode())
+
+
+def _past_depth_limit(data: bytes, errors: Any) -> bytes | None:
+    """Where libxml2 stopped at its depth limit, the hash input of the text it did not
+    see (tags, scripts, styles and comments left out, whitespace-normalised): compared
+    as one part, so a change there is still a change. None: the whole page was read."""
+    where = next((e for e in errors if _DEPTH_ERROR in e.message), None)
+    if where is None:
+        return None
+    start = 0
+    for _ in range(max(where.line, 1) - 1):
+        start = data.find(b"\n", start) + 1
+        if start == 0:
+            return b""
+    end = data.find(b"\n", start)
+    line = data[start : len(data) if end < 0 else end]
+    # the column counts characters: back to bytes within the line
+    head = line.decode("utf-8", "replace")[: max(where.column - 1, 0)]
+    rest = data[start + len(head.encode("utf-8", "replace")) :]
+    return b" ".join(_UNSEEN.sub(b" ", rest).split())
+
+
+def _with(parts: Parts | None, key: np.uint64, value: bytes) -> Parts:
+    """``parts`` and one more part (``value`` hashed as an attribute value is)."""
+    keys = np.array([key], dtype=_U64)
+    texts = value_hashes([value], int(_DEEP_SALT))
+    if parts is None:
+        return keys, texts
+    return np.concatenate([parts[0], keys]), np.concatenate([parts[1], texts])
 
 
 def _walk_order(root: Any) -> Iterable[Any]:

@@ -29,6 +29,23 @@ Blank elements (no own text and no attributes left: ``<br>``, bare wrappers,
 an implied ``<head>``) are structure only and are not represented; what they
 contain is represented by their descendants.
 
+Data parts: what a scraper reads outside the visible text is compared too, each
+item an entry of its own (attrs 0) after the elements, so the diff counts a change
+there as a modified element and the boilerplate learning (``boilerplate.py``) can
+leave out one that moves on every fetch, by its key, as it does an element:
+
+* one per ``<meta content>`` with a ``name``, ``property`` or ``itemprop`` (key: that
+  name; ``http-equiv`` metas are HTTP headers and not read);
+* one per element with own text and ``data-*`` attributes with a value (key: its tag
+  path and a salt; the values hashed as attribute values, tokens left out);
+* one per leaf of a JSON script (JSON-LD, ``__NEXT_DATA__``...; made by detector.py
+  from the scripts the walk hands over; key: the script's id or type and the leaf's
+  path).
+
+Meta names and JSON keys that name per-request bookkeeping or presentation
+(``_walk.BOOKKEEPING``: nonce, token, csrf, trace, session, viewport, robots...,
+matched on the name folded to lowercase letters and digits) are not read.
+
 The diff (:func:`diff`) counts, in the spirit of Meegahapola et al. (2018):
 
 1. elements with the same tag, own text and attributes on both sides are
@@ -46,11 +63,13 @@ Noise, ignored so that a re-deploy or a new session is not a "change":
 
 * ``<script>``, ``<style>``, ``<template>`` (with their content), comments and
   processing instructions, ``<link>``, ``<meta>`` and ``<base>`` (asset URLs
-  with build hashes, preload hints, CSRF ``<meta>`` tokens: nothing a reader
-  sees) are removed before anything is hashed;
+  with build hashes, preload hints: nothing a reader sees) are not elements
+  (``<meta content>`` and JSON scripts give data parts, above);
 * attributes ``nonce`` and ``integrity``, custom data attributes ``data-*``
-  (page-script state, e.g. Cloudflare's ``data-cfemail`` or Vue's
-  ``data-v-<hash>``) and inline event handlers ``on*`` (script);
+  (in the attributes hash; their values are a data part on elements with text,
+  and not read on wrappers, where they are page-script state; valueless ones such
+  as Vue's ``data-v-<hash>`` are never read) and inline event handlers ``on*``
+  (script);
 * inside the other attribute values, token-like runs are left out (an
   attribute with tokens is hashed as the sequence of the pieces between
   them): a maximal run of 16 or more ``[A-Za-z0-9_-]`` with a digit and
@@ -63,7 +82,8 @@ Noise, ignored so that a re-deploy or a new session is not a "change":
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 from lxml import etree
@@ -87,16 +107,30 @@ class ElementArrays(NamedTuple):
     words: np.ndarray
 
 
-def extract(root: etree._Element) -> ElementArrays:
-    """Hash every element under ``root`` (noise elements skipped, see the module docstring)."""
-    keys, codes, texts, attrs, words = walk(root)
+#: ``(keys, texts)`` of parts that are not elements (attrs 0), keys already mixed
+Parts = tuple[np.ndarray, np.ndarray]
+
+
+def extract(
+    root: etree._Element, more_parts: Callable[[list[Any]], Parts | None] | None = None
+) -> ElementArrays:
+    """Hash every element under ``root`` (noise elements skipped, see the module docstring),
+    with the data parts (``data-*``, ``<meta content>``: the walk's) and what
+    ``more_parts`` makes of the JSON ``<script>`` elements (detector.py) after them."""
+    keys, codes, texts, attrs, words, _, scripts = walk(root)
+    extra = None if more_parts is None else more_parts(scripts)
     # Blank elements (no own text, no attributes left) are structure only: what
     # they contain is counted in their descendants. They are not represented.
     shown = ((texts != 0) | (attrs != 0)).nonzero()[0]
     keys = fmix64(keys[shown])
+    texts = fmix64(texts[shown] ^ codes[shown])
+    attrs = attrs[shown]
+    if extra is not None and extra[0].size:
+        keys = np.concatenate([keys, extra[0]])
+        texts = np.concatenate([texts, extra[1]])
+        attrs = np.concatenate([attrs, np.zeros(extra[0].size, _U64)])
     by_key = keys.argsort(kind="stable")
-    shown = shown[by_key]
-    return ElementArrays(keys[by_key], fmix64(texts[shown] ^ codes[shown]), attrs[shown], words)
+    return ElementArrays(keys[by_key], texts[by_key], attrs[by_key], words)
 
 
 def diff(

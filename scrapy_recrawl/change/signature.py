@@ -37,7 +37,9 @@ class Signature:
 
     ``keys``, ``texts`` and ``attrs`` are the element signature: one uint64
     per element (tag-path hash, own-text hash, attributes hash), sorted by key
-    and in document order within a key; empty for ``kind == "bytes"``.
+    and in document order within a key; empty for ``kind == "bytes"``. The
+    page's data parts (``<meta content>``, JSON script leaves, ``data-*``
+    values; :mod:`.elements`) are entries too, with ``attrs`` 0.
     Arrays are read-only. Serialise with :meth:`to_bytes` (no pickle).
     """
 
@@ -56,13 +58,17 @@ class Signature:
     rules: int | None = None
 
     _MAGIC = b"RCSG"
+    #: 5: the data parts (``<meta content>``, JSON-LD / ``__NEXT_DATA__`` / other JSON
+    #: script leaves, ``data-*`` attributes of elements with text, the text past the
+    #: parser's depth limit) are entries of their own, and pages are parsed past 256
+    #: nesting levels (same layout, other hashes: a version-4 signature is made again);
     #: 4: the rules hash, and the text of a ``<time datetime>`` is not read (the
     #: attribute is the date; the text, "3 hours ago", moves every day);
     #: 3: text and attribute values hashed as parsed (version 2 hashed the XML
     #: serialisation, with ``&amp;`` etc.; version 1 older hashing). Older
     #: versions raise :class:`SignatureVersionError` (the middleware then signs
     #: the stored body again).
-    _VERSION = 4
+    _VERSION = 5
     #: "deferred": only the content hash of a body kept in the store; the full
     #: signature is made from that stored body if a later visit differs
     _KINDS = ("html", "bytes", "deferred")
@@ -106,7 +112,7 @@ class Signature:
     def to_bytes(self) -> bytes:
         """Versioned little-endian binary form.
 
-        Layout (version 4): ``b"RCSG"``, version u8, kind u8 (0 html, 1 bytes,
+        Layout (versions 4 and 5): ``b"RCSG"``, version u8, kind u8 (0 html, 1 bytes,
         2 deferred), flags u8 (bit 0: simhash present, bit 1: rules present), hash
         length u8, the content hash, the simhash as u64 if present, the rules hash as
         u64 if present, element count u32, then keys, texts and attrs as ``count``
