@@ -240,6 +240,8 @@ def learned(
             sections.append(SectionStats.from_bytes(value))
         except ValueError:
             continue
+    if not sections:  # no section learned: no page to name one from
+        return []
     pages: dict[str, list[int]] = {}
     for url_id, url in urls_by_id.items():
         pages.setdefault(section_of(url)[1], []).append(url_id)
