@@ -229,3 +229,11 @@ def test_the_report_reads_the_log_a_fixed_number_of_times(tmp_path):
         assert _reads(lambda log: cycle_rows(b, log), logs[1]) == _reads(
             lambda log: cycle_rows(a, log), logs[0]
         )
+
+
+def test_cycle_rows_since_estimate_only_the_cycles_shown(store):
+    log = VisitLog.read(store)
+    full = {r.cycle: r for r in cycle_rows(store, log)}
+    since = cycle_rows(store, log, since=6)
+    assert [r.cycle for r in since] == [6, 7, 8, 9]
+    assert all(r == full[r.cycle] for r in since)  # the estimate from the whole log up to it

@@ -120,7 +120,7 @@ def cycle_rows(store: object, log: VisitLog, since: int = 0) -> list[CycleRow]:
     """One row per cycle from ``since`` on that the log or the record knows."""
     records = {r.cycle: r for r in cycle_records(store)}
     cycles = np.union1d(log.cycles(), np.array(sorted(records), dtype=np.int64))
-    fresh = estimate_by_cycle(store, log, cycles)
+    fresh = estimate_by_cycle(store, log, cycles[cycles >= since])  # those shown only
     figures = _log_figures(log, cycles)
     rows = []
     for k, c in enumerate(cycles.tolist()):
