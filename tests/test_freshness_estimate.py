@@ -162,3 +162,36 @@ def test_the_interval_covers_the_truth_and_a_monitoring_sample_narrows_it():
             covered += est.low - 0.01 <= truth <= est.high + 0.01
     assert covered >= 0.8 * (len(plain) + len(monitored))
     assert np.mean(monitored) < np.mean(plain)
+
+
+def test_the_tilted_fit_is_the_tilted_em_step():
+    """The profile's tilted fits run in one product and one segment sum per step
+    (issue 29: the report fits an estimate per cycle); they are the plain step: each
+    row's posterior, reweighed by ``exp(tilt * P(current))``, renormalised, times its
+    count, summed per group, then the pooled and smoothed update."""
+    from scrapy_recrawl.scoring.freshness import GROUP_URLS, _Rows, _smooth
+
+    rng = np.random.default_rng(11)
+    size = 3000
+    n = rng.integers(0, 12, size)
+    X = rng.binomial(n, rng.uniform(0, 1, size))
+    span = n * rng.integers(1, 4, size)
+    age = rng.integers(0, 6, size)
+    group = rng.integers(0, 9, size)
+    group[group == 4] = 5  # a code without a row
+    rows = _Rows(group, n, X, span, age)
+    start = rows.fit(None, 30)
+    for tilt in (-3.0, 0.7, 4.0):
+        prior = start.copy()
+        sizes = np.bincount(rows.group, weights=rows.counts, minlength=rows.groups)
+        for _ in range(12):
+            post = rows.lik * prior[rows.group]
+            post /= post.sum(axis=1, keepdims=True)
+            post *= np.exp(tilt * rows.fresh)
+            post /= post.sum(axis=1, keepdims=True)
+            per_group = np.zeros_like(prior)
+            np.add.at(per_group, rows.group, post * rows.counts[:, None])
+            overall = per_group.sum(axis=0) / per_group.sum()
+            prior = (per_group + GROUP_URLS * overall) / (sizes[:, None] + GROUP_URLS)
+            prior = _smooth(prior)
+        np.testing.assert_allclose(rows.fit(start, 12, tilt=tilt), prior, rtol=1e-10, atol=1e-15)

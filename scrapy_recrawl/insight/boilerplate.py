@@ -64,23 +64,54 @@ class Boilerplate:
 
 def suspects(log: VisitLog) -> list[tuple[int, int, int, float, float]]:
     """``(url_id, observations, changes, median distance, median elements)`` of the
-    pages whose changes look like boilerplate, the most changes first."""
+    pages whose changes look like boilerplate, the most changes first.
+
+    One pass over the log, grouped by URL (a mask per URL made the report quadratic:
+    issue 29)."""
     obs = log.observed
-    out = []
-    for url_id in np.unique(log["url_id"][obs]).tolist():
-        rows = obs & (log["url_id"] == url_id)
-        n = int(np.count_nonzero(rows))
-        ch = rows & (log["changed"] == 1)
-        x = int(np.count_nonzero(ch))
-        if n < MIN_OBSERVATIONS or x < MIN_CHANGE_SHARE * n:
-            continue
-        elements = (
-            log["added"][ch] + log["removed"][ch] + log["modified"][ch] + log["attributes"][ch]
+    ids, row = np.unique(log["url_id"][obs], return_inverse=True)
+    row = row.ravel()
+    n = np.bincount(row, minlength=ids.size)
+    changed = log["changed"][obs] == 1
+    x = np.bincount(row[changed], minlength=ids.size)
+    # the share test first: the medians are needed only for the pages that pass it
+    many = (n >= MIN_OBSERVATIONS) & (x >= MIN_CHANGE_SHARE * n)
+    keep = changed & many[row]
+    if not keep.any():
+        return []
+    cols = {c: log[c][obs][keep] for c in ("distance", "added", "removed", "modified")}
+    elements = cols["added"] + cols["removed"] + cols["modified"] + log["attributes"][obs][keep]
+    group = row[keep]
+    dist, elem = group_median(group, cols["distance"]), group_median(group, elements)
+    at = np.flatnonzero(many)  # the groups of `group`, in order (each has a change)
+    small = (elem[at] <= MAX_ELEMENTS) & (dist[at] <= MAX_DISTANCE)
+    at = at[small]
+    out = list(
+        zip(
+            ids[at].tolist(),
+            n[at].tolist(),
+            x[at].tolist(),
+            dist[at].tolist(),
+            elem[at].tolist(),
+            strict=True,
         )
-        dist, elem = float(np.median(log["distance"][ch])), float(np.median(elements))
-        if elem <= MAX_ELEMENTS and dist <= MAX_DISTANCE:
-            out.append((url_id, n, x, dist, elem))
+    )
     out.sort(key=lambda s: (-s[2], s[0]))
+    return out
+
+
+def group_median(group: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per group code ``0..group.max()``, the median of its ``values`` (as ``np.median``:
+    the mean of the two middle ones for an even count; NaN for a group with none)."""
+    size = int(group.max()) + 1 if group.size else 0
+    out = np.full(size, np.nan)
+    if not group.size:
+        return out
+    order = np.lexsort((values, group))
+    g, v = group[order], values[order].astype(np.float64)
+    codes, start, count = np.unique(g, return_index=True, return_counts=True)
+    lo, hi = start + (count - 1) // 2, start + count // 2
+    out[codes] = (v[lo] + v[hi]) / 2.0
     return out
 
 
@@ -209,6 +240,8 @@ def learned(
             sections.append(SectionStats.from_bytes(value))
         except ValueError:
             continue
+    if not sections:  # no section learned: no page to name one from
+        return []
     pages: dict[str, list[int]] = {}
     for url_id, url in urls_by_id.items():
         pages.setdefault(section_of(url)[1], []).append(url_id)

@@ -70,29 +70,40 @@ def estimate_by_cycle(
     cyc, obs, good = log["cycle"], log["changed"], log.good
     gone_visit = log.gone
     size = ids.size
-    for c in np.asarray(cycles).tolist():
-        at = cyc <= c
-        g = at & good
-        n = np.bincount(row[g], weights=(obs[g] >= 0), minlength=size)
-        X = np.bincount(row[g], weights=(obs[g] == 1), minlength=size)
-        first = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(first, row[at], cyc[at])
-        last = np.full(size, -1, dtype=np.int64)
-        np.maximum.at(last, row[g], cyc[g])
-        last_gone = np.full(size, -1, dtype=np.int64)
-        gv = at & gone_visit
-        np.maximum.at(last_gone, row[gv], cyc[gv])
+    # one pass over the log in cycle order: each cycle's rows are added to what the
+    # cycles before it gathered (a mask over the whole log per cycle was C x the log)
+    order = np.argsort(cyc, kind="stable")
+    todo = np.unique(np.asarray(cycles, dtype=np.int64))  # ascending: each adds to the last
+    ends = np.searchsorted(cyc[order], todo, side="right")
+    n = np.zeros(size)
+    X = np.zeros(size)
+    first = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(size, -1, dtype=np.int64)
+    last_gone = np.full(size, -1, dtype=np.int64)
+    done = 0
+    for c, end in zip(todo.tolist(), ends.tolist(), strict=True):
+        if end > done:
+            new = order[done:end]
+            r, cy = row[new], cyc[new]
+            g = good[new]
+            n += np.bincount(r[g], weights=(obs[new][g] >= 0), minlength=size)
+            X += np.bincount(r[g], weights=(obs[new][g] == 1), minlength=size)
+            np.minimum.at(first, r, cy)
+            np.maximum.at(last, r[g], cy[g])
+            gv = gone_visit[new]
+            np.maximum.at(last_gone, r[gv], cy[gv])
+            done = end
         out[int(c)] = estimate_freshness(
-            n,
-            X,
-            first,
-            last,
+            n.copy(),
+            X.copy(),
+            first.copy(),
+            last.copy(),
             int(c),
             known=last_gone < last,
             group=group,
             prior_age=None if urls is None else _ages(store, ids, urls, int(c)),
         )
-    return out
+    return {int(c): out[int(c)] for c in np.asarray(cycles).tolist()}  # in the order asked
 
 
 def _ages(store: object, ids: np.ndarray, urls: list, cycle: int) -> PriorAge:
@@ -109,23 +120,51 @@ def cycle_rows(store: object, log: VisitLog, since: int = 0) -> list[CycleRow]:
     """One row per cycle from ``since`` on that the log or the record knows."""
     records = {r.cycle: r for r in cycle_records(store)}
     cycles = np.union1d(log.cycles(), np.array(sorted(records), dtype=np.int64))
-    fresh = estimate_by_cycle(store, log, cycles)
+    fresh = estimate_by_cycle(store, log, cycles[cycles >= since])  # those shown only
+    figures = _log_figures(log, cycles)
     rows = []
-    new = log.first_of_url
-    for c in cycles.tolist():
+    for k, c in enumerate(cycles.tolist()):
         if c < since:
             continue
-        at = log["cycle"] == c
-        rows.append(_row(c, records.get(c), log, at, new, fresh.get(c)))
+        rows.append(_row(c, records.get(c), figures, k, fresh.get(c)))
     return rows
+
+
+def _log_figures(log: VisitLog, cycles: np.ndarray) -> dict[str, np.ndarray]:
+    """What the log says of each of ``cycles`` (sorted), position ``k`` = ``cycles[k]``:
+    one pass over the log, grouped by cycle (what a cycle without its record shows)."""
+    size = cycles.size
+    at = np.searchsorted(cycles, log["cycle"])  # every log cycle is among them
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(at[mask], minlength=size)
+
+    changed, status = log["changed"], log["status"]
+    times = log["time"]
+    low = np.full(size, np.inf)
+    high = np.full(size, -np.inf)
+    np.minimum.at(low, at, times)
+    np.maximum.at(high, at, times)
+    return {
+        "fetched": np.bincount(at, minlength=size),
+        # the log knows a URL's first fetch (new), not why the others were fetched
+        "new": count(log.first_of_url),
+        "changed": count(changed == 1),
+        # as the crawl's record counts them: a full body that did not change;
+        # a 304 in its own column
+        "unchanged": count((changed == 0) & (status != 304)),
+        "not_modified": count(status == 304),
+        "errors": count(log.errors | log.failed),
+        "gone": count(log.gone),
+        "seconds": high - low,  # -inf: no visit in the log
+    }
 
 
 def _row(
     c: int,
     rec: CycleRecord | None,
-    log: VisitLog,
-    at: np.ndarray,
-    new: np.ndarray,
+    log: dict[str, np.ndarray],
+    k: int,
     est: FreshnessEstimate | None,
 ) -> CycleRow:
     plan = rec.plan if rec else None
@@ -151,25 +190,12 @@ def _row(
         )
         seconds: float | None = max(0.0, s.ended - s.started)
     else:
-        fetched = int(np.count_nonzero(at))
-        changed = log["changed"][at]
-        figures = dict(
-            recrawl=None,
-            # the log knows a URL's first fetch (new), not why the others were fetched
-            new=int(np.count_nonzero(new & at)),
-            monitor=None,
-            probe=None,
-            start=None,
-            changed=int(np.count_nonzero(changed == 1)),
-            # as the crawl's record counts them: a full body that did not change;
-            # a 304 in its own column
-            unchanged=int(np.count_nonzero((changed == 0) & (log["status"][at] != 304))),
-            not_modified=int(np.count_nonzero(log["status"][at] == 304)),
-            errors=int(np.count_nonzero((log.errors | log.failed) & at)),
-            gone=int(np.count_nonzero(log.gone & at)),
-        )
-        times = log["time"][at]
-        seconds = float(times.max() - times.min()) if times.size else None
+        fetched = int(log["fetched"][k])
+        figures = dict(recrawl=None, monitor=None, probe=None, start=None)
+        for name in ("new", "changed", "unchanged", "not_modified", "errors", "gone"):
+            figures[name] = int(log[name][k])
+        spread = float(log["seconds"][k])
+        seconds = spread if fetched else None
     return CycleRow(
         cycle=c,
         source="record" if s is not None else "log",
