@@ -95,7 +95,7 @@ def scrapy_in_process(root: Path, *args: str) -> Run:
     per run. For the offline ``recrawl-*`` commands only: a crawl needs a reactor of
     its own (:func:`scrapy`). What a process would leave behind is undone: the
     working directory, ``os.environ`` (Scrapy sets ``SCRAPY_SETTINGS_MODULE``),
-    ``sys.path`` and the project's modules (every project here is ``proj``).
+    ``sys.argv``, ``sys.path`` and the project's modules (every project here is ``proj``).
 
     As in a process of its own: a warning shows on stderr (Python's default
     filters), a log record of WARNING and above too (Python's last-resort handler:
@@ -107,11 +107,12 @@ def scrapy_in_process(root: Path, *args: str) -> Run:
     import traceback
     import warnings
 
+    import scrapy
     from scrapy.cmdline import execute
 
     assert args and args[0].startswith("recrawl-"), "a crawl runs in a process: scrapy()"
     out, err = io.StringIO(), io.StringIO()
-    cwd, environ, path = os.getcwd(), dict(os.environ), list(sys.path)
+    cwd, environ, path, argv = os.getcwd(), dict(os.environ), list(sys.path), sys.argv
 
     def forget_project() -> None:
         for name in [m for m in sys.modules if m == "proj" or m.startswith("proj.")]:
@@ -128,6 +129,8 @@ def scrapy_in_process(root: Path, *args: str) -> Run:
     for name in [k for k in os.environ if k.startswith("SCRAPY_")]:
         del os.environ[name]
     root_logger.addHandler(last_resort)
+    # argparse names itself after sys.argv[0]: `python -m scrapy` has scrapy/__main__.py
+    sys.argv = [str(Path(scrapy.__file__).with_name("__main__.py")), *args]
     try:
         with (
             warnings.catch_warnings(),
@@ -150,6 +153,7 @@ def scrapy_in_process(root: Path, *args: str) -> Run:
                 code = 1
     finally:
         root_logger.removeHandler(last_resort)
+        sys.argv = argv
         os.chdir(cwd)
         os.environ.clear()
         os.environ.update(environ)
