@@ -4,6 +4,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
+# test-fast's pytest-xdist workers (docs/contributing.md); PYTEST_WORKERS=0: one process
+PYTEST_WORKERS ?= 2
 
 .PHONY: demo test test-fast lint format docs bench clean package-check
 
@@ -21,7 +23,7 @@ test: $(STAMP) lint docs
 
 # the loop while working (docs/contributing.md): no lint, no docs build, no `slow` test
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow" -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow" -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check scrapy_recrawl tests bench example_project

@@ -21,7 +21,7 @@ import pytest
 from scrapy_recrawl.estimate.probes import ProbeState, ProbeStore
 from scrapy_recrawl.history import SqliteHistoryStore, Visit
 
-from .cli_project import Run, make_project
+from .cli_project import Run, make_project, scrapy_in_process
 from .helpers import REPO
 from .test_evolve import _fill_store, _history
 from .test_store_lock import without_privileges
@@ -32,6 +32,8 @@ TINY = ["--population", "12", "--generations", "2", "--seeds", "1", "--keep-best
 
 
 def scrapy(project: Path, *args: str, prefix: list[str] | None = None) -> Run:
+    """``scrapy ARGS`` in a process of its own, as a user runs it (``prefix``: e.g.
+    under another user); most tests use :func:`run_command`, seconds faster."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(project)])}
     out = subprocess.run(
         [*(prefix or []), sys.executable, "-m", "scrapy", *args],
@@ -42,6 +44,14 @@ def scrapy(project: Path, *args: str, prefix: list[str] | None = None) -> Run:
         timeout=300,
     )
     return Run(out.returncode, out.stdout, out.stderr)
+
+
+def run_command(project: Path, *args: str) -> Run:
+    """The command through Scrapy's entry point in this process (its status, stdout
+    and stderr are a process's: tests/cli_project.py); that it is what ``scrapy
+    ARGS`` in a process gives, line for line, is
+    :func:`test_the_command_line_gives_what_the_entry_point_gives`."""
+    return scrapy_in_process(project, *args)
 
 
 def _npz(**arrays: np.ndarray) -> bytes:
@@ -144,13 +154,41 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(project, command, args, name)
     inputs = project / "inputs"
     before = snapshot(inputs)
     path = str(inputs / name)
-    run = scrapy(project, command, *[a.replace("{f}", path) for a in args])
+    run = run_command(project, command, *[a.replace("{f}", path) for a in args])
     assert run.returncode == 1, (run.stdout, run.stderr)
     assert "Traceback" not in run.stderr and "nan" not in run.stdout.lower()
     assert len(run.lines) == 1, run.stderr
     line = run.lines[0]
     assert line.startswith(f"scrapy {command}: error: ") and name in line, line
     assert snapshot(inputs) == before  # byte-identical, nothing created beside them
+
+
+#: one bad input per command, and a usage error (Scrapy's usage text and status 2)
+CLI_CASES = [
+    ("recrawl-evolve", ["--history", "{f}", *TINY], "nan.npz"),
+    ("recrawl-plan", ["-s", "RECRAWL_STORE={f}", "--periods", "2", "--buckets", "4"], "foreign.db"),
+    ("recrawl-baskets", ["--history", "{f}", "--trees", "5"], "labels.npz"),
+    ("recrawl-report", ["-s", "RECRAWL_STORE={f}", "--export", "{f}.out.npz"], "missing.sqlite3"),
+    ("recrawl-report", ["-s", "RECRAWL_STORE={f}", "--all"], "empty.sqlite3"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "name"),
+    [pytest.param(c, a, n, marks=needs(c, a), id=f"{c}-{n}") for c, a, n in CLI_CASES],
+)
+def test_the_command_line_gives_what_the_entry_point_gives(project, command, args, name):
+    """The tests above run the commands in this process (seconds each saved); here the
+    real command line, ``python -m scrapy`` in a process of its own (the entry points
+    of setup.cfg, Scrapy's start-up, the interpreter's exit), gives the same status,
+    stdout and stderr, character for character."""
+    inputs = project / "inputs"
+    before = snapshot(inputs)
+    argv = [a.replace("{f}", str(inputs / name)) for a in args]
+    real = scrapy(project, command, *argv)
+    assert real.returncode in (1, 2) and real.stderr, real
+    assert run_command(project, command, *argv) == real
+    assert snapshot(inputs) == before
 
 
 @pytest.mark.parametrize(
@@ -178,7 +216,7 @@ def test_output_paths_are_checked_before_the_work(project, command, args):
         for k, v in fill.items():
             a = a.replace(k, v)
         argv.append(a)
-    run = scrapy(project, command, *argv)
+    run = run_command(project, command, *argv)
     assert run.returncode == 1 and len(run.lines) == 1, run.stderr
     assert "no-such-folder" in run.lines[0] or "is a folder" in run.lines[0]
     assert "history:" not in run.stderr and run.stdout == ""  # refused before any work

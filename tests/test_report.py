@@ -7,6 +7,11 @@ cycles, one ``scrapy crawl`` each, with ``RECRAWL_MONITOR_SHARE`` so there is a
 monitoring sample (every page: each history complete, so the test is deterministic); a few pages change between cycles and one page's "Generated at"
 stamp moves at every visit (boilerplate). The per-cycle records (plan, summary)
 are written after the crawl with the real API (history/cycle_log.py).
+
+The crawls are ``scrapy crawl`` processes; the ``recrawl-*`` commands run through
+Scrapy's entry point in the test process (tests/cli_project.py ``scrapy_in_process``:
+a process's status, stdout and stderr, without its seconds of start-up), except
+:func:`test_user_mistakes_are_one_line`, the command line as a user types it.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from scrapy_recrawl.insight.log import VisitLog
 from scrapy_recrawl.insight.plot import figure
 from scrapy_recrawl.learn.histories import load
 
-from .cli_project import make_project, scrapy
+from .cli_project import make_project, scrapy, scrapy_in_process
 from .helpers import LocalSite, Page
 from .redis_server import RedisServer
 
@@ -82,7 +87,7 @@ def crawled(request, tmp_path_factory):
 
 def report(crawled, *args):
     project, setting = crawled
-    run = scrapy(project, "recrawl-report", "-s", setting, *args)
+    run = scrapy_in_process(project, "recrawl-report", "-s", setting, *args)
     assert run.returncode == 0, run.stderr
     assert "Traceback" not in run.stderr
     return run
@@ -159,7 +164,7 @@ def test_export_is_read_by_recrawl_evolve(crawled, tmp_path):
     project, setting = crawled
     run = report(crawled, "--export", str(tmp_path / "changes.npz"))
     assert f"exported {PAGES} pages x {CYCLES} cycles" in run.stdout
-    evolve = scrapy(project, "recrawl-evolve", "--history", str(tmp_path / "changes.npz"),
+    evolve = scrapy_in_process(project, "recrawl-evolve", "--history", str(tmp_path / "changes.npz"),
                     *TINY, "--folds", "3", "--warmup", "1")  # fmt: skip
     assert evolve.returncode == 0, evolve.stderr
     assert "expression:" in evolve.stdout
@@ -182,7 +187,7 @@ def test_no_monitoring_sample_is_said_and_names_the_setting(crawled, tmp_path):
     assert f"exported {PAGES} pages" in run.stdout
     # a store written before the sample was recorded: the settings' share, here 0
     _log_only_store(tmp_path / "old.sqlite3")
-    run = scrapy(project, "recrawl-report", "-s", f"RECRAWL_STORE={tmp_path / 'old.sqlite3'}",
+    run = scrapy_in_process(project, "recrawl-report", "-s", f"RECRAWL_STORE={tmp_path / 'old.sqlite3'}",
                  "-s", "RECRAWL_MONITOR_SHARE=0", "--export", str(tmp_path / "y.npz"))  # fmt: skip
     assert run.returncode == 1 and len(run.lines) == 1, run.stderr
     assert "RECRAWL_MONITOR_SHARE" in run.lines[0] and not (tmp_path / "y.npz").exists()
@@ -233,7 +238,7 @@ def test_a_store_without_records_shows_what_its_log_gives(tmp_path):
         assert r.freshness_low <= r.freshness <= r.freshness_high
         assert r.freshness == pytest.approx(1.0)  # both fetched in the cycle itself
     project = make_project(tmp_path / "p")
-    run = scrapy(project, "recrawl-report", "-s", f"RECRAWL_STORE={path}")
+    run = scrapy_in_process(project, "recrawl-report", "-s", f"RECRAWL_STORE={path}")
     assert run.returncode == 0, run.stderr
     assert "no per-cycle record in the store" in " ".join(run.stdout.split())
 
@@ -314,6 +319,6 @@ def test_a_bad_scorer_setting_for_url_is_one_line(crawled):
         (["-s", "RECRAWL_SCORER=burst", "-s", "RECRAWL_BURST_TAU=inf"], "RECRAWL_BURST_TAU"),
         (["-s", "RECRAWL_SCORER=CGp*(t + 4*burstt)"], "did you mean 'burst'"),
     ):
-        run = scrapy(project, "recrawl-report", "-s", setting, *bad, "--url", url)
+        run = scrapy_in_process(project, "recrawl-report", "-s", setting, *bad, "--url", url)
         assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr
         assert len(run.lines) == 1 and named in run.lines[0], run.stderr

@@ -236,19 +236,21 @@ def test_a_store_in_a_read_only_folder_is_read(tmp_path):
 
 
 def test_recrawl_reset_is_refused_while_the_store_is_held(tmp_path):
-    from .cli_project import make_project, scrapy
+    """The holder is another process; the command runs through Scrapy's entry point in
+    this one (a process's status and stderr, tests/cli_project.py)."""
+    from .cli_project import make_project, scrapy_in_process
 
     project = make_project(tmp_path, 'RECRAWL_STORE = "history.sqlite3"\n')
     proc = holder(project / "history.sqlite3")
     try:
-        run = scrapy(project, "recrawl-reset", "pages", "--yes")
+        run = scrapy_in_process(project, "recrawl-reset", "pages", "--yes")
     finally:
         proc.kill()
         proc.wait()
     assert run.returncode == 1 and "Traceback" not in run.stderr
     assert f"in use by another process (pid {proc.pid}" in run.stderr
     # the holder is gone: the reset now goes ahead
-    run = scrapy(project, "recrawl-reset", "pages", "--yes")
+    run = scrapy_in_process(project, "recrawl-reset", "pages", "--yes")
     assert run.returncode == 0, run.stderr
 
 

@@ -65,12 +65,15 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def write_json(data: dict[str, Any], out: IO[str] = sys.stdout) -> None:
+def write_json(data: dict[str, Any], out: IO[str] | None = None) -> None:
+    # sys.stdout when called, not when imported: a redirected stdout is the one written
+    out = sys.stdout if out is None else out
     json.dump(_clean(data), out, indent=2)
     out.write("\n")
 
 
-def write_csv(rows: Sequence[dict[str, Any]], out: IO[str] = sys.stdout) -> None:
+def write_csv(rows: Sequence[dict[str, Any]], out: IO[str] | None = None) -> None:
+    out = sys.stdout if out is None else out
     if not rows:
         return
     writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
