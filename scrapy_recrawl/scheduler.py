@@ -270,13 +270,19 @@ class RecrawlScheduler(Scheduler):
         except StoreLost:
             return False  # said, and the spider closing, by the store's loss (epoch.py)
         except Exception as exc:  # noqa: BLE001 -- whatever it is, the link is not queued
+            if request.meta.get("is_start_request"):
+                # Scrapy's engine says this one itself ("Error while processing requests
+                # from start()") and stops the crawl: its contract, which its own tests
+                # check (tests/scrapy_suite); a link found later has nobody to say it
+                raise
             self._enqueue_failed(request, exc)
             return False
 
     def _enqueue_failed(self, request: Request, exc: BaseException) -> None:
         """A request that could not be queued (a serializer, a full disk, a bug): the
         engine would log a traceback and crawl on without the link, and exit 0. Said in
-        one line, and the spider closed (``recrawl_enqueue_failed``: exit status 1)."""
+        one line, and the spider closed (``recrawl_enqueue_failed``: exit status 1). A
+        start request's failure is the engine's to say (:meth:`enqueue_request`)."""
         self.inc_stat("recrawl/enqueue_failed")
         if self._enqueue_error:
             return  # said once; the spider is closing

@@ -104,7 +104,10 @@ def test_three_processes_three_cycles_share_one_frontier(redis_deployment, tmp_p
             assert again <= pairs, (again, pairs, pages.most_common(3))
             assert sum(s.get("recrawl/cycles_opened", 0) for s in stats) == 1  # opened once
             assert {s["recrawl/cycle"] for s in stats} == {cycle}  # the others joined it
-            assert all(s.get("response_received_count", 0) > 0 for s in stats), stats  # all worked
+            if cycle == 1:  # the warm-up's 1,000 pages: work for all three, however late
+                # one starts; a budgeted cycle's 150 may be done before a process on a
+                # loaded machine has started (it joined the cycle: asserted above)
+                assert all(s.get("response_received_count", 0) > 0 for s in stats), stats
             with redis.store("site:history") as store:
                 log = store.visit_log()
                 in_cycle = log["cycle"] == cycle
