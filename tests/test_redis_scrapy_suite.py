@@ -125,13 +125,19 @@ PLUGIN = textwrap.dedent(
 )
 
 
+#: the outer pytest's settings, not the inner suite's: its options, its path, and an
+#: xdist worker's identity (Scrapy's suite run from a worker would act as one)
+_OUTER = ("PYTEST_ADDOPTS", "PYTHONPATH", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT",
+          "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST")  # fmt: skip
+
+
 def test_scrapy_crawl_tests_pass_with_redis_recrawl_scheduler(tmp_path):
     tests_dir, how = locate_scrapy_tests()
     if tests_dir is None:
         pytest.skip(how)
     (tmp_path / "redis_recrawl_scrapy_plugin.py").write_text(PLUGIN)
     with RedisServer() as server:
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTHONPATH")}
+        env = {k: v for k, v in os.environ.items() if k not in _OUTER}
         env["PYTHONPATH"] = str(tmp_path)
         env["RECRAWL_SUITE_REDIS_URL"] = server.url
         env["RECRAWL_SUITE_REPORT"] = str(tmp_path / "opened.txt")

@@ -60,6 +60,12 @@ DESELECT: list[str] = []
 _NEEDED = ("conftest.py", "pyproject.toml", "tests/test_scheduler.py", "tests/test_crawl.py")
 
 
+#: the outer pytest's settings, not the inner suite's: its options, its path, and an
+#: xdist worker's identity (Scrapy's suite run from a worker would act as one)
+_OUTER = ("PYTEST_ADDOPTS", "PYTHONPATH", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT",
+          "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST")  # fmt: skip
+
+
 def scrapy_version() -> str:
     import scrapy
 
@@ -167,7 +173,7 @@ def run(
     ``middleware``: also enable RecrawlMiddleware, as RecrawlAddon does.
     ``report``: a file each pytest process appends its RecrawlScheduler count to.
     """
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTHONPATH")}
+    env = {k: v for k, v in os.environ.items() if k not in _OUTER}
     # The plugin's directory, then this checkout (its scrapy_recrawl, before an
     # installed one): the repository's own ``tests`` package cannot shadow Scrapy's,
     # which its tests import as ``tests`` from their directory, first on sys.path.
