@@ -84,7 +84,10 @@ def modified_age(headers: Any) -> float | None:
     than :data:`MIN_AGE_SECONDS` (module docstring)."""
     if headers is None:
         return None
-    date = server_date(headers)
+    return _age(server_date(headers), headers)
+
+
+def _age(date: float | None, headers: Any) -> float | None:
     modified = _epoch(headers.get(b"Last-Modified"))
     if date is None or modified is None:
         return None
@@ -107,13 +110,15 @@ class LastModifiedTally:
 
     def fetched(self, url_id: int, url: str, cycle: int, headers: Any, first: bool) -> None:
         """A good response (200) of ``url`` in ``cycle``; ``first``: its first good fetch."""
+        key = (group_keys([url])[0], int(cycle))
+        if key in self.clock and not first:
+            return  # the host's clock is read once a cycle: nothing else to read here
         date = server_date(headers)
         if date is None:
             return
-        host = group_keys([url])[0]
-        self.clock.setdefault((host, int(cycle)), date)
+        self.clock.setdefault(key, date)
         if first:
-            age = modified_age(headers)
+            age = _age(date, headers)
             if age is not None:
                 self.ages[int(url_id)] = (age, date)
 
