@@ -25,7 +25,11 @@ finally answered. Per response it
   is a failed visit: the URL is backed off for 1, 2, 4 ... cycles (core/selection.py)
   and gone after ``RECRAWL_MAX_FAILURES`` failed cycles in a row;
 * flushes a buffering store every ``RECRAWL_FLUSH_SECONDS`` while the spider is
-  open, responses or not, so a SIGKILL loses at most that window of visits.
+  open, responses or not, so a SIGKILL loses at most that window of visits;
+* holds the responses that arrive while the store does not answer (a Redis
+  restarting) and records them, in order, once it does (held_visits.py: at most
+  ``RECRAWL_FLUSH_EVERY``); those it could not record are said lost in one line when
+  the store closes, and ``scrapy crawl`` exits 1.
 
 Only the spider's own pages enter the history (:mod:`scrapy_recrawl.scope`): non-GET
 requests, ``meta["dont_recrawl"]``, ``callback=NO_CALLBACK`` (robots.txt), the
@@ -38,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from scrapy import Request, Spider, signals
@@ -60,7 +65,9 @@ from .core.meta import (
 )
 from .core.plugins import BagKeeper
 from .cycle_summary import CycleTally, tally_for_crawler
+from .held_visits import Held, HeldVisits
 from .history import (
+    FlushFailed,
     HistoryStore,
     HistoryStoreError,
     StoredBody,
@@ -68,6 +75,7 @@ from .history import (
     StoreRefused,
     UrlRecord,
     Visit,
+    before_close,
     cycle_log,
     store_for_crawler,
 )
@@ -142,6 +150,13 @@ class RecrawlMiddleware:
         #: set a ``twisted.internet.task.Clock`` before the spider opens
         self.clock: Any = None
         self._flusher: task.LoopingCall | None = None
+        #: responses the store was away for, recorded when it is back (held_visits.py)
+        self.held = HeldVisits(
+            get(settings, "RECRAWL_FLUSH_EVERY", int, lambda v: v >= 1, "a positive number")
+        )
+        self._accepted = False  # the store took the visit of the response in hand
+        self._arrived: float | None = None  # a held response's arrival, while recorded
+        self._away_said = False  # the store's absence said (once per outage)
         self._unpicklable_warned = False
         self.stored_requests = StoredRequests.from_settings(settings)
         self.bags: BagKeeper | None = None
@@ -162,6 +177,7 @@ class RecrawlMiddleware:
         except StoreRefused:
             self.off = "refused"  # said in the log; the spider closes once open
             return
+        before_close(crawler, self._at_store_close)
         # A plug-in may keep each version's bag of words beside the store (content-aware
         # prediction: the chi-squared rule needs the previous bag, the D* terminals the last l).
         try:
@@ -212,6 +228,8 @@ class RecrawlMiddleware:
         self._flusher = None  # the store's close() flushes what is left
 
     def _flush(self) -> None:
+        if self.held and not self._replay():
+            return  # still away: a flush would fail the same way (counted once)
         try:
             self.store.flush()
         except HistoryStoreError as exc:
@@ -263,7 +281,10 @@ class RecrawlMiddleware:
             return None  # the re-fetch of a 304 with no copy: unconditional
         if b"If-Modified-Since" in request.headers:
             return None  # the spider asked for its own conditional request: leave it be
-        rec = self.store.get(self._fingerprint(request), signature=False)
+        try:
+            rec = self.store.get(self._fingerprint(request), signature=False)
+        except HistoryStoreError:
+            return None  # the store away (said when the response comes): no validators
         if rec is None or not rec.has_body or rec.gone or not (rec.etag or rec.last_modified):
             return None
         if rec.etag:
@@ -283,29 +304,30 @@ class RecrawlMiddleware:
             return response
         if self._skipped(request, response):
             return response
+        return self._attempt(request, response, lambda: self._observe(request, response))
+
+    def _observe(self, request: Request, response: Response) -> Response | Request:
+        """Compare a response with the URL's history, record it, flag it (module docstring)."""
         fp = self._fingerprint(request)
-        try:
-            # the (large) stored signature is only compared with a good body's
-            rec = self.store.get(fp, signature=200 <= response.status < 300)
-            if response.status == 304:
-                stored = self.store.body(fp) if rec is not None and rec.has_body else None
-                if stored is None:
-                    return self._no_copy(request, response, fp, rec)
-                assert rec is not None  # a stored copy: a known page
-                self._note_refetch(request, rec, rec)  # the spider gets the kept copy
-                return self._skip(request, self._not_modified(request, response, fp, stored))
-            if 200 <= response.status < 300:
-                return self._skip(request, self._good(request, response, fp, rec))
-            self._bad(
-                request,
-                response.url,
-                response.status,
-                fp,
-                rec,
-                gone=bool(gone_status(response.status)),
-            )
-        except HistoryStoreError as exc:
-            self._store_failed(exc, response.url)
+        # the (large) stored signature is only compared with a good body's
+        rec = self.store.get(fp, signature=200 <= response.status < 300)
+        if response.status == 304:
+            stored = self.store.body(fp) if rec is not None and rec.has_body else None
+            if stored is None:
+                return self._no_copy(request, response, fp, rec)
+            assert rec is not None  # a stored copy: a known page
+            self._note_refetch(request, rec, rec)  # the spider gets the kept copy
+            return self._skip(request, self._not_modified(request, response, fp, stored))
+        if 200 <= response.status < 300:
+            return self._skip(request, self._good(request, response, fp, rec))
+        self._bad(
+            request,
+            response.url,
+            response.status,
+            fp,
+            rec,
+            gone=bool(gone_status(response.status)),
+        )
         return response
 
     def process_exception(
@@ -321,15 +343,129 @@ class RecrawlMiddleware:
             return None
         if not self._skipped(request):
             # no response: refused, DNS, timeout, over DOWNLOAD_MAXSIZE, or dropped below
-            try:
-                self._failed(request, self._fingerprint(request))
-            except HistoryStoreError as exc:
-                self._store_failed(exc, request.url)
+            self._attempt(request, None, lambda: self._failed(request))
         return None
 
-    def _failed(self, request: Request, fp: bytes) -> None:
+    # -- the store away: held responses (held_visits.py) ---------------------
+
+    def _attempt(
+        self, request: Request, response: Response | None, observe: Callable[[], Any]
+    ) -> Any:
+        """Record a response (None: a failed download) now, or hold it: behind the ones
+        held already (their order is the visits'), or because the store did not take it.
+        Returns what the engine gets (the response, or a re-fetch of a bare 304)."""
+        if self.held and self._flusher is None:
+            self._replay()  # no idle timer (RECRAWL_FLUSH_SECONDS = 0): each arrival retries
+        if self.held:
+            self._hold(request, response, None)
+            return response
+        self._accepted = False
+        try:
+            return observe()
+        except HistoryStoreError as exc:
+            if self._accepted or isinstance(exc, StoreLost):
+                # taken by the store (its flush retries it), or gone with a lost store
+                self._store_failed(exc, request.url)
+            else:
+                self._inc("store_errors")
+                self._hold(request, response, exc)
+        return response
+
+    def _hold(
+        self, request: Request, response: Response | None, exc: HistoryStoreError | None
+    ) -> None:
+        if exc is not None and not self._away_said:
+            self._away_said = True
+            logger.error(
+                "recrawl: the history store at %s did not answer (%s): the responses "
+                "that arrive are held, at most %d (RECRAWL_FLUSH_EVERY), and recorded "
+                "when it answers again",
+                self.store.location,
+                exc,
+                self.held.bound,
+            )
+        if self.held.full:
+            self._replay()  # one more try before one is turned away
+        if self.held.hold(Held(request, response, self._now())):
+            self._inc("visits_held")
+            return
+        self._inc("visits_lost")
+        if self.held.dropped == 1:
+            logger.warning(
+                "recrawl: %d responses held while the history store at %s is away "
+                "(RECRAWL_FLUSH_EVERY): the visit of %s, and of any later response "
+                "while it stays away, is not recorded (recrawl/visits_lost)",
+                self.held.bound,
+                self.store.location,
+                request.url,
+            )
+
+    def _replay(self) -> bool:
+        """Record the held responses, oldest first; True when none is left held."""
+        try:
+            self.held.replay(self._record_held)
+        except HistoryStoreError:
+            self._inc("store_errors")  # retried at the next tick
+            return False
+        if self._away_said:
+            self._away_said = False
+            logger.warning(
+                "recrawl: the history store at %s answers again: the held responses are recorded",
+                self.store.location,
+            )
+        return True
+
+    def _record_held(self, item: Held) -> None:
+        """Record one held response as it would have been when it arrived (its time);
+        raises when the store did not take it (it stays held)."""
+        self._accepted = False
+        self._arrived = item.time
+        try:
+            if item.response is None:
+                self._failed(item.request)
+            else:
+                # what the engine would get (a re-fetch of a bare 304) is too late now
+                self._observe(item.request, item.response)
+        except IgnoreRequest:
+            pass  # RECRAWL_SKIP_UNCHANGED: the spider had the response already
+        except HistoryStoreError as exc:
+            if not self._accepted:
+                raise
+            self._store_failed(exc, item.request.url)  # the store's to write now
+        finally:
+            self._arrived = None
+        self._inc("visits_recorded_late")
+
+    def _at_store_close(self) -> int:
+        """Before the store closes (history/__init__.py: before_close): record what is
+        held; returns how many visits could not be (lost, said with the store's own)."""
+        if self.held:
+            self._replay()
+        if self.held and self.stats is not None:
+            self.stats.inc_value("recrawl/visits_lost", len(self.held))
+        return self.held.give_up()
+
+    def _store_visit(self, visit: Visit) -> UrlRecord:
+        """``store.record(visit)``; the visit is the store's once this returns, or once
+        the store raised FlushFailed (its buffer kept: the next flush retries it)."""
+        try:
+            rec = self.store.record(visit)
+        except FlushFailed as exc:
+            self._accepted = True
+            self._inc("store_errors")
+            logger.error(
+                "recrawl: could not write buffered visits to the history store (kept, "
+                "retried at the next flush): %s",
+                exc,
+            )
+            return exc.record
+        self._accepted = True
+        return rec
+
+    def _failed(self, request: Request) -> None:
         """A failed download: one more failed cycle (history/state.py: fold_failure), and
         the URL gone when that makes RECRAWL_MAX_FAILURES in a row."""
+        fp = self._fingerprint(request)
         rec = self.store.get(fp, signature=False)
         cycle = request.meta.get(META_CYCLE)
         if cycle is None:
@@ -339,7 +475,7 @@ class RecrawlMiddleware:
             1 if rec is None else fold_failure(rec.failures, rec.last_failure_cycle, 0, cycle)[0]
         )
         gone = 0 < self.max_failures <= failures and not (rec is not None and rec.gone)
-        self.store.record(
+        self._store_visit(
             Visit(
                 fingerprint=fp,
                 url=request.url,
@@ -408,7 +544,7 @@ class RecrawlMiddleware:
         elif outcome is not None:
             self._inc(outcome)
         request.meta[META_RESULT] = result
-        if self.pairs is not None:
+        if self.pairs is not None and self._arrived is None:  # a held one: too late for a pair
             cycle = request.meta.get(META_CYCLE)
             self.pairs.after_visit(
                 request,
@@ -497,7 +633,7 @@ class RecrawlMiddleware:
         *,
         gone: bool,
     ) -> None:
-        self.store.record(
+        self._store_visit(
             Visit(
                 fingerprint=fp,
                 url=url,
@@ -522,7 +658,7 @@ class RecrawlMiddleware:
         signature: bytes | None = None,
         body: bytes | None = None,
     ) -> UrlRecord:
-        rec = self.store.record(
+        rec = self._store_visit(
             Visit(
                 fingerprint=fp,
                 url=response.url,
@@ -697,11 +833,14 @@ class RecrawlMiddleware:
             self.stats.inc_value(f"recrawl/{key}")
 
     def _now(self) -> float:
+        if self._arrived is not None:
+            return self._arrived  # a held response: the visit is when it arrived
         # the crawl's wall clock: the shared store's on Redis (cycle_summary.py)
         return self.tally.wall() if self.tally is not None else time.time()
 
     def _store_failed(self, exc: HistoryStoreError, url: str) -> None:
-        # The store keeps its unwritten buffer and retries at the next flush.
+        # After the store took the visit (a read that followed failed, e.g. a pending
+        # record's): it keeps its unwritten buffer and retries at the next flush.
         self._inc("store_errors")
         if isinstance(exc, StoreLost):
             return  # said once, in one line, as the crawl stops (history/epoch.py)

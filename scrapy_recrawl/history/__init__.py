@@ -11,6 +11,7 @@ from typing import Any
 from ..settings import DEFAULTS, RecrawlSettingError, get
 from .base import (
     SCHEMA_VERSION,
+    FlushFailed,
     HistoryArrays,
     HistoryStore,
     HistoryStoreError,
@@ -31,6 +32,7 @@ from .sqlite import SqliteHistoryStore
 
 __all__ = [
     "SCHEMA_VERSION",
+    "FlushFailed",
     "HistoryArrays",
     "HistoryStore",
     "HistoryStoreError",
@@ -40,6 +42,7 @@ __all__ = [
     "StoredBody",
     "UrlRecord",
     "Visit",
+    "before_close",
     "check_directory",
     "fail_crawl",
     "open_store",
@@ -285,12 +288,25 @@ def release_store(crawler: Any) -> None:
         closer(early=True)
 
 
+#: what runs just before a crawler's store is closed (history/__init__.py: before_close)
+_BEFORE_CLOSE: weakref.WeakKeyDictionary[Any, list[Callable[[], int]]] = weakref.WeakKeyDictionary()
+
+
+def before_close(crawler: Any, hook: Callable[[], int]) -> None:
+    """Run ``hook`` once, just before ``crawler``'s store is closed, while it can still
+    take visits: the middleware records there the responses it held while the store was
+    away, and returns how many visits it could not record (lost). They are said with the
+    store's own unwritten ones, in the one line of :func:`_closer`."""
+    _BEFORE_CLOSE.setdefault(crawler, []).append(hook)
+
+
 def _closer(
     crawler: Any, store: HistoryStore, stop_watch: Callable[[], None]
 ) -> Callable[..., None]:
     """Close the store once (released early or when the engine stops); visits it still
-    cannot write (a full disk, a store gone read-only) are said lost in one line, and
-    ``scrapy crawl`` exits 1."""
+    cannot write (a full disk, a store gone read-only), and responses the crawl could not
+    record while the store was away (:func:`before_close`), are said lost in one line
+    with their count (stat ``recrawl/visits_lost``), and ``scrapy crawl`` exits 1."""
 
     def close(early: bool = False) -> None:
         if _CLOSERS.get(crawler) is not close:
@@ -299,25 +315,44 @@ def _closer(
         if _STORES.get(crawler) is store:
             del _STORES[crawler]
         stop_watch()
+        unrecorded = sum(hook() for hook in _BEFORE_CLOSE.pop(crawler, []))
         pending = int(getattr(store, "buffered_visits", 0))
+        why: str | None = None
         try:
             store.close()
         except HistoryStoreError as exc:
-            logger.error(
-                "recrawl: %d visit(s) recorded by this crawl could not be written and are lost: %s",
-                pending,
-                exc,
-            )
-            if not early:
-                fail_crawl(crawler)
-                return
-            # released by the scheduler's close(): the spider_closed handlers still
-            # come, and fail_crawl() is for after them (connected last, runs last)
-            from scrapy import signals
+            why = str(exc)
+        else:
+            pending = 0
+        if why is None and not unrecorded:
+            return
+        if why is None:
+            why = f"the history store at {store.location} was away when they arrived"
+        lost = pending + unrecorded
+        stats = getattr(crawler, "stats", None)
+        if stats is not None and pending:
+            stats.inc_value("recrawl/visits_lost", pending)  # the middleware counts its own
+        held = (
+            f" ({unrecorded} of them responses that arrived while the store was away)"
+            if unrecorded and pending
+            else ""
+        )
+        logger.error(
+            "recrawl: %d visit(s) recorded by this crawl could not be written and are lost%s: %s",
+            lost,
+            held,
+            why,
+        )
+        if not early:
+            fail_crawl(crawler)
+            return
+        # released by the scheduler's close(): the spider_closed handlers still
+        # come, and fail_crawl() is for after them (connected last, runs last)
+        from scrapy import signals
 
-            crawler.signals.connect(
-                lambda *a, **kw: fail_crawl(crawler), signal=signals.spider_closed, weak=False
-            )
+        crawler.signals.connect(
+            lambda *a, **kw: fail_crawl(crawler), signal=signals.spider_closed, weak=False
+        )
 
     return close
 

@@ -36,6 +36,20 @@ class HistoryStoreError(RuntimeError):
     """The store cannot be opened, read or written; the message names it."""
 
 
+class FlushFailed(HistoryStoreError):
+    """:meth:`HistoryStore.record` kept the visit in its buffer, but the write it then
+    started (its buffer was full, or its flush interval over) failed: the visit is the
+    store's now, retried by the next :meth:`~HistoryStore.flush`, and must not be
+    recorded again. ``record`` is what ``record()`` would have returned.
+
+    Any other error of ``record()`` means the visit was not taken: the crawl holds the
+    response and records it again once the store answers (middleware.py)."""
+
+    def __init__(self, message: str, record: UrlRecord) -> None:
+        super().__init__(message)
+        self.record = record
+
+
 @dataclass(frozen=True)
 class Visit:
     """One response (or download error) for one URL, as the middleware saw it.
@@ -183,7 +197,11 @@ class HistoryStore(Protocol):
         """Fold one visit into the URL's state (the one update rule of
         :mod:`~scrapy_recrawl.history.state`: the estimators, and the failure count
         of ``fold_failure``) and append it to the visit log, atomically per URL;
-        returns the updated record. A new URL gets the next id."""
+        returns the updated record. A new URL gets the next id.
+
+        A buffering store that took the visit and then failed to write its buffer
+        raises :class:`FlushFailed` (keeping the buffer); any other
+        :class:`HistoryStoreError` means the visit was not taken."""
         ...
 
     def body(self, fingerprint: bytes) -> StoredBody | None:

@@ -43,6 +43,7 @@ import numpy as np
 
 from .base import (
     SCHEMA_VERSION,
+    FlushFailed,
     HistoryArrays,
     HistoryStoreError,
     StoredBody,
@@ -785,7 +786,12 @@ class RedisHistoryStore:
             len(self._pending) >= self.flush_every
             or self._monotonic() - self._last_flush >= self.flush_seconds
         ):
-            self._flush(wait=False)
+            try:
+                self._flush(wait=False)
+            except StoreLost:
+                raise  # the buffer went with the store
+            except HistoryStoreError as exc:  # the visit is buffered: not to be recorded again
+                raise FlushFailed(str(exc), _clone(rec) if lazy is None else lazy[0]) from exc
         return _clone(rec) if lazy is None else lazy[0]
 
     #: records kept for predictions (the oldest go first; never one with buffered visits)
@@ -852,7 +858,12 @@ class RedisHistoryStore:
             keys.append(self.layout.shard(shard, "meta"))
             plan.append((shard, idx, keys, args))
         pending, self._pending = self._pending, []
-        self._inflight = (plan, pending, self._send(plan))
+        try:
+            sent = self._send(plan)
+        except HistoryStoreError:
+            self._requeue(pending)  # not sent (Redis went away meanwhile): kept for a retry
+            raise
+        self._inflight = (plan, pending, sent)
         if wait:
             self._collect()
 

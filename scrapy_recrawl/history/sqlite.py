@@ -35,6 +35,7 @@ import numpy as np
 
 from .base import (
     SCHEMA_VERSION,
+    FlushFailed,
     HistoryArrays,
     HistoryStoreError,
     StoredBody,
@@ -661,7 +662,10 @@ class SqliteHistoryStore:
             len(self._visit_rows) >= self.flush_every
             or self._monotonic() - self._last_flush >= self.flush_seconds
         ):
-            self.flush()
+            try:
+                self.flush()
+            except HistoryStoreError as exc:  # the visit is buffered: not to be recorded again
+                raise FlushFailed(str(exc), rec) from exc
         return rec
 
     def flush(self) -> None:

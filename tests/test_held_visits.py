@@ -1,0 +1,241 @@
+"""Responses that arrive while the history store is away (issue 29, "Outages").
+
+The middleware in this process, a real redis-server with its append-only file (stopped
+and started again on the same port, its data kept), responses handed to the middleware
+as the engine would, and the idle flush timer on a clock the test moves: a response the
+store did not take is held, in arrival order, at most ``RECRAWL_FLUSH_EVERY``; it is
+recorded (with its arrival time) at the first tick after the store is back; what is
+turned away past the bound, or still held when the store closes, is said lost in one
+line with its count. A store that took the visit and only failed to write its buffer
+(SQLite's full disk, tests/full_disk_store.py) is not held: its own flush retries it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import scrapy
+from scrapy import signals
+from scrapy.http import HtmlResponse
+from scrapy.utils.test import get_crawler
+from twisted.internet.task import Clock
+
+from scrapy_recrawl.history import FlushFailed, release_store
+from scrapy_recrawl.history.redis import RedisHistoryStore
+from scrapy_recrawl.middleware import RecrawlMiddleware
+
+from .redis_server import RedisServer
+
+KEY = "held:history"
+TICK = 1.0  # the idle timer's period: half of RECRAWL_FLUSH_SECONDS
+
+
+class _Spider(scrapy.Spider):
+    name = "held"
+
+
+@pytest.fixture(scope="module")
+def aof_server():
+    """A redis-server that keeps its data across a restart (AOF, fsync on each write)."""
+    with RedisServer(appendonly=True) as server:
+        yield server
+
+
+@pytest.fixture
+def redis_aof(aof_server):
+    aof_server.ensure_running()
+    client = aof_server.client()
+    client.flushall()
+    client.close()
+    return aof_server
+
+
+def _page(i: int, version: int = 1) -> bytes:
+    words = " ".join(f"word{i}x{version}y{k}" for k in range(40))
+    return f"<html><body><h1>Page {i}</h1><p>{words}</p></body></html>".encode()
+
+
+class Crawl:
+    """The middleware of one crawler, its timer on a test clock."""
+
+    def __init__(self, settings: dict, wall: list[float]) -> None:
+        crawler = get_crawler(_Spider, settings)
+        self.crawler = crawler
+        self.spider = _Spider.from_crawler(crawler)
+        crawler.spider = self.spider  # a crawl (scope.off_reason), not `scrapy shell`
+        self.mw = RecrawlMiddleware.from_crawler(crawler)
+        assert self.mw.tally is not None
+        self.mw.tally.clock = lambda: wall[0]  # the crawl's wall clock, injected
+        self.clock = Clock()
+        self.mw.clock = self.clock
+        crawler.signals.send_catch_log(signals.spider_opened, spider=self.spider)
+        self.mw.store.claim("held")
+
+    def fetched(self, i: int, version: int = 1) -> None:
+        url = f"http://site.test/p{i}"
+        request = scrapy.Request(url)
+        response = HtmlResponse(url, body=_page(i, version), request=request)
+        assert self.mw.process_response(request, response) is response
+
+    def tick(self) -> None:
+        self.clock.advance(TICK)
+
+    def stat(self, name: str) -> int:
+        return int(self.crawler.stats.get_value(f"recrawl/{name}", 0))
+
+    def close(self) -> None:
+        release_store(self.crawler)  # as the recrawl scheduler's close() does
+        self.crawler.signals.send_catch_log(signals.spider_closed, spider=self.spider, reason="x")
+
+
+def _settings(server: RedisServer, flush_every: int) -> dict:
+    return {
+        "RECRAWL_STORE": server.url,
+        "RECRAWL_REDIS_KEY": KEY,
+        "RECRAWL_FLUSH_EVERY": flush_every,
+        "RECRAWL_FLUSH_SECONDS": 2 * TICK,
+        "RECRAWL_LEARN_BOILERPLATE": False,
+    }
+
+
+def _log(server: RedisServer) -> list[tuple[str, float, int]]:
+    """Each visit in the store's log, oldest first: (URL path, time, changed)."""
+    with RedisHistoryStore(server.url, key=KEY) as store:
+        log = store.visit_log()
+        arrays = store.arrays()
+        urls = dict(zip(arrays.ids.tolist(), store.urls(arrays.ids), strict=True))
+    order = log["time"].argsort(kind="stable")
+    return [
+        (
+            urls[int(log["url_id"][k])].rsplit("/", 1)[1],
+            float(log["time"][k]),
+            int(log["changed"][k]),
+        )
+        for k in order
+    ]
+
+
+def test_held_in_order_and_recorded_at_the_first_tick_after_the_store_is_back(redis_aof):
+    wall = [1_000_000.0]
+    crawl = Crawl(_settings(redis_aof, flush_every=10), wall)
+    try:
+        for i in (0, 1):
+            crawl.fetched(i)
+            wall[0] += 1
+        crawl.tick()  # written: the store is reachable
+        redis_aof.stop()
+        for i, version in ((2, 1), (3, 1), (0, 2)):  # p0 again, changed, after p2 and p3
+            crawl.fetched(i, version)
+            wall[0] += 1
+        assert [h.request.url[-2:] for h in crawl.mw.held] == ["p2", "p3", "p0"]
+        assert crawl.stat("visits_held") == 3
+        crawl.tick()  # still away: kept, retried at the next tick
+        assert len(crawl.mw.held) == 3
+        errors = crawl.stat("store_errors")
+        assert errors >= 2  # the first response not taken, and the tick's retry
+        redis_aof.start()  # the same port, its data kept
+        for _ in range(3):  # the first call on a dropped connection may fail once more
+            crawl.tick()
+            if not crawl.mw.held:
+                break
+        assert not crawl.mw.held
+        assert crawl.stat("visits_recorded_late") == 3
+        assert crawl.stat("visits_lost") == 0
+    finally:
+        crawl.close()
+    log = _log(redis_aof)
+    assert [(path, t) for path, t, _ in log] == [
+        ("p0", 1_000_000.0),
+        ("p1", 1_000_001.0),
+        ("p2", 1_000_002.0),  # at their arrival, not when recorded
+        ("p3", 1_000_003.0),
+        ("p0", 1_000_004.0),
+    ]
+    assert log[-1][2] == 1  # the held p0 compared with the p0 before it: changed
+    assert crawl.crawler.spider is not None  # nothing lost: the crawl does not fail
+
+
+def test_past_the_bound_one_is_lost_and_said_in_one_line(redis_aof, caplog):
+    wall = [2_000_000.0]
+    crawl = Crawl(_settings(redis_aof, flush_every=2), wall)
+    try:
+        crawl.fetched(0)
+        crawl.tick()
+        redis_aof.stop()
+        for i in (1, 2, 3):  # two held (RECRAWL_FLUSH_EVERY), the third turned away
+            crawl.fetched(i)
+            wall[0] += 1
+        assert [h.request.url[-2:] for h in crawl.mw.held] == ["p1", "p2"]
+        assert crawl.stat("visits_held") == 2
+        assert crawl.stat("visits_lost") == 1
+        redis_aof.start()
+        for _ in range(3):
+            crawl.tick()
+            if not crawl.mw.held:
+                break
+        assert not crawl.mw.held
+        caplog.clear()
+        with caplog.at_level(logging.ERROR):
+            crawl.close()
+    finally:
+        if crawl.mw.store._client is not None:
+            crawl.close()
+    lost = [r.getMessage() for r in caplog.records if "are lost" in r.getMessage()]
+    assert len(lost) == 1 and lost[0].startswith("recrawl: 1 visit(s)"), lost
+    assert crawl.crawler.spider is None  # scrapy crawl exits 1
+    assert [path for path, _, _ in _log(redis_aof)] == ["p0", "p1", "p2"]
+
+
+def test_still_held_when_the_store_closes_is_lost_counted_and_the_crawl_fails(redis_aof, caplog):
+    wall = [3_000_000.0]
+    crawl = Crawl(_settings(redis_aof, flush_every=10), wall)
+    try:
+        crawl.fetched(0)
+        crawl.tick()
+        redis_aof.stop()
+        crawl.fetched(1)
+        crawl.fetched(2)
+        with caplog.at_level(logging.ERROR):
+            crawl.close()  # the store never came back before the end
+    finally:
+        redis_aof.start()
+    lost = [r.getMessage() for r in caplog.records if "are lost" in r.getMessage()]
+    assert len(lost) == 1 and lost[0].startswith("recrawl: 2 visit(s)"), lost
+    assert "was away" in lost[0]
+    assert crawl.stat("visits_lost") == 2
+    assert crawl.crawler.spider is None  # scrapy crawl exits 1
+    assert [path for path, _, _ in _log(redis_aof)] == ["p0"]
+
+
+def test_a_visit_the_store_took_is_not_held_again(tmp_path):
+    """SQLite's full disk (tests/full_disk_store.py): record() took the visit and its
+    flush failed (FlushFailed); the visit stays the store's, never held and recorded
+    twice; what the store could not write is said lost at close, as before."""
+    wall = [4_000_000.0]
+    settings = {
+        "RECRAWL_STORE": str(tmp_path / "history.sqlite3"),
+        "RECRAWL_STORE_CLASS": "tests.full_disk_store.FullDiskStore",  # flush_every=5
+        "RECRAWL_FLUSH_SECONDS": 600,
+        "RECRAWL_LEARN_BOILERPLATE": False,
+    }
+    crawl = Crawl(settings, wall)
+    store = crawl.mw.store
+    for i in range(30):
+        crawl.fetched(i)
+    assert not crawl.mw.held and crawl.stat("visits_held") == 0
+    assert crawl.stat("visits") == 30  # each recorded once, its figures counted
+    assert crawl.stat("store_errors") > 0
+    pending = store.buffered_visits
+    assert 0 < pending < 30
+    with pytest.raises(FlushFailed):
+        store.record(store_visit := _sqlite_visit())
+    assert store.buffered_visits == pending + 1, store_visit
+    crawl.close()
+    assert crawl.crawler.spider is None
+
+
+def _sqlite_visit():
+    from scrapy_recrawl.history import Visit
+
+    return Visit(b"\x01" * 20, "http://site.test/extra", 1.0, 200)
