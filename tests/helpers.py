@@ -42,6 +42,8 @@ class LocalSite:
         self.log: list[dict] = []
         #: an ``Authorization`` value every request must carry (401 otherwise)
         self.auth: str | None = None
+        #: path -> an event its answer waits for (logged on arrival, answered once set)
+        self.gates: dict[str, threading.Event] = {}
         site = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -64,6 +66,9 @@ class LocalSite:
                         "headers": {k.lower(): v for k, v in self.headers.items()},
                     }
                 )
+                gate = site.gates.get(self.path)
+                if gate is not None:
+                    gate.wait(60)
                 if site.auth is not None and self.headers.get("Authorization") != site.auth:
                     self._send(
                         401, {"WWW-Authenticate": 'Basic realm="test"'}, b"authenticate first"
