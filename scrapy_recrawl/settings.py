@@ -24,7 +24,7 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_SHARED_STORE": False,  # True: spiders may share one store on purpose
     "RECRAWL_STORE_CLASS": None,  # a backend of your own (class path), instead of RECRAWL_STORE
     "RECRAWL_STORE_BODIES": True,
-    "RECRAWL_FLUSH_EVERY": 500,  # visits buffered before one write transaction
+    "RECRAWL_FLUSH_EVERY": 500,  # visits per write; responses held while the store is away
     "RECRAWL_FLUSH_SECONDS": 5.0,
     "RECRAWL_SQLITE_LOG_MAXLEN": 10_000_000,  # visits the SQLite log keeps (0: all)
     # change detection
