@@ -844,4 +844,9 @@ class RecrawlMiddleware:
         self._inc("store_errors")
         if isinstance(exc, StoreLost):
             return  # said once, in one line, as the crawl stops (history/epoch.py)
-        logger.error("recrawl: could not record the visit of %s: %s", url, exc)
+        logger.error(
+            "recrawl: the visit of %s is in the store's buffer, but the store failed after "
+            "it (written at the next flush, or counted lost at the end): %s",
+            url,
+            exc,
+        )
