@@ -21,7 +21,7 @@ from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 from twisted.internet.task import Clock
 
-from scrapy_recrawl.history import FlushFailed, release_store
+from scrapy_recrawl.history import FlushFailed, HistoryStoreError, release_store
 from scrapy_recrawl.history.redis import RedisHistoryStore
 from scrapy_recrawl.middleware import RecrawlMiddleware
 
@@ -239,3 +239,31 @@ def _sqlite_visit():
     from scrapy_recrawl.history import Visit
 
     return Visit(b"\x01" * 20, "http://site.test/extra", 1.0, 200)
+
+
+def test_a_redis_store_that_took_the_visit_says_so_and_writes_it_when_back(redis_aof):
+    """The Redis store's side of the contract: a visit of a URL it has read, recorded
+    while Redis is away, is taken (FlushFailed, the record returned with it) and
+    written by the first flush after Redis is back, once."""
+    from scrapy_recrawl.history import Visit
+
+    fp = b"\x02" * 20
+    with RedisHistoryStore(redis_aof.url, key=KEY, flush_every=1) as store:
+        store.record(Visit(fp, "http://site.test/a", 1.0, 200))
+        store.flush()
+        assert store.get(fp) is not None  # read: the next record() needs no round trip
+        redis_aof.stop()
+        with pytest.raises(FlushFailed) as caught:
+            store.record(Visit(fp, "http://site.test/a", 2.0, 200))
+        assert caught.value.record.visits == 2
+        assert store.buffered_visits == 1
+        redis_aof.start()
+        for _ in range(3):  # a dropped connection may fail once more
+            try:
+                store.flush()
+                break
+            except HistoryStoreError:
+                continue  # retried, as the idle tick does
+        assert store.buffered_visits == 0
+    with RedisHistoryStore(redis_aof.url, key=KEY) as store:
+        assert store.visit_log()["time"].tolist() == [1.0, 2.0]
