@@ -350,7 +350,10 @@ class RecrawlScheduler(Scheduler):
                 self.inc_stat("recrawl/fetched_new")
             break
         else:
-            request = self.frontier.next_request()
+            try:
+                request = self.frontier.next_request()
+            except StoreLost:
+                return None  # said once, and the spider is closing (history/epoch.py)
         if request is not None:
             # the request as the spider made it, before the downloader middlewares:
             # what its recrawls are rebuilt from (stored_request.py)
@@ -670,5 +673,11 @@ class RecrawlScheduler(Scheduler):
             return  # let the spider close
         # the cycle's work may be over: summed up, and the next one opens at the start of
         # the next period (a timer wakes the engine then; nothing polls in between)
-        self.frontier.maybe_roll_over(check_work=True)
+        try:
+            self.frontier.maybe_roll_over(check_work=True)
+        except StoreLost:
+            # said once, and the spider is closing (history/epoch.py): not an error out
+            # of the signal handler, which Scrapy logs with a traceback (a shared
+            # frontier also waits out a Redis away here: frontier/distributed.py)
+            pass
         raise DontCloseSpider

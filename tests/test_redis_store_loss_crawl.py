@@ -14,6 +14,7 @@ import pytest
 
 from example_project.site import RunningSite
 
+from .crawl_hooks import FLUSHED, STOPPED
 from .redis_server import RedisServer
 from .test_redis_crawl import start_crawl
 
@@ -28,10 +29,9 @@ def _logged_at(line: str) -> float:
     return dt.datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S").timestamp()
 
 
-def _crawl_three_cycles(site, server, client, tmp_path, **settings):
-    """A continuous crawl on ``server``'s Redis, returned running once it is 3 cycles
-    in (the Redis restart must lose a history); the test fails if it never gets there."""
-    proc = start_crawl(
+def _continuous_crawl(site, server, tmp_path, **settings):
+    """A continuous crawl of ``site`` on ``server``'s Redis (3 s cycles, a budget of 15)."""
+    return start_crawl(
         site.base_url,
         server.url,
         tmp_path,
@@ -46,6 +46,12 @@ def _crawl_three_cycles(site, server, client, tmp_path, **settings):
         RECRAWL_REDIS_OUTAGE_SECONDS=30,
         **settings,
     )
+
+
+def _crawl_three_cycles(site, server, client, tmp_path, **settings):
+    """A continuous crawl on ``server``'s Redis, returned running once it is 3 cycles
+    in (the Redis restart must lose a history); the test fails if it never gets there."""
+    proc = _continuous_crawl(site, server, tmp_path, **settings)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         if int(client.get("{site:history}:cycle") or 0) >= 3:
@@ -57,6 +63,34 @@ def _crawl_three_cycles(site, server, client, tmp_path, **settings):
         proc.kill()
         proc.wait()
     pytest.fail((tmp_path / "crawl.log").read_text()[-3000:])
+
+
+def _history_keys(client) -> list[bytes]:
+    # the store's keys carry a hash tag: {site:history}:cycle, {site:history}:meta ...
+    return sorted(client.keys("*site:history*"))
+
+
+def _assert_stopped_for_the_loss(proc, tmp_path, server, back, history_keys) -> str:
+    """The crawl stopped as a lost store stops it: one error line naming the store and
+    what to do, within a cycle of Redis coming back (at ``back``), no traceback, exit
+    non-zero, nothing written into the emptied Redis's history. Returns the log."""
+    log = (tmp_path / "crawl.log").read_text()
+    lost = [line for line in log.splitlines() if "vanished while" in line]
+    stats = json.loads((tmp_path / "crawl.stats.json").read_text())
+    assert proc.returncode != 0, log[-3000:]
+    assert stats["finish_reason"] == "recrawl_store_lost", log[-3000:]
+    assert stats["recrawl/store_lost"] == 1
+    # one line, naming the store and what to do
+    assert len(lost) == 1, log[-3000:]
+    assert "ERROR" in lost[0] and f"history store at {server.url}" in lost[0]
+    assert "'site:history'" in lost[0] and "appendonly yes" in lost[0]
+    assert "docs/distributed.md" in lost[0] and "RECRAWL_ON_STORE_LOSS" in lost[0]
+    assert "Traceback" not in log, log[-3000:]
+    # noticed within one cycle of Redis coming back (log times are whole seconds)
+    assert _logged_at(lost[0]) <= back + CYCLE_SECONDS + 1, (lost[0], back)
+    # and not one visit, counter or request written into the emptied Redis's history
+    assert history_keys == []
+    return log
 
 
 def test_redis_restarted_without_persistence_stops_the_crawl_within_a_cycle(tmp_path):
@@ -71,23 +105,93 @@ def test_redis_restarted_without_persistence_stops_the_crawl_within_a_cycle(tmp_
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-        log = (tmp_path / "crawl.log").read_text()
-        lost = [line for line in log.splitlines() if "vanished while" in line]
-        history_keys = client.keys("site:history:*")
-    stats = json.loads((tmp_path / "crawl.stats.json").read_text())
-    assert proc.returncode != 0, log[-3000:]
-    assert stats["finish_reason"] == "recrawl_store_lost"
-    assert stats["recrawl/store_lost"] == 1
-    # one line, naming the store and what to do
-    assert len(lost) == 1, log[-3000:]
-    assert "ERROR" in lost[0] and f"history store at {server.url}" in lost[0]
-    assert "'site:history'" in lost[0] and "appendonly yes" in lost[0]
-    assert "docs/distributed.md" in lost[0] and "RECRAWL_ON_STORE_LOSS" in lost[0]
-    assert "Traceback" not in log
-    # noticed within one cycle of Redis coming back (log times are whole seconds)
-    assert _logged_at(lost[0]) <= back + CYCLE_SECONDS + 1, (lost[0], back)
-    # and not one visit, counter or request written into the emptied Redis's history
-    assert history_keys == []
+        history_keys = _history_keys(client)
+    _assert_stopped_for_the_loss(proc, tmp_path, server, back, history_keys)
+
+
+def test_redis_gone_as_the_idle_spider_rolls_over_is_waited_for_then_the_loss_stops_it(
+    tmp_path,
+):
+    """The interleaving the test above meets by chance (issue 28), made on purpose: the
+    Redis goes away just as the scheduler's spider_idle handler rolls the cycle over
+    (tests/crawl_hooks.py). It is an outage like any other, waited for -- not a Redis
+    error out of the signal handler, after which Scrapy logged a traceback and closed
+    the spider "finished" (exit 0) -- and when the Redis comes back empty, the loss
+    stops the crawl."""
+    with RedisServer() as server, RunningSite(pages=60, seed=4) as site:
+        client = server.client()
+        hooks = {
+            "example_project.stats_dump.StatsDump": 0,
+            "tests.crawl_hooks.StopRedisAtRollOver": 0,
+        }
+        proc = _continuous_crawl(
+            site, server, tmp_path, EXTENSIONS=json.dumps(hooks), STOP_REDIS_AT_CYCLE=3
+        )
+        try:
+            # the crawl itself stops the Redis (SHUTDOWN NOSAVE) in its cycle 3
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and server.alive() and proc.poll() is None:
+                time.sleep(0.1)
+            if server.alive() or proc.poll() is not None:
+                pytest.fail((tmp_path / "crawl.log").read_text()[-3000:])
+            # down until the roll-over has met it gone (said as an outage), or the crawl ended
+            while time.monotonic() < deadline and proc.poll() is None:
+                if "is unreachable" in (tmp_path / "crawl.log").read_text():
+                    break
+                time.sleep(0.1)
+            time.sleep(0.5)
+            server.start()  # the same port, empty
+            back = time.time()
+            proc.wait(90)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        history_keys = _history_keys(client)
+    log = _assert_stopped_for_the_loss(proc, tmp_path, server, back, history_keys)
+    lines = log.splitlines()
+    stopped = [i for i, line in enumerate(lines) if STOPPED in line]
+    assert len(stopped) == 1, log[-3000:]
+    # the roll-over met the Redis gone: said once as an outage, then the loss
+    away = [i for i, line in enumerate(lines) if "is unreachable" in line]
+    assert away and away[0] > stopped[0], log[-3000:]
+    assert "Error caught on signal handler" not in log
+
+
+def test_history_flushed_as_the_idle_spider_rolls_over_stops_a_one_process_crawl(tmp_path):
+    """The same moment with RecrawlScheduler (the cycle in this process) on a Redis
+    history store, emptied (FLUSHALL) just as the spider_idle handler rolls the cycle
+    over: the loss said once and the crawl stopped, not a StoreLost out of the signal
+    handler with a traceback after that line."""
+    with RedisServer() as server, RunningSite(pages=60, seed=4) as site:
+        client = server.client()
+        hooks = {
+            "example_project.stats_dump.StatsDump": 0,
+            "tests.crawl_hooks.StopRedisAtRollOver": 0,
+        }
+        proc = _continuous_crawl(
+            site,
+            server,
+            tmp_path,
+            SCHEDULER="scrapy_recrawl.RecrawlScheduler",
+            RECRAWL_STORE=server.url,
+            EXTENSIONS=json.dumps(hooks),
+            STOP_REDIS_AT_CYCLE=3,
+            STOP_REDIS_FLUSH=True,
+        )
+        try:
+            proc.wait(120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        history_keys = _history_keys(client)
+    log = (tmp_path / "crawl.log").read_text()
+    flushed = [line for line in log.splitlines() if FLUSHED in line]
+    assert len(flushed) == 1, log[-3000:]
+    back = _logged_at(flushed[0])  # the Redis never went away: "back" since the flush
+    _assert_stopped_for_the_loss(proc, tmp_path, server, back, history_keys)
+    assert "Error caught on signal handler" not in log
 
 
 def test_continue_goes_on_with_a_fresh_history_after_the_restart(tmp_path):

@@ -545,6 +545,18 @@ class DistributedFrontier(CycleFrontier):
         if stats is not None:
             stats.set_value("recrawl/cycle", self.cycle)
 
+    def maybe_roll_over(self, *, check_work: bool = True) -> None:
+        """As every frontier does (frontier/base.py), with a Redis that goes away meanwhile
+        an outage, as in :meth:`next_request`: waited for (the spider kept open, asked
+        again soon), or its loss found when it answers (history/epoch.py). The scheduler's
+        spider_idle handler rolls cycles over too: an error out of it is logged by Scrapy
+        with a traceback and, the spider found idle, closes it "finished" (exit 0)."""
+        try:
+            super().maybe_roll_over(check_work=check_work)
+        except Exception as exc:  # noqa: BLE001 -- a non-Redis error is raised again
+            self._redis_failed(exc)
+            self._poke(1.0)
+
     def roll_over(self, period_start: float) -> None:
         """The next period has started (by this process's reckoning): the first process to
         get the lock checks it by the Redis's clock, ends the cycle and opens the next, once
@@ -576,7 +588,17 @@ class DistributedFrontier(CycleFrontier):
         except StoreLost:
             pass  # said once, and the spider is closing (history/epoch.py)
         finally:
+            self._release(lock)
+
+    def _release(self, lock: Any) -> None:
+        """Release the roll-over's lock; one the Redis no longer holds (gone with its data,
+        or with the Redis itself: then it expires with RECRAWL_REDIS_LOCK_SECONDS) is
+        nothing to release, and must not hide what went wrong under it."""
+        try:
             lock.release()
+        except Exception as exc:  # noqa: BLE001 -- redis-py's errors (LockError is one)
+            if not is_redis_error(exc):
+                raise
 
     def _leave(self, reason: str) -> None:
         """Deregister; the last process out of a finished cycle closes it."""
