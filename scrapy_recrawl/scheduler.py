@@ -350,10 +350,7 @@ class RecrawlScheduler(Scheduler):
                 self.inc_stat("recrawl/fetched_new")
             break
         else:
-            try:
-                request = self.frontier.next_request()
-            except StoreLost:
-                return None  # said once, and the spider is closing (history/epoch.py)
+            request = self.frontier.next_request()
         if request is not None:
             # the request as the spider made it, before the downloader middlewares:
             # what its recrawls are rebuilt from (stored_request.py)
@@ -672,12 +669,8 @@ class RecrawlScheduler(Scheduler):
         ):
             return  # let the spider close
         # the cycle's work may be over: summed up, and the next one opens at the start of
-        # the next period (a timer wakes the engine then; nothing polls in between)
-        try:
-            self.frontier.maybe_roll_over(check_work=True)
-        except StoreLost:
-            # said once, and the spider is closing (history/epoch.py): not an error out
-            # of the signal handler, which Scrapy logs with a traceback (a shared
-            # frontier also waits out a Redis away here: frontier/distributed.py)
-            pass
+        # the next period (a timer wakes the engine then; nothing polls in between). A
+        # store away or lost meanwhile is the frontier's to handle: nothing may leave
+        # this signal handler (Scrapy logs it with a traceback, may close "finished")
+        self.frontier.maybe_roll_over(check_work=True)
         raise DontCloseSpider

@@ -109,15 +109,17 @@ def test_redis_restarted_without_persistence_stops_the_crawl_within_a_cycle(tmp_
     _assert_stopped_for_the_loss(proc, tmp_path, server, back, history_keys)
 
 
+@pytest.mark.parametrize("scheduler", ["RedisRecrawlScheduler", "RecrawlScheduler"])
 def test_redis_gone_as_the_idle_spider_rolls_over_is_waited_for_then_the_loss_stops_it(
-    tmp_path,
+    tmp_path, scheduler
 ):
     """The interleaving the test above meets by chance (issue 28), made on purpose: the
     Redis goes away just as the scheduler's spider_idle handler rolls the cycle over
     (tests/crawl_hooks.py). It is an outage like any other, waited for -- not a Redis
     error out of the signal handler, after which Scrapy logged a traceback and closed
     the spider "finished" (exit 0) -- and when the Redis comes back empty, the loss
-    stops the crawl."""
+    stops the crawl. With the cycle shared in the Redis, or in this process
+    (RecrawlScheduler on a Redis history store)."""
     with RedisServer() as server, RunningSite(pages=60, seed=4) as site:
         client = server.client()
         hooks = {
@@ -125,7 +127,13 @@ def test_redis_gone_as_the_idle_spider_rolls_over_is_waited_for_then_the_loss_st
             "tests.crawl_hooks.StopRedisAtRollOver": 0,
         }
         proc = _continuous_crawl(
-            site, server, tmp_path, EXTENSIONS=json.dumps(hooks), STOP_REDIS_AT_CYCLE=3
+            site,
+            server,
+            tmp_path,
+            SCHEDULER=f"scrapy_recrawl.{scheduler}",
+            RECRAWL_STORE=server.url,
+            EXTENSIONS=json.dumps(hooks),
+            STOP_REDIS_AT_CYCLE=3,
         )
         try:
             # the crawl itself stops the Redis (SHUTDOWN NOSAVE) in its cycle 3

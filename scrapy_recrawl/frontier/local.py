@@ -22,10 +22,11 @@ from scrapy import Request, Spider, signals
 
 from ..core.budget import Budget
 from ..core.meta import META_CYCLE, META_ID, META_KIND, META_RANK, META_SCORE
-from ..history import HistoryStoreError
+from ..history import HistoryStoreError, StoreLost
 from ..recrawl_queue import RecrawlQueue
 from ..scope import not_a_page
 from .base import CycleFrontier, SchedulerHost, Taken, recrawl_kind
+from .outage import OutageClock
 
 logger = logging.getLogger("scrapy_recrawl.scheduler")
 
@@ -61,6 +62,9 @@ class LocalFrontier(CycleFrontier):
         # spider's own dont_filter requests (frontier/base.py: first_fetch)
         self.fetched: dict[bytes, tuple[float, bool]] = {}
         self.probe_cap: int | None = None
+        # a shared history store away as the cycle rolls over (maybe_roll_over)
+        self._outage: OutageClock | None = None
+        self._retry_call: Any = None
 
     # -- life ------------------------------------------------------------------
 
@@ -75,6 +79,8 @@ class LocalFrontier(CycleFrontier):
 
     def close(self, reason: str) -> None:
         self.cancel_wake()
+        if self._retry_call is not None and self._retry_call.active():
+            self._retry_call.cancel()
         self._save(reason)
         self.summarize_cycle()
         # a continuation is dropped with the memory queue, as in Scrapy
@@ -198,6 +204,45 @@ class LocalFrontier(CycleFrontier):
         self.drop_queued_recrawls()
         self.summarize_cycle()  # once: done already when the cycle's work ended first
         self.start_cycle(period_start)
+        if self._outage is not None:
+            self._outage.ok()  # the store answered the whole roll-over: an outage is over
+
+    def maybe_roll_over(self, *, check_work: bool = True) -> None:
+        """As every frontier does (frontier/base.py); a shared history store (a Redis) that
+        does not answer meanwhile is waited for, as RedisRecrawlScheduler waits for its
+        Redis (``RECRAWL_REDIS_OUTAGE_SECONDS``, frontier/outage.py): the roll-over is
+        tried again each second, and past the limit the spider closes
+        (``recrawl_redis_unavailable``, exit 1). A store lost is said once by the store
+        (history/epoch.py) and the spider is closing. Either way no error leaves the
+        scheduler's spider_idle handler, where Scrapy would log it with a traceback and
+        close the spider "finished"."""
+        try:
+            super().maybe_roll_over(check_work=check_work)
+        except StoreLost:
+            pass
+        except HistoryStoreError as exc:
+            if getattr(self.host.store, "check_epoch", None) is None:
+                raise  # a store in this process (SQLite): nothing comes back by waiting
+            self._store_away(exc)
+
+    def _store_away(self, exc: HistoryStoreError) -> None:
+        if self._outage is None:
+            self._outage = OutageClock(
+                self.host.store.location,
+                self.host.crawler.settings.getfloat("RECRAWL_REDIS_OUTAGE_SECONDS"),
+            )
+        verdict = self._outage.failed(exc)
+        if verdict == "new":
+            self.host.inc_stat("recrawl/redis_outages")
+        if verdict != "over":
+            if self._retry_call is None or not self._retry_call.active():
+                self._retry_call = self.host.clock.callLater(1.0, self.host.wake)
+            return
+        engine = self.host.engine()
+        if engine is not None and engine.spider is not None:
+            from scrapy.utils.defer import deferred_from_coro
+
+            deferred_from_coro(engine.close_spider_async(reason="recrawl_redis_unavailable"))
 
     def drop_queued_recrawls(self) -> None:
         self.recrawls.drain()  # unfetched recrawls are rescored with the rest
