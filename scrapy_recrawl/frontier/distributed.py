@@ -340,8 +340,10 @@ class DistributedFrontier(CycleFrontier):
             return True
         try:
             if self.waiting:  # between cycles (continuous mode): idle until the period starts
-                self._write_status(busy=False)
-                self._outage.ok()
+                if self._write_status(busy=False):
+                    # only a call that went through ends an outage (a status written a
+                    # moment ago is skipped: no call, no news of the Redis)
+                    self._outage.ok()
                 return False
             pending = self.budget_left() and (len(self.recrawls) > 0 or self.waiting_new() > 0)
             if not pending:
@@ -354,13 +356,16 @@ class DistributedFrontier(CycleFrontier):
 
     # -- workers -----------------------------------------------------------------
 
-    def _write_status(self, *, busy: bool, force: bool = False) -> None:
+    def _write_status(self, *, busy: bool, force: bool = False) -> bool:
+        """Write this worker's status, unless written a moment ago as it is: True when
+        written (the Redis answered)."""
         # how often: this process's own steady clock; when seen: the Redis's (redis.py)
         now = time.monotonic()
         if not force and busy == self._status_busy and now - self._status_written < _STATUS_EVERY:
-            return
+            return False
         self.shared.write_status(self.cycle, busy)
         self._status_written, self._status_busy = now, busy
+        return True
 
     def _workers(self) -> dict[str, dict[str, Any]]:
         return self.shared.workers(self.worker_timeout)
