@@ -124,13 +124,12 @@ class Command(RecrawlCommand):
         from scrapy_recrawl.frontier.redis import live_workers
 
         try:
-            location, workers = live_workers(settings, name)
+            location, workers, timeout = live_workers(settings, name)
         except Exception as exc:  # noqa: BLE001 -- a setting, redis-py's errors: said, not reset
             self._fail(f"cannot tell whether spider {name!r} is being crawled: {exc}")
             return True
         if not workers:
             return False
-        timeout = settings.getfloat("RECRAWL_REDIS_WORKER_TIMEOUT")
         self._fail(
             f"spider {name!r} is being crawled: {len(workers)} process(es) of its shared "
             f"cycle at {location} seen within RECRAWL_REDIS_WORKER_TIMEOUT={timeout:g} s "

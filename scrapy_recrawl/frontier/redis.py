@@ -248,7 +248,7 @@ class RedisFrontier:
         import redis
 
         for _ in range(2):
-            pipe = self.server.pipeline(transaction=True)
+            pipe = self._pipeline()
             build(pipe)
             try:
                 return list(pipe.execute())
@@ -256,6 +256,15 @@ class RedisFrontier:
                 if not self._refused(exc):
                     raise
         return []  # unreachable: _refused raises on the second refusal
+
+    def _pipeline(self) -> Any:
+        """A MULTI/EXEC pipeline for the spider's keys. On a cluster, whose pipelines
+        refuse scripts, it is the pipeline of the node of the spider's slot (every key
+        here shares it: spider_keys)."""
+        if hasattr(self.server, "get_node_from_key"):
+            node = self.server.get_node_from_key(self.key("epoch"))
+            return node.redis_connection.pipeline(transaction=True)
+        return self.server.pipeline(transaction=True)
 
     def pipe_fenced(self, pipe: Any, command: str, key: str, *args: Any) -> None:
         """Add a fenced ``command key args...`` to ``pipe`` (in :meth:`_transaction`)."""
@@ -485,12 +494,12 @@ class FencedClient:
         return self._server.execute_command(*args, **options)
 
 
-def live_workers(settings: Any, spider: str) -> tuple[str, list[str]]:
+def live_workers(settings: Any, spider: str) -> tuple[str, list[str], float]:
     """The processes crawling ``spider``'s shared cycle now (``scrapy recrawl-reset``
     refuses while there are any): those whose status the Redis saw within
     ``RECRAWL_REDIS_WORKER_TIMEOUT`` seconds, by its own clock. A crawl that ended
     cleanly has left; one that was killed counts until that timeout has passed.
-    Returns (where, their worker ids: host:pid:token)."""
+    Returns (where, their worker ids: host:pid:token, the timeout)."""
     from ..history.redis_connection import cluster_mode, redis_from_settings
     from ..settings import get
 
@@ -501,7 +510,7 @@ def live_workers(settings: Any, spider: str) -> tuple[str, list[str]]:
     server, location = redis_from_settings(settings)
     try:
         frontier = RedisFrontier(server, names.scheduler, "recrawl-reset", lock_seconds=1.0)
-        return location, sorted(frontier.workers(float(timeout)))
+        return location, sorted(frontier.workers(float(timeout))), float(timeout)
     finally:
         server.close()
 
