@@ -27,7 +27,7 @@ from scrapy.utils.defer import deferred_from_coro
 from .change import BoilerplateModel, ChangeDetector, Ignore, Signature
 from .change.boilerplate import TABLE
 from .core.meta import META_PAIR
-from .history import HistoryStore, HistoryStoreError
+from .history import HistoryStore, HistoryStoreError, StoreLost
 from .settings import get
 
 logger = logging.getLogger(__name__)
@@ -180,6 +180,8 @@ class PairFetcher:
             return
         try:
             self.store.side_put(TABLE, records)
+        except StoreLost:
+            pass  # said once, as the crawl stops (history/epoch.py): not again here
         except HistoryStoreError as exc:
             logger.warning("recrawl: could not keep the learned boilerplate (%s)", exc)
             self._inc("store_errors")

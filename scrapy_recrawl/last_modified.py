@@ -18,11 +18,13 @@ process share it:
 * :data:`START_TABLE`: per host, its ``Date`` at the first response the crawl ever
   had from it (``{"c": cycle, "d": epoch}``), written once.
 
-**Only dates from before the crawl began are read** (:func:`prior_ages`): what
-changed since, the crawl's own visits see. And a page made after the crawl began
-(a news article) carries its creation date, which is no change: read as one, a host
-whose new pages are found a few days late would look as if every page changed days
-before its first fetch.
+**Only dates from before the crawl began are read as ages** (:func:`prior_ages`):
+what changed since, the crawl's own visits see. And a page made after the crawl
+began (a news article) carries its creation date, which is no change: read as one, a
+host whose new pages are found a few days late would look as if every page changed
+days before its first fetch. Such a page is marked (:data:`SINCE_START`) instead:
+it shows the host makes pages, so that its older pages' dates may be creations too
+(the creation hazard in scoring/freshness.py).
 
 Not kept: a date that does not parse, one later than the response's ``Date`` (a
 server that says so is not to be believed), and one within :data:`MIN_AGE_SECONDS` of
@@ -58,6 +60,8 @@ START_TABLE = "server_start"
 CLOCK_KEEP = 64
 #: a Last-Modified closer than this to the response's Date is a render time, not a change
 MIN_AGE_SECONDS = 60.0
+#: :func:`prior_ages`'s value for a page dated after the crawl began (no age)
+SINCE_START = -np.inf
 
 
 def _epoch(value: bytes | str | None) -> float | None:
@@ -195,8 +199,8 @@ def _samples(data: bytes | None) -> list[tuple[int, float]]:
 
 def prior_ages(store: Any, ids: np.ndarray, urls: Sequence[str], up_to: int) -> np.ndarray:
     """Per URL id, its Last-Modified age at its first fetch in cycles of its server's
-    clock as of cycle ``up_to`` (NaN: none kept, a date from after the crawl's first
-    response from the host, or the server's clock not yet known)."""
+    clock as of cycle ``up_to`` (NaN: none kept, or the server's clock not yet known;
+    :data:`SINCE_START`: a date from after the crawl's first response from the host)."""
     ids = np.asarray(ids, dtype=np.int64)
     out = np.full(ids.size, np.nan)
     if not ids.size:
@@ -228,4 +232,6 @@ def prior_ages(store: Any, ids: np.ndarray, urls: Sequence[str], up_to: int) -> 
             continue
         if date - age < began[host]:  # a date from before the crawl began (docstring)
             out[k] = age / seconds
+        else:  # a page made (or changed) since: the host makes pages (docstring)
+            out[k] = SINCE_START
     return out

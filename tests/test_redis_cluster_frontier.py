@@ -312,3 +312,61 @@ def test_a_redis_that_refuses_info_is_still_used(_deploy_single):  # noqa: F811
     finally:
         admin.acl_deluser("crawler")
         admin.close()
+
+
+def test_every_write_of_the_shared_cycle_is_fenced_by_the_epoch(redis_deployment):  # noqa: F811
+    """The fence (frontier/redis.py): under the epoch taken at open every write goes
+    through; once recrawl-reset deleted the cycle's keys (its epoch key with them)
+    every one is refused and re-creates nothing, on one Redis and on a cluster."""
+    from scrapy_recrawl.frontier.redis import FencedClient, RedisFrontier
+    from scrapy_recrawl.history import StoreLost
+
+    keys = spider_keys(_settings(redis_deployment), "site", redis_deployment.kind == "cluster")
+    client = redis_deployment.client()
+    frontier = RedisFrontier(client, keys.scheduler, "w1", lock_seconds=5)
+    fenced = FencedClient(frontier)
+    frontier.take_epoch("epoch-1")
+    spider, df_key = _Spider(), keys.dupefilter_of(1)
+    newqs = queues.PriorityQueue(server=fenced, spider=spider, key=keys.queue)
+    recrawls = queues.FifoQueue(server=fenced, spider=spider, key=f"{keys.scheduler}:recrawls")
+    dupes = queues.RedisDupeFilter(fenced, key=df_key)
+
+    def write_everything(n: int) -> None:
+        frontier.open_cycle({"cycle": 1, "total": 10, "new": 5, "done": 0})
+        frontier.push_recrawls(recrawls, 1, df_key, [({"url": f"http://h/r{n}"}, f"r{n}")])
+        newqs.push(Request(f"http://h/new{n}"))
+        dupes.request_seen(Request(f"http://h/seen{n}"))
+        assert frontier.reserve("new", 10, 5)
+        frontier.give_back("new")
+        frontier.claim_start(1, f"s{n}")
+        frontier.mark_fetched(1, f"f{n}", spider=False)
+        frontier.write_status(1, busy=True)
+
+    write_everything(1)
+    assert len(newqs) == 1 and len(recrawls) == 1 and dupes.request_seen(Request("http://h/seen1"))
+    assert frontier.workers(30) and frontier.state()["cycle"] == "1"
+
+    reset_spider(_settings(redis_deployment), "site")
+    calls = [
+        lambda: frontier.open_cycle({"cycle": 2, "total": 10, "new": 5, "done": 0}),
+        lambda: frontier.push_recrawls(recrawls, 1, df_key, [({"url": "http://h/r2"}, "r2")]),
+        lambda: newqs.push(Request("http://h/new2")),
+        lambda: recrawls.push(Request("http://h/r3")),
+        lambda: dupes.request_seen(Request("http://h/seen2")),
+        lambda: frontier.reserve("new", 10, 5),
+        lambda: frontier.give_back("new"),
+        lambda: frontier.claim_start(1, "s2"),
+        lambda: frontier.mark_fetched(1, "f2", spider=False),
+        lambda: frontier.write_status(1, busy=True),
+        lambda: frontier.close_cycle(1, df_key),
+    ]
+    for call in calls:
+        with pytest.raises(StoreLost):
+            call()
+    assert frontier.refused == len(calls)
+    assert [k for k in client.keys("*") if b"site" in k] == []
+    # the next crawl takes the (new) store's epoch: its writes go through again
+    frontier.take_epoch("epoch-2")
+    write_everything(2)
+    assert len(newqs) == 1 and frontier.state()["cycle"] == "1"
+    client.close()

@@ -281,3 +281,28 @@ def test_freshness_estimate_tracks_the_truth_on_the_reference_shop(tmp_path):
     for c, t, e, _ in rows:
         assert abs(e - t) <= 0.05, f"cycle {c}: estimate {e:.3f}, true {t:.3f}\n{table}"
     assert mae <= 0.03, f"MAE {mae:.4f} over cycles 3-{n}\n{table}"
+
+
+def test_freshness_estimate_on_the_reference_news_site(tmp_path):
+    """The news site makes pages: its articles' dates are their publication, not
+    changes. Read as changes (the classic estimator) the estimate fell to 0.30 against
+    0.94 true (MAE 0.43); with the creation hazard it stays near the truth. The issue's
+    bound is not met on every seed here (docs/freshness.md: a change process that
+    depends on the page's age): this pins the hazard, not the bound."""
+    n = 15
+    backend = Backend("sqlite", tmp_path)
+    project = make_project(tmp_path / "project")
+    with RunningReferenceSite(seed=1, sites=["news"]) as running:
+        run_cycles(running.site, running.base_url, "news", n, project, backend.store,
+                   stats_file=tmp_path / "stats.json")  # fmt: skip
+        truth = running.site.changes()
+    with SqliteHistoryStore(backend.store, read_only=True) as store:
+        visits = visits_from_store(store)
+        report = estimate_by_cycle(store, VisitLog.read(store), list(range(1, n + 1)))
+    true = freshness_by_day(truth, visits, range(n))
+    rows = [(c, true[c - 1], report[c].share) for c in range(3, n + 1)]
+    table = "\n".join(f"  cycle {c:2d}: true {t:.3f} estimate {e:.3f}" for c, t, e in rows)
+    mae = sum(abs(e - t) for _, t, e in rows) / len(rows)
+    print(f"\nreference news, only the add-on line:\n{table}\nMAE {mae:.4f}")
+    assert mae <= 0.1, table
+    assert all(abs(e - t) <= 0.2 for _, t, e in rows), table

@@ -26,6 +26,16 @@ def digest(path: Path) -> tuple[str, int]:
     return hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns
 
 
+def assert_read_only(path: Path, before: tuple[list[str], tuple[str, int]]) -> None:
+    """The store file's bytes as they were (``before``: the folder's listing and the
+    file's digest); beside it only the WAL reader's housekeeping: an empty ``-wal`` and
+    the ``-shm`` index (no .lock taken, no page written: history/sqlite_readonly.py)."""
+    assert digest(path) == before[1]
+    housekeeping = [path.name + "-wal", path.name + "-shm"]
+    assert sorted(os.listdir(path.parent)) == sorted({*before[0], *housekeeping})
+    assert (path.parent / housekeeping[0]).stat().st_size == 0
+
+
 def visit(u: int, cycle_time: float = 0.0) -> Visit:
     return Visit(f"fp{u}".encode(), f"http://h/{u}", 1000.0 + cycle_time, 200)
 
@@ -135,7 +145,7 @@ def test_read_only_never_creates_and_never_writes(tmp_path):
             store.advance_cycle()
         with pytest.raises(HistoryStoreError, match="read-only"):
             store.side_put("notes", [(1, b"x")])
-    assert (sorted(os.listdir(tmp_path)), digest(path)) == before  # no -wal, -shm, .lock
+    assert_read_only(path, before)
 
 
 def test_read_only_reads_a_store_a_crawl_is_writing(tmp_path):
@@ -165,7 +175,7 @@ def test_read_only_upgrades_an_older_store_in_memory_only(tmp_path, version):
         assert store.db.execute(
             "SELECT value FROM meta WHERE key = 'schema_version'"
         ).fetchone() == (str(SCHEMA_VERSION),)
-    assert (sorted(os.listdir(tmp_path)), digest(path)) == before
+    assert_read_only(path, before)
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
         str(version),

@@ -10,6 +10,11 @@ old is removed (410 Gone for odd ids, 404 for even ones) and leaves the listings
 Articles send Last-Modified (a conditional GET with If-Modified-Since gets 304), the
 listings send no validators.
 
+The ``articles`` initial ones were published before day 0 (about 7 hours apart): each
+has the day it appeared (negative), so only those of the last ``correction_window``
+days are still corrected, and its Last-Modified tells its publication day
+(``Page.modified_before``).
+
 Paths: ``/news/``, ``/news/page/<N>`` (N >= 2, while there are articles for it),
 ``/news/article/<id>``. Ids count up from 1 in order of publication; the ``articles``
 initial ones exist on day 0.
@@ -89,7 +94,10 @@ class News:
         self._live: dict[int, list[Article]] = {}
         for i in range(1, articles + 1):
             hours = 7 * (articles - i + 1) + rng(seed, "news", "initial", i).randint(0, 5)
-            self._new_article(0, sim_date(0) - dt.timedelta(hours=hours))
+            published = sim_date(0) - dt.timedelta(hours=hours)
+            # the day it appeared, before day 0: corrections follow recent articles
+            # only, and its Last-Modified tells its publication day, not the crawl's first
+            self._new_article((published - sim_date(0)).days, published)
 
     # -- the model ------------------------------------------------------------------
 
@@ -167,7 +175,7 @@ class News:
             return None
         if not a.live(day):
             return Page(a.gone, self._gone(a), "article")
-        return Page(200, self._article(a, day), "article", "lm")
+        return Page(200, self._article(a, day), "article", "lm", max(0, -a.created))
 
     def meta(self, path: str) -> dict[str, object]:
         a = self.article_of(path)

@@ -7,7 +7,9 @@ store that is, how many URLs and cycles it holds, asks for confirmation (unless
 store under its prefix (and, with ``RedisRecrawlScheduler``, the spider's shared
 cycle state, queues and dupefilters). The next ``scrapy crawl SPIDER`` starts at
 cycle 1 with warm-up cycles, as on the first day. Exit status 0 when reset,
-1 when not (declined, or the store cannot be opened).
+1 when not (declined, the store cannot be opened, or a crawl holds it: a SQLite
+store's lock, or, with ``RedisRecrawlScheduler``, a process of the spider's shared
+cycle seen within ``RECRAWL_REDIS_WORKER_TIMEOUT``).
 
 ``--compact`` keeps the history: it drops the visits of a SQLite store's log beyond
 ``RECRAWL_SQLITE_LOG_MAXLEN`` (``-s RECRAWL_SQLITE_LOG_MAXLEN=N`` for a smaller cap now)
@@ -91,6 +93,8 @@ class Command(RecrawlCommand):
                 self._compact(store, name)
                 return
             shared = _uses_redis_scheduler(settings)
+            if shared and self._crawl_running(settings, name):
+                return
             what = f"{len(store)} URLs, cycle {store.cycle}"
             also = " and its shared cycle on Redis (RedisRecrawlScheduler)" if shared else ""
             print(f"The history of spider {name!r} is {store.location} ({what}){also}.")
@@ -112,6 +116,27 @@ class Command(RecrawlCommand):
             location, deleted = reset_spider(settings, name)
             print(f"Deleted {deleted} keys of spider {name!r}'s shared cycle at {location}.")
         print(f"Reset: the next `scrapy crawl {name}` starts at cycle 1.")
+
+    def _crawl_running(self, settings: Any, name: str) -> bool:
+        """Whether a crawl of ``name`` holds its shared cycle on Redis now (said in one
+        line: nothing is deleted). A SQLite store's crawl holds its lock, which
+        store.open() refused already (history/lock.py)."""
+        from scrapy_recrawl.frontier.redis import live_workers
+
+        try:
+            location, workers, timeout = live_workers(settings, name)
+        except Exception as exc:  # noqa: BLE001 -- a setting, redis-py's errors: said, not reset
+            self._fail(f"cannot tell whether spider {name!r} is being crawled: {exc}")
+            return True
+        if not workers:
+            return False
+        self._fail(
+            f"spider {name!r} is being crawled: {len(workers)} process(es) of its shared "
+            f"cycle at {location} seen within RECRAWL_REDIS_WORKER_TIMEOUT={timeout:g} s "
+            f"({', '.join(workers)}): nothing deleted; stop the crawl (a killed one counts "
+            "until that timeout has passed) and reset again"
+        )
+        return True
 
     def _forget_boilerplate(self, store: Any, name: str) -> None:
         from scrapy_recrawl.change.boilerplate import TABLE

@@ -57,7 +57,7 @@ from . import serializer
 from .base import CycleFrontier, SchedulerHost, Taken, recrawl_kind
 from .outage import OutageClock, is_redis_error
 from .queues import FifoQueue, queue_and_dupefilter
-from .redis import RedisFrontier, SpiderKeys, spider_keys
+from .redis import FencedClient, RedisFrontier, SpiderKeys, spider_keys
 
 logger = logging.getLogger("scrapy_recrawl.redis_scheduler")
 
@@ -137,6 +137,7 @@ class DistributedFrontier(CycleFrontier):
         self._poke_call: Any = None
         self._local_df: Any = None
         self.keys: RedisFrontier | None = None
+        self.fenced: FencedClient | None = None  # the queues' client (open())
         self.names: SpiderKeys | None = None
         self.recrawls: Any = None
         self.newqs: Any = None
@@ -155,11 +156,15 @@ class DistributedFrontier(CycleFrontier):
         self.keys = RedisFrontier(
             self.server, self.names.scheduler, self.worker_id, lock_seconds=self.lock_seconds
         )
+        self.keys.on_refused = self._fence_refused
+        # the queues' and dupefilters' pushes and adds behind the fence (frontier/redis.py):
+        # a crawl that outlives a reset of its store re-creates none of their keys
+        self.fenced = FencedClient(self.keys)
         self.newqs = self.queue_cls(
-            server=self.server, spider=spider, key=self.names.queue, serializer=self.serializer
+            server=self.fenced, spider=spider, key=self.names.queue, serializer=self.serializer
         )
         self.recrawls = FifoQueue(
-            server=self.server,
+            server=self.fenced,
             spider=spider,
             key=self.shared.key("recrawls"),
             serializer=self.serializer,
@@ -167,7 +172,7 @@ class DistributedFrontier(CycleFrontier):
         # the cycle's new URLs from earlier cycles (the store's frontier, in its order),
         # handed out before the cycle's own finds, so none waits for ever
         self.backlog = FifoQueue(
-            server=self.server,
+            server=self.fenced,
             spider=spider,
             key=self.shared.key("backlog"),
             serializer=self.serializer,
@@ -176,6 +181,8 @@ class DistributedFrontier(CycleFrontier):
         # this process's continuations: redirects, retries, dont_filter requests.
         self._local_df = host.df
         with self.shared.lock():
+            # the store's epoch, opened just now, is the one this process writes under
+            self.shared.take_epoch(getattr(host.store, "epoch", None))
             state = self.shared.state()
             open_cycle = (
                 state
@@ -397,9 +404,33 @@ class DistributedFrontier(CycleFrontier):
 
     # -- cycles ------------------------------------------------------------------
 
+    def _fence_refused(self, found: str | None) -> bool:
+        """A write of this process's refused by the frontier's fence (frontier/redis.py):
+        its store was reset (or lost) under it. Counted; the store's own check then says
+        so in one line and stops the crawl (history/epoch.py); under RECRAWL_ON_STORE_LOSS
+        = "continue" the store has a fresh epoch, which the frontier takes when nobody
+        took another one meanwhile (True: write again)."""
+        self.host.inc_stat("recrawl/frontier_writes_refused")
+        store = self.host.store
+        check = getattr(store, "check_epoch", None)
+        if check is not None:
+            check()  # StoreLost: said once, the spider closing
+            epoch = getattr(store, "epoch", None)
+            if epoch is not None and epoch != self.shared.epoch and found in (None, epoch):
+                self.shared.take_epoch(epoch)
+                return True
+        # the store is as it was, its frontier not: reset alone, or its keys evicted
+        exc = StoreLost(
+            self.redis_location, self.shared.key("epoch"), self.shared.epoch, None, found
+        )
+        on_lost = getattr(store, "on_lost", None)
+        if on_lost is not None:
+            on_lost(exc)
+        raise exc
+
     def _cycle_df(self, cycle: int) -> Any:
         return self.redis_df_cls(
-            self.server,
+            self.fenced,
             key=self._df_key(cycle),
             debug=self.host.crawler.settings.getbool("DUPEFILTER_DEBUG"),
         )

@@ -8,6 +8,8 @@ Keys under ``RECRAWL_REDIS_SCHEDULER_KEY`` (``%(spider)s:recrawl``), one set per
 ``{s}:workers``   hash: worker id -> JSON status (cycle, busy, last seen by the
                   Redis's clock: liveness never reads a machine's own clock)
 ``{s}:lock``      the lock under which a cycle is opened, rolled over or left
+``{s}:epoch``     the history store's epoch (history/epoch.py) the cycle belongs to:
+                  every write here is refused unless it is the writer's (the fence)
 ``{s}:recrawls``  the cycle's scored recrawls (a scrapy-redis FifoQueue)
 ``{s}:backlog``   new URLs the cycle took from the store's frontier (a FifoQueue),
                   handed out before the new URLs found in the cycle
@@ -27,17 +29,60 @@ hash tag, ``{<spider>}`` (:func:`spider_keys`): ``{site}:recrawl:state``,
 ``{site}:requests``, ``{site}:dupefilter:<cycle>`` ... all hash to one slot, so each
 script, each MULTI/EXEC pipeline and the lock touch that one slot (one master).
 Every script takes all its keys in ``KEYS``, none is built from ``ARGV``.
+
+**The fence.** ``scrapy recrawl-reset`` deletes these keys and gives the store a new
+epoch; a crawl still running then must not re-create them (a queue, a dupefilter,
+a workers hash with no owner, which the next cycle would read as its own). So every
+command that can create a key here -- the queues' pushes, the dupefilter's adds,
+the cycle state, the budget counters, the claims, the fetched URLs, the workers'
+statuses -- runs in a script that first compares ``{s}:epoch`` with the epoch this
+process took at open (:data:`FENCE_LUA`; the queues and the dupefilter get a client
+that sends their writes so: :class:`FencedClient`). A refused write writes nothing;
+the frontier then checks the store's epoch (the crawl stops with one line: the
+store was reset or lost) and counts it (``recrawl/frontier_writes_refused``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ..history import HistoryStoreError
 from ..history.ownership import for_spider
+from ..history.redis_schema import LOST_ERROR
+
+#: Prepended to every script that writes a frontier key (the fence: module docstring).
+#: The caller appends one key, ``{s}:epoch``, and one argument, the epoch it took at
+#: open; the script below sees its own KEYS and ARGV without them. A frontier whose
+#: epoch key is gone (reset) or holds another epoch gets nothing written.
+FENCE_LUA = r"""
+local FENCE_HAVE = redis.call('GET', KEYS[#KEYS])
+if FENCE_HAVE ~= ARGV[#ARGV] then
+  return redis.error_reply('RECRAWL_STORE_LOST ' .. (FENCE_HAVE or ''))
+end
+local FENCE_KEYS, FENCE_ARGV = {}, {}
+for i = 1, #KEYS - 1 do FENCE_KEYS[i] = KEYS[i] end
+for i = 1, #ARGV - 1 do FENCE_ARGV[i] = ARGV[i] end
+local KEYS, ARGV = FENCE_KEYS, FENCE_ARGV
+"""
+
+#: One write command behind the fence: KEYS[1] its key; ARGV the command's name (one
+#: of :data:`FENCED_COMMANDS`, named by this package, never read from Redis) and its
+#: arguments after the key.
+COMMAND_LUA = r"""
+local call = {ARGV[1], KEYS[1]}
+for i = 2, #ARGV do call[i + 1] = ARGV[i] end
+return redis.call(unpack(call))
+"""
+
+#: The commands that can create a key, as the queues, the dupefilter and this module
+#: send them: behind the fence.
+FENCED_COMMANDS = frozenset(
+    {"LPUSH", "RPUSH", "ZADD", "SADD", "HSET", "HSETNX", "HINCRBY", "SET", "INCR", "INCRBY"}
+)
 
 #: Reserve one budgeted request: KEYS[1] the counters hash; ARGV total (-1: no
 #: limit), side ("new" or "recrawl"), side quota (-1: no limit). 1 if reserved.
@@ -147,13 +192,102 @@ class RedisFrontier:
         self.skey = key
         self.worker_id = worker_id
         self.lock_seconds = lock_seconds
-        self._reserve = server.register_script(RESERVE_LUA)
-        self._fetched = server.register_script(FETCHED_LUA)
+        self._reserve = server.register_script(FENCE_LUA + RESERVE_LUA)
+        self._fetched = server.register_script(FENCE_LUA + FETCHED_LUA)
         self._now = server.register_script(NOW_LUA)
-        self._status = server.register_script(STATUS_LUA)
+        self._status = server.register_script(FENCE_LUA + STATUS_LUA)
+        self._command = server.register_script(FENCE_LUA + COMMAND_LUA)
+        #: the store's epoch this process writes under (take_epoch(), at open)
+        self.epoch: str | None = None
+        #: called with what the epoch key holds when a write was refused: True to
+        #: write again (the epoch was taken anew: a fresh history, "continue"); it
+        #: raises otherwise (history/epoch.py's StoreLost)
+        self.on_refused: Callable[[str | None], bool] | None = None
+        #: writes refused by the fence (the stat recrawl/frontier_writes_refused)
+        self.refused = 0
 
     def key(self, name: str) -> str:
         return f"{self.skey}:{name}"
+
+    # -- the fence (module docstring) ------------------------------------------
+
+    def take_epoch(self, epoch: str | None) -> str:
+        """Write under ``epoch`` (the history store's; None: a store without one, whose
+        frontier gets a token of its own, the first process's): called at open, under the
+        cycle lock. The store's epoch is the one truth: a key left by an earlier history
+        (a store reset without its frontier) is overwritten."""
+        key = self.key("epoch")
+        if epoch is None:
+            self.server.set(key, uuid.uuid4().hex, nx=True)
+            raw = self.server.get(key)
+            epoch = raw.decode() if isinstance(raw, bytes) else str(raw)
+        else:
+            self.server.set(key, epoch)
+        self.epoch = epoch
+        return epoch
+
+    def fenced(self, command: str, key: str, *args: Any) -> Any:
+        """``command key args...`` if the frontier is still this process's (its epoch
+        key holds the epoch taken at open); refused otherwise (:meth:`_refused`)."""
+        return self._guarded(self._command, [key], [command.upper(), *args])
+
+    def _guarded(self, script: Any, keys: list[Any], args: list[Any]) -> Any:
+        import redis
+
+        for _ in range(2):
+            try:
+                return script(keys=[*keys, self.key("epoch")], args=[*args, self.epoch or ""])
+            except redis.ResponseError as exc:
+                if not self._refused(exc):
+                    raise
+        return None  # unreachable: _refused raises on the second refusal
+
+    def _transaction(self, build: Callable[[Any], None]) -> list[Any]:
+        """A MULTI/EXEC pipeline that ``build`` fills, its writes behind the fence
+        (:meth:`pipe_fenced`): refused as a whole when the frontier is not this process's."""
+        import redis
+
+        for _ in range(2):
+            pipe = self._pipeline()
+            build(pipe)
+            try:
+                return list(pipe.execute())
+            except redis.ResponseError as exc:
+                if not self._refused(exc):
+                    raise
+        return []  # unreachable: _refused raises on the second refusal
+
+    def _pipeline(self) -> Any:
+        """A MULTI/EXEC pipeline for the spider's keys. On a cluster, whose pipelines
+        refuse scripts, it is the pipeline of the node of the spider's slot (every key
+        here shares it: spider_keys)."""
+        if hasattr(self.server, "get_node_from_key"):
+            node = self.server.get_node_from_key(self.key("epoch"))
+            return node.redis_connection.pipeline(transaction=True)
+        return self.server.pipeline(transaction=True)
+
+    def pipe_fenced(self, pipe: Any, command: str, key: str, *args: Any) -> None:
+        """Add a fenced ``command key args...`` to ``pipe`` (in :meth:`_transaction`)."""
+        self._command(
+            keys=[key, self.key("epoch")],
+            args=[command.upper(), *args, self.epoch or ""],
+            client=pipe,
+        )
+
+    def _refused(self, exc: Exception) -> bool:
+        """True: a fence refusal after which the write is made again (the epoch taken
+        anew); False: not a refusal. Raises when the write stays refused."""
+        message = str(exc)  # in a pipeline, after redis-py's "Command # n (...) of pipeline"
+        at = message.rfind(LOST_ERROR)
+        if at < 0:
+            return False
+        found = message[at + len(LOST_ERROR) :].strip() or None
+        self.refused += 1
+        if self.on_refused is not None and self.on_refused(found):
+            return True
+        from ..history.epoch import StoreLost
+
+        raise StoreLost(self.skey, self.key("epoch"), self.epoch, None, found)
 
     # -- the cycle ------------------------------------------------------------
 
@@ -195,10 +329,13 @@ class RedisFrontier:
 
     def open_cycle(self, state: dict[str, Any]) -> None:
         """Publish a newly opened cycle: its state, and no request taken yet."""
-        pipe = self.server.pipeline(transaction=True)
-        pipe.delete(self.key("taken"))
-        pipe.hset(self.key("state"), mapping=state)
-        pipe.execute()
+        fields = [x for k, v in state.items() for x in (k, v)]
+
+        def build(pipe: Any) -> None:
+            pipe.delete(self.key("taken"))
+            self.pipe_fenced(pipe, "HSET", self.key("state"), *fields)
+
+        self._transaction(build)
 
     def push_recrawls(
         self,
@@ -224,26 +361,32 @@ class RedisFrontier:
 
     def _push(self, keys: tuple[str, str, str], batch: list[bytes], fps: list[str]) -> int:
         queue_key, df_key, picks_key = keys
-        pipe = self.server.pipeline(transaction=True)
-        pipe.lpush(queue_key, *batch)  # FifoQueue pops from the right: best rank first
-        pipe.sadd(df_key, *fps)  # the spider's own link to them is then a duplicate
-        pipe.sadd(picks_key, *fps)  # and so is a start request (is_pick)
-        pipe.execute()
+
+        def build(pipe: Any) -> None:
+            # FifoQueue pops from the right: best rank first
+            self.pipe_fenced(pipe, "LPUSH", queue_key, *batch)
+            # the spider's own link to them is then a duplicate
+            self.pipe_fenced(pipe, "SADD", df_key, *fps)
+            self.pipe_fenced(pipe, "SADD", picks_key, *fps)  # and a start request (is_pick)
+
+        self._transaction(build)
         return len(batch)
 
     def close_cycle(self, cycle: int, df_key: str) -> None:
         """Mark ``cycle`` done; its recrawls, dupefilter set, start claims, picks and
         fetched set go."""
-        pipe = self.server.pipeline(transaction=True)
-        pipe.delete(
-            self.key("recrawls"),
-            df_key,
-            self.key(f"starts:{cycle}"),
-            self.key(f"picks:{cycle}"),
-            self.key(f"fetched:{cycle}"),
-        )
-        pipe.hset(self.key("state"), "done", 1)
-        pipe.execute()
+
+        def build(pipe: Any) -> None:
+            pipe.delete(
+                self.key("recrawls"),
+                df_key,
+                self.key(f"starts:{cycle}"),
+                self.key(f"picks:{cycle}"),
+                self.key(f"fetched:{cycle}"),
+            )
+            self.pipe_fenced(pipe, "HSET", self.key("state"), "done", 1)
+
+        self._transaction(build)
 
     # -- start requests: one process fetches each, once per cycle -------------
 
@@ -251,7 +394,7 @@ class RedisFrontier:
         """True: this worker fetches it; False: another worker claimed it;
         None: newly claimed here (the caller checks it is not a recrawl)."""
         claim = self.key(f"starts:{cycle}")
-        if self.server.hsetnx(claim, fingerprint, self.worker_id):
+        if self.fenced("HSETNX", claim, fingerprint, self.worker_id):
             return None
         return self.server.hget(claim, fingerprint) == self.worker_id.encode()
 
@@ -266,7 +409,7 @@ class RedisFrontier:
     def mark_fetched(self, cycle: int, fingerprint: str, spider: bool) -> bool:
         """Note the URL as fetched in ``cycle``; False: some process fetched it already."""
         keys, args = [self.key(f"fetched:{cycle}")], [fingerprint, "s" if spider else "x"]
-        return bool(self._fetched(keys=keys, args=args))
+        return bool(self._guarded(self._fetched, keys, args))
 
     # -- the shared budget -------------------------------------------------------
 
@@ -277,21 +420,23 @@ class RedisFrontier:
     def reserve(self, side: str, total: int | None, quota: int | None) -> bool:
         """Take one budgeted request of ``side`` if the budget and its quota allow (atomic)."""
         args = [-1 if total is None else total, side, -1 if quota is None else quota]
-        return bool(self._reserve(keys=[self.key("taken")], args=args))
+        return bool(self._guarded(self._reserve, [self.key("taken")], args))
 
     def give_back(self, side: str) -> None:
         """Another process emptied the queue first: the reservation is returned."""
-        pipe = self.server.pipeline(transaction=True)
-        pipe.hincrby(self.key("taken"), "total", -1)
-        pipe.hincrby(self.key("taken"), side, -1)
-        pipe.execute()
+
+        def build(pipe: Any) -> None:
+            self.pipe_fenced(pipe, "HINCRBY", self.key("taken"), "total", -1)
+            self.pipe_fenced(pipe, "HINCRBY", self.key("taken"), side, -1)
+
+        self._transaction(build)
 
     # -- workers -----------------------------------------------------------------
 
     def write_status(self, cycle: int, busy: bool) -> float:
         """This worker's status, seen now by the Redis's clock (returned)."""
         keys, args = [self.key("workers")], [self.worker_id, int(cycle), "1" if busy else "0"]
-        return float(self._status(keys=keys, args=args))
+        return float(self._guarded(self._status, keys, args))
 
     def workers(self, timeout: float) -> dict[str, dict[str, Any]]:
         """Workers seen within ``timeout`` seconds, by id, with their status: seen and now
@@ -314,6 +459,62 @@ class RedisFrontier:
         self.server.hdel(self.key("workers"), self.worker_id)
 
 
+class FencedClient:
+    """The Redis client the frontier's queues and dupefilter are given: the commands of
+    theirs that can create a key (:data:`FENCED_COMMANDS`: pushes, adds) go behind the
+    fence of ``frontier`` (module docstring); everything else (pops, lengths, pipelines
+    of pops, deletes) is the client's own."""
+
+    def __init__(self, frontier: RedisFrontier) -> None:
+        self._frontier = frontier
+        self._server = frontier.server
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._server, name)
+
+    def lpush(self, key: Any, *values: Any) -> Any:
+        return self._frontier.fenced("LPUSH", key, *values)
+
+    def rpush(self, key: Any, *values: Any) -> Any:
+        return self._frontier.fenced("RPUSH", key, *values)
+
+    def sadd(self, key: Any, *values: Any) -> Any:
+        return self._frontier.fenced("SADD", key, *values)
+
+    def zadd(self, key: Any, mapping: dict[Any, Any], **options: Any) -> Any:
+        if options:  # not what a queue here sends: as the client does it, unfenced
+            raise TypeError(f"a fenced ZADD takes no options: {sorted(options)}")
+        pairs = [x for member, score in mapping.items() for x in (score, member)]
+        return self._frontier.fenced("ZADD", key, *pairs)
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        # scrapy-redis's PriorityQueue pushes with execute_command("ZADD", key, ...)
+        if args and str(args[0]).upper() in FENCED_COMMANDS and not options:
+            return self._frontier.fenced(str(args[0]), args[1], *args[2:])
+        return self._server.execute_command(*args, **options)
+
+
+def live_workers(settings: Any, spider: str) -> tuple[str, list[str], float]:
+    """The processes crawling ``spider``'s shared cycle now (``scrapy recrawl-reset``
+    refuses while there are any): those whose status the Redis saw within
+    ``RECRAWL_REDIS_WORKER_TIMEOUT`` seconds, by its own clock. A crawl that ended
+    cleanly has left; one that was killed counts until that timeout has passed.
+    Returns (where, their worker ids: host:pid:token, the timeout)."""
+    from ..history.redis_connection import cluster_mode, redis_from_settings
+    from ..settings import get
+
+    timeout = get(
+        settings, "RECRAWL_REDIS_WORKER_TIMEOUT", (int, float), lambda v: v > 0, "seconds > 0"
+    )
+    names = spider_keys(settings, spider, cluster_mode(settings))
+    server, location = redis_from_settings(settings)
+    try:
+        frontier = RedisFrontier(server, names.scheduler, "recrawl-reset", lock_seconds=1.0)
+        return location, sorted(frontier.workers(float(timeout))), float(timeout)
+    finally:
+        server.close()
+
+
 def reset_spider(settings: Any, spider: str) -> tuple[str, int]:
     """Delete one spider's shared cycle: its state, budget counters, workers, lock,
     recrawl and new-URL queues, start claims, picks and dupefilter sets (``scrapy
@@ -329,7 +530,8 @@ def reset_spider(settings: Any, spider: str) -> tuple[str, int]:
     skey, dupes = names.scheduler, names.dupefilter
     server, location = redis_from_settings(settings)
     try:
-        keys = [f"{skey}:{n}" for n in ("state", "taken", "workers", "lock", "recrawls", "backlog")]
+        names_ = ("state", "taken", "workers", "lock", "recrawls", "backlog", "epoch")
+        keys = [f"{skey}:{n}" for n in names_]
         keys += [names.queue, dupes]
         patterns = ("starts", "picks", "fetched")
         for pattern in [f"{skey}:{p}:*" for p in patterns] + [f"{dupes}:*"]:

@@ -9,15 +9,29 @@ mode of a file, and it must have the store's ``meta`` table and a schema version
 this release reads. A store of an older schema is copied into memory (SQLite's
 backup API) and upgraded there: the file stays as it was.
 
-A store a crawl is writing (its ``-wal`` file is there) is read as any WAL
-reader reads it, beside the writer, even from a read-only directory (SQLite
-3.22+). A store nobody writes has no ``-wal`` file; it is opened
-``immutable``, which needs no ``-wal``/``-shm`` files: nothing is created beside
-it, in a read-only directory or not.
+Every query of the connection sees one snapshot: it is opened inside a read
+transaction (``BEGIN``, then the first read) that is held until it is closed, so a
+command's queries agree with each other while a crawl writes the store, whether
+the crawl was running when the command started or started meanwhile. That is
+WAL's reader beside a writer: the reader needs the store's ``-wal`` and ``-shm``
+files, and SQLite creates them (empty) when they are not there yet; a read-only
+connection cannot remove them again, so they may stay beside the store after the
+command (the next crawl's close removes them). The store file's bytes are never
+changed, and the crawl's lock (history/lock.py) is never taken.
+
+A store with no ``-wal`` file in a directory nobody can write (no write bit, a
+read-only mount: a read-only copy) is opened ``immutable`` instead, creating
+nothing: no crawl can be writing it, because a crawl cannot start there (SQLite
+would have to create the ``-wal`` file beside it). In a directory another user can
+write but this one cannot, it is opened ``immutable`` too, with a warning that a
+crawl starting meanwhile can make the command read a torn store. With a ``-wal``
+file there, it is read as any WAL reader reads it, even from a read-only directory
+(SQLite 3.22+).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 from urllib.request import pathname2url
@@ -26,6 +40,8 @@ from .base import SCHEMA_VERSION, HistoryStoreError
 from .sqlite_schema import MIGRATIONS, NotAStore, schema_version
 
 _HEADER = b"SQLite format 3\x00"
+
+logger = logging.getLogger("scrapy_recrawl.history")
 
 
 def connect_read_only(path: str, location: str) -> tuple[sqlite3.Connection, int]:
@@ -36,7 +52,7 @@ def connect_read_only(path: str, location: str) -> tuple[sqlite3.Connection, int
     not a scrapy-recrawl store, or of a newer schema.
     """
     _check_file(path, location)
-    query = "mode=ro" if os.path.exists(path + "-wal") else "mode=ro&immutable=1"
+    query = "mode=ro&immutable=1" if _immutable(path, location) else "mode=ro"
     uri = f"file:{pathname2url(os.path.abspath(path))}?{query}"
     try:
         db = sqlite3.connect(uri, uri=True, isolation_level=None)
@@ -44,6 +60,9 @@ def connect_read_only(path: str, location: str) -> tuple[sqlite3.Connection, int
         raise HistoryStoreError(f"cannot read the history store {location}: {exc}") from None
     try:
         db.execute("PRAGMA busy_timeout=10000")
+        # the one snapshot every later query of this connection reads: the read
+        # transaction starts at the first read below and is never ended (close ends it)
+        db.execute("BEGIN")
         version = schema_version(db)
         if version is None:
             raise NotAStore("an empty SQLite database, no history in it")
@@ -70,6 +89,37 @@ def connect_read_only(path: str, location: str) -> tuple[sqlite3.Connection, int
         db.close()
         raise
     return db, version
+
+
+def _immutable(path: str, location: str) -> bool:
+    """Whether the store at ``path`` is read ``immutable`` (module docstring): no
+    ``-wal`` file, and a directory this process cannot create one in."""
+    if os.path.exists(path + "-wal"):
+        return False
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.access(directory, os.W_OK | os.X_OK):
+        return False
+    if not _writable_by_anyone(directory):
+        return True  # nor can a crawl create its -wal there: nobody writes the store
+    logger.warning(
+        "recrawl: reading %s without a snapshot: its directory is writable by another "
+        "user but not by this one, so SQLite cannot create the -wal/-shm files a reader "
+        "beside a crawl needs; a crawl that starts while this command reads may make it "
+        "read a torn store (run the command as the store's owner, or read a copy)",
+        location,
+    )
+    return True
+
+
+def _writable_by_anyone(directory: str) -> bool:
+    """Whether someone could create a file in ``directory``: not on a read-only mount,
+    and a write bit set in its mode (whose it is, and ACLs, aside)."""
+    try:
+        if os.statvfs(directory).f_flag & os.ST_RDONLY:
+            return False
+        return bool(os.stat(directory).st_mode & 0o222)
+    except OSError:
+        return True  # unknown: assume the worst, and say so
 
 
 def _check_file(path: str, location: str) -> None:
