@@ -167,11 +167,12 @@ def test_redis_gone_as_the_idle_spider_rolls_over_is_waited_for_then_the_loss_st
     assert "Error caught on signal handler" not in log
 
 
-def test_history_flushed_as_the_idle_spider_rolls_over_stops_a_one_process_crawl(tmp_path):
-    """The same moment with RecrawlScheduler (the cycle in this process) on a Redis
-    history store, emptied (FLUSHALL) just as the spider_idle handler rolls the cycle
-    over: the loss said once and the crawl stopped, not a StoreLost out of the signal
-    handler with a traceback after that line."""
+@pytest.mark.parametrize("scheduler", ["RedisRecrawlScheduler", "RecrawlScheduler"])
+def test_history_flushed_as_the_idle_spider_rolls_over_stops_the_crawl(tmp_path, scheduler):
+    """The same moment, the Redis emptied (FLUSHALL) but never away, just as the
+    spider_idle handler rolls the cycle over: the loss said once and the crawl stopped,
+    not a StoreLost out of the signal handler with a traceback after that line (seen
+    with RecrawlScheduler, the cycle in this process, on a Redis history store)."""
     with RedisServer() as server, RunningSite(pages=60, seed=4) as site:
         client = server.client()
         hooks = {
@@ -182,7 +183,7 @@ def test_history_flushed_as_the_idle_spider_rolls_over_stops_a_one_process_crawl
             site,
             server,
             tmp_path,
-            SCHEDULER="scrapy_recrawl.RecrawlScheduler",
+            SCHEDULER=f"scrapy_recrawl.{scheduler}",
             RECRAWL_STORE=server.url,
             EXTENSIONS=json.dumps(hooks),
             STOP_REDIS_AT_CYCLE=3,

@@ -270,12 +270,16 @@ class DistributedFrontier(CycleFrontier):
             self._redis_failed(exc)
             self._poke(1.0)
             return None
-        if request is not None:
-            self._write_status(busy=True)
-        else:
-            self._write_status(busy=not self.waiting and not self.host.quiet())
-            if not self.waiting:  # between cycles the period's timer wakes the crawl
-                self._poke(_POLL)
+        try:
+            self._write_status(busy=request is not None or not (self.waiting or self.host.quiet()))
+        except Exception as exc:  # noqa: BLE001
+            # the Redis gone since (an outage), or back empty (StoreLost, from the fence:
+            # said once, the spider closing); a request taken is handed out all the same
+            self._redis_failed(exc)
+            self._poke(1.0)
+            return request
+        if request is None and not self.waiting:  # between cycles the period's timer wakes it
+            self._poke(_POLL)
         return request
 
     def take(self, side: str, quota: int | None) -> Request | None:
