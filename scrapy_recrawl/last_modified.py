@@ -201,37 +201,77 @@ def prior_ages(store: Any, ids: np.ndarray, urls: Sequence[str], up_to: int) -> 
     """Per URL id, its Last-Modified age at its first fetch in cycles of its server's
     clock as of cycle ``up_to`` (NaN: none kept, or the server's clock not yet known;
     :data:`SINCE_START`: a date from after the crawl's first response from the host)."""
-    ids = np.asarray(ids, dtype=np.int64)
-    out = np.full(ids.size, np.nan)
-    if not ids.size:
+    return PriorAges(store)(ids, urls, up_to)
+
+
+class PriorAges:
+    """:func:`prior_ages` for one reader of a store that does not change while it reads
+    (recrawl-report: one estimate per cycle, each over a sample of the URLs): each
+    URL's record, its host and each host's clocks are read from the side storage once,
+    the first time they are asked for; each call applies the clocks as of its cycle.
+    Not for a running crawl, whose side tables grow between cycles (new ages, new
+    clock samples, new hosts): it reads them afresh each cycle (:func:`prior_ages`)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self._records: dict[int, tuple[float, float] | None] = {}  # id -> (age, date)
+        self._hosts: dict[int, str] = {}  # id -> host (of the ids with a record)
+        # host -> its (cycle, Date) samples and its first response's (None: not kept)
+        self._clocks: dict[str, tuple[list[tuple[int, float]], tuple[int, float] | None]] = {}
+
+    def __call__(self, ids: np.ndarray, urls: Sequence[str], up_to: int) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        out = np.full(ids.size, np.nan)
+        if not ids.size:
+            return out
+        wanted = ids.tolist()
+        self._read_records([i for i in dict.fromkeys(wanted) if i not in self._records])
+        have = [k for k, i in enumerate(wanted) if self._records[i] is not None]
+        if not have:
+            return out
+        new = [k for k in have if wanted[k] not in self._hosts]
+        for k, host in zip(new, group_keys([urls[k] for k in new]), strict=True):
+            self._hosts[wanted[k]] = host
+        names = sorted({self._hosts[wanted[k]] for k in have})
+        self._read_clocks([h for h in names if h not in self._clocks])
+        per_cycle: dict[str, float | None] = {}
+        began: dict[str, float] = {}
+        for host in names:
+            samples, start = self._clocks[host]
+            per_cycle[host] = seconds_per_cycle(samples, up_to)
+            if start is not None and start[0] <= up_to:
+                began[host] = start[1]
+        for k in have:
+            host = self._hosts[wanted[k]]
+            seconds = per_cycle.get(host)
+            if seconds is None or host not in began:
+                continue
+            age, date = self._records[wanted[k]]  # type: ignore[misc]
+            if date - age < began[host]:  # a date from before the crawl began (docstring)
+                out[k] = age / seconds
+            else:  # a page made (or changed) since: the host makes pages (docstring)
+                out[k] = SINCE_START
         return out
-    raw = store.side_get(TABLE, ids.tolist())
-    have = [k for k, data in enumerate(raw) if data is not None]
-    if not have:
-        return out
-    hosts = group_keys([urls[k] for k in have])
-    per_cycle: dict[str, float | None] = {}
-    began: dict[str, float] = {}
-    names = sorted(set(hosts))
-    keys = [host_key(h) for h in names]
-    clocks = store.side_get(CLOCK_TABLE, keys)
-    starts = store.side_get(START_TABLE, keys)
-    for host, data, start in zip(names, clocks, starts, strict=True):
-        per_cycle[host] = seconds_per_cycle(_samples(data), up_to)
-        first = _samples(pack_list([start])) if start is not None else []
-        if first and first[0][0] <= up_to:
-            began[host] = first[0][1]
-    for k, host in zip(have, hosts, strict=True):
-        seconds = per_cycle.get(host)
-        if seconds is None or host not in began:
-            continue
-        try:
-            rec = unpack_record(raw[k])  # type: ignore[arg-type]
-            age, date = float(rec["age"]), float(rec["date"])  # type: ignore[arg-type]
-        except (RecordError, KeyError, TypeError, ValueError):
-            continue
-        if date - age < began[host]:  # a date from before the crawl began (docstring)
-            out[k] = age / seconds
-        else:  # a page made (or changed) since: the host makes pages (docstring)
-            out[k] = SINCE_START
-    return out
+
+    def _read_records(self, ids: list[int]) -> None:
+        if not ids:
+            return
+        for i, data in zip(ids, self.store.side_get(TABLE, ids), strict=True):
+            record: tuple[float, float] | None = None
+            if data is not None:
+                try:
+                    rec = unpack_record(data)
+                    record = float(rec["age"]), float(rec["date"])  # type: ignore[arg-type]
+                except (RecordError, KeyError, TypeError, ValueError):
+                    record = None  # another version's record: not ours to read
+            self._records[i] = record
+
+    def _read_clocks(self, hosts: list[str]) -> None:
+        if not hosts:
+            return
+        keys = [host_key(h) for h in hosts]
+        clocks = self.store.side_get(CLOCK_TABLE, keys)
+        starts = self.store.side_get(START_TABLE, keys)
+        for host, data, start in zip(hosts, clocks, starts, strict=True):
+            first = _samples(pack_list([start])) if start is not None else []
+            self._clocks[host] = (_samples(data), first[0] if first else None)

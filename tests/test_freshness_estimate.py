@@ -195,3 +195,71 @@ def test_the_tilted_fit_is_the_tilted_em_step():
             prior = (per_group + GROUP_URLS * overall) / (sizes[:, None] + GROUP_URLS)
             prior = _smooth(prior)
         np.testing.assert_allclose(rows.fit(start, 12, tilt=tilt), prior, rtol=1e-10, atol=1e-15)
+
+
+def _history(seed: int, size: int = 3000, with_ages: bool = False):
+    rng = np.random.default_rng(seed)
+    n = rng.integers(0, 12, size)
+    X = rng.binomial(n, rng.uniform(0, 1, size))
+    span = n * rng.integers(1, 4, size)
+    age = rng.integers(0, 6, size)
+    group = rng.integers(0, 9, size)
+    group[group == 4] = 5  # a code without a row
+    pre = np.where(rng.random(size) < 0.4, rng.exponential(1.5, size), np.nan)
+    return (group, n, X, span, age) + ((pre,) if with_ages else ())
+
+
+def test_the_fit_in_place_is_the_plain_em_step_to_the_last_bit():
+    """The fit writes its steps into arrays of its own (issue 29: the report fits an
+    estimate per cycle); the priors are those of the plain step, posterior() summed per
+    group then pooled and smoothed, bit for bit, untilted and tilted (the tilted form:
+    the likelihood reweighed once, one product and one segment sum per step)."""
+    from scrapy_recrawl.scoring.freshness import GROUP_URLS, _Rows, _smooth
+
+    for with_ages, creating in ((False, False), (True, False), (True, True)):
+        rows, fitted = (_Rows(*_history(5, with_ages=with_ages)) for _ in range(2))
+        if creating:  # hosts seen making pages: the creation hazards' step in each fit
+            rows.creating[[1, 5]] = fitted.creating[[1, 5]] = True
+        sizes = np.bincount(rows.group, weights=rows.counts, minlength=rows.groups)
+
+        def update(prior, sums, rows=rows, sizes=sizes):
+            per_group = np.zeros_like(prior)
+            per_group[rows.present] = sums
+            overall = per_group.sum(axis=0)
+            overall /= max(overall.sum(), 1e-300)
+            out = (per_group + GROUP_URLS * overall[None, :]) / (sizes[:, None] + GROUP_URLS)
+            return _smooth(np.maximum(out, 0.0))
+
+        prior = np.full((rows.groups, RATE_GRID.size), 1.0 / RATE_GRID.size)
+        for _ in range(25):
+            post, _m = rows.posterior(prior)
+            prior = update(prior, np.add.reduceat(post * rows.counts[:, None], rows.starts))
+            if creating:
+                rows._eta_update(post)
+        assert np.array_equal(fitted.fit(None, 25), prior)
+        assert np.array_equal(fitted.eta, rows.eta) and (rows.eta > 0).any() == creating
+        start = prior
+        for tilt in (-3.0, 0.7, 4.0):
+            lik = rows.lik_t * np.exp(tilt * rows.fresh_t)
+            prior = start.copy()
+            for _ in range(10):
+                own = np.repeat(prior[rows.present].T, rows.lengths, axis=1)
+                weight = rows.counts / np.maximum(np.einsum("kr,kr->r", lik, own), 1e-300)
+                sums = np.add.reduceat(lik * weight, rows.starts, axis=1).T
+                prior = update(prior, sums * prior[rows.present])
+            assert np.array_equal(rows.fit(start, 10, tilt=tilt), prior)
+
+
+def test_the_rows_without_ages_are_the_rows_built_without_them():
+    """The estimate fits the prior to the rows with the Last-Modified ages and reads each
+    page's belief from the rows without them: the second are merged from the first (one
+    pass over the pages, not two) and are what building them from the pages gives."""
+    from scrapy_recrawl.scoring.freshness import _Rows
+
+    history = _history(8, with_ages=True)
+    with_ages = _Rows(*history)
+    merged, direct = with_ages.without_ages(), _Rows(*history[:5])
+    assert with_ages.lik.shape[0] > direct.lik.shape[0]
+    for name in ("inverse", "counts", "group", "starts", "present", "lengths", "lik", "fresh"):
+        assert np.array_equal(getattr(merged, name), getattr(direct, name)), name
+    assert merged.groups == direct.groups and merged.pages == direct.pages

@@ -17,6 +17,7 @@ from scrapy_recrawl.last_modified import (
     SINCE_START,
     TABLE,
     LastModifiedTally,
+    PriorAges,
     keep,
     modified_age,
     prior_ages,
@@ -116,6 +117,12 @@ def test_ages_in_cycles_of_each_hosts_clock_on_both_backends(store):
     late = prior_ages(store, np.array([4, 5]), [a + "/new", a + "/old"], 4)
     assert late[0] == SINCE_START  # no age; the host makes pages (freshness's hazard)
     assert late[1] == pytest.approx(4.0)
+    # a reader of the finished store (recrawl-report) reads each record and clock once
+    # and gives, cycle by cycle, what reading them afresh gives
+    ids, urls = np.array([5, 1, 2, 3, 4, 9, 1]), [a + "/old", a, b, a, a + "/new", b + "/x", a]
+    once = PriorAges(store)
+    for cycle in (4, 1, 2, 3, 4, 9):
+        np.testing.assert_array_equal(once(ids, urls, cycle), prior_ages(store, ids, urls, cycle))
 
 
 def test_the_likelihood_of_a_last_modified_age():

@@ -92,8 +92,11 @@ def _suspects_per_url(log: VisitLog) -> list[tuple[int, int, int, float, float]]
 
 
 def _estimates_per_cycle(store, log: VisitLog, cycles) -> dict:
+    from functools import partial
+
     from scrapy_recrawl.core.groups import group_codes
     from scrapy_recrawl.insight.cycles import _ages
+    from scrapy_recrawl.last_modified import prior_ages
 
     ids, row = np.unique(log["url_id"], return_inverse=True)
     urls = store.urls(ids)
@@ -113,7 +116,7 @@ def _estimates_per_cycle(store, log: VisitLog, cycles) -> dict:
         np.maximum.at(last_gone, row[at & gone], cyc[at & gone])
         out[c] = estimate_freshness(
             n, X, first, last, c, known=last_gone < last, group=group,
-            prior_age=_ages(store, ids, urls, c),
+            prior_age=_ages(partial(prior_ages, store), ids, urls, c),
         )  # fmt: skip
     return out
 

@@ -9,6 +9,7 @@ the log, and what only the record knows (the kinds, the budget, the scorer) is N
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from scrapy_recrawl.core.groups import group_codes
 from scrapy_recrawl.history.cycle_log import CycleRecord, cycle_records
-from scrapy_recrawl.last_modified import prior_ages
+from scrapy_recrawl.last_modified import PriorAges
 from scrapy_recrawl.scoring.freshness import FreshnessEstimate, PriorAge, estimate_freshness
 
 from .log import VisitLog
@@ -59,7 +60,9 @@ def estimate_by_cycle(
     the crawl's one definition) at the end of each cycle, from what the log shows up to
     it: per URL, its change observations ``n`` and changes ``X`` so far, the cycle it was
     first recorded in, its last good fetch, whether it is gone (its latest visit said
-    so, after its last good fetch), its host (the pooled prior's group)."""
+    so, after its last good fetch), its host (the pooled prior's group). The
+    Last-Modified ages are read from the side storage once for all the cycles
+    (last_modified.py :class:`~scrapy_recrawl.last_modified.PriorAges`)."""
     out: dict[int, FreshnessEstimate] = {}
     if not len(log):
         return out
@@ -70,6 +73,7 @@ def estimate_by_cycle(
     cyc, obs, good = log["cycle"], log["changed"], log.good
     gone_visit = log.gone
     size = ids.size
+    read_ages = PriorAges(store)
     # one pass over the log in cycle order: each cycle's rows are added to what the
     # cycles before it gathered (a mask over the whole log per cycle was C x the log)
     order = np.argsort(cyc, kind="stable")
@@ -101,17 +105,19 @@ def estimate_by_cycle(
             int(c),
             known=last_gone < last,
             group=group,
-            prior_age=None if urls is None else _ages(store, ids, urls, int(c)),
+            prior_age=None if urls is None else _ages(read_ages, ids, urls, int(c)),
         )
     return {int(c): out[int(c)] for c in np.asarray(cycles).tolist()}  # in the order asked
 
 
-def _ages(store: object, ids: np.ndarray, urls: list, cycle: int) -> PriorAge:
+def _ages(read: Callable[..., np.ndarray], ids: np.ndarray, urls: list, cycle: int) -> PriorAge:
     """The Last-Modified ages (last_modified.py) of the URLs the estimate fits, on the
-    server clocks as of ``cycle``: what the crawl's estimate of that cycle read."""
+    server clocks as of ``cycle``: what the crawl's estimate of that cycle read.
+    ``read``: :func:`~scrapy_recrawl.last_modified.prior_ages` with its store bound, or
+    a :class:`~scrapy_recrawl.last_modified.PriorAges` (read once for every cycle)."""
 
     def ages(pos: np.ndarray) -> np.ndarray:
-        return prior_ages(store, ids[pos], [str(urls[k]) for k in pos.tolist()], cycle)
+        return read(ids[pos], [str(urls[k]) for k in pos.tolist()], cycle)
 
     return ages
 

@@ -220,9 +220,28 @@ class _Rows:
         prior_age = np.round(np.asarray(prior_age, dtype=np.float64) * 8.0) / 8.0
         prior_age = np.where(np.isfinite(prior_age), prior_age, -1.0)  # -1: none
         key = np.stack([group, n, X, span, age, prior_age], axis=1).astype(np.float64)
-        rows, self.inverse, counts = np.unique(key, axis=0, return_inverse=True, return_counts=True)
-        self.inverse = self.inverse.ravel()
-        self.counts = counts.astype(np.float64)
+        rows, inverse, counts = np.unique(key, axis=0, return_inverse=True, return_counts=True)
+        self._build(rows, inverse.ravel(), counts.astype(np.float64))
+
+    def without_ages(self) -> _Rows:
+        """The same histories without their Last-Modified ages (each page's own belief:
+        module docstring), from these distinct rows rather than the pages again: the
+        rows, their order (sorted, as ``np.unique`` sorts) and counts that building
+        them without ages gives."""
+        key = self._key.copy()
+        key[:, 5] = -1.0
+        rows, inverse, _ = np.unique(key, axis=0, return_inverse=True, return_counts=True)
+        inverse = inverse.ravel()
+        out = _Rows.__new__(_Rows)
+        out._build(rows, inverse[self.inverse], np.bincount(inverse, weights=self.counts))
+        return out
+
+    def _build(self, rows: np.ndarray, inverse: np.ndarray, counts: np.ndarray) -> None:
+        """From the distinct ``(group, n, X, span, age, prior age)`` rows (sorted), each
+        page's row and each row's pages."""
+        self._key = rows
+        self.inverse = inverse
+        self.counts = counts
         self.group = rows[:, 0].astype(np.intp)
         self.starts = np.flatnonzero(np.r_[True, self.group[1:] != self.group[:-1]])
         self.starts = self.starts[self.starts < self.group.size]  # none when no row
@@ -277,19 +296,36 @@ class _Rows:
     def fit(self, start: np.ndarray | None, iterations: int, tilt: float = 0.0) -> np.ndarray:
         """The groups' priors ``[groups, grid]`` by EM from ``start``; ``tilt`` != 0
         weighs each page's posterior by ``exp(tilt * P(current))`` in the update: a
-        family of priors leaning fresher (> 0) or staler (< 0), searched by the profile."""
+        family of priors leaning fresher (> 0) or staler (< 0), searched by the profile.
+
+        The steps write into arrays allocated once per fit (``out=``): the same float
+        operations in the same order as :meth:`posterior`'s, so the same priors to the
+        last bit, without a fresh ``[rows, grid]`` array per operation and step (the
+        report fits one estimate per cycle: issue 29)."""
         K = RATE_GRID.size
         prior = np.full((self.groups, K), 1.0 / K) if start is None else start.copy()
         sizes = np.bincount(self.group, weights=self.counts, minlength=self.groups)
+        denom = sizes[:, None] + GROUP_URLS
         if tilt:
-            return self._tilted(prior, sizes, iterations, tilt)
+            return self._tilted(prior, denom, iterations, tilt)
         dated = bool(self.dated.any() and self.creating.any())
+        marginal = np.empty(self.lik.shape[0])
+        sums = np.empty((self.present.size, K))
+        counts = self.counts[:, None]
         for _ in range(iterations):
-            post, _m = self.posterior(prior)
-            weighted = post * self.counts[:, None]
-            prior = self._update(prior, np.add.reduceat(weighted, self.starts, axis=0), sizes)
+            # posterior()'s operations, in place in its own_prior() array
+            joint = self.own_prior(prior)
+            np.multiply(self.lik, joint, out=joint)
+            joint.sum(axis=1, out=marginal)
+            np.maximum(marginal, 1e-300, out=marginal)
+            np.divide(joint, marginal[:, None], out=joint)
+            # the hazards' step reads the posteriors: then the weighted ones in a copy
+            weighted = np.multiply(joint, counts, out=None if dated else joint)
+            prior = self._update(
+                prior, np.add.reduceat(weighted, self.starts, axis=0, out=sums), denom
+            )
             if dated:  # the hazards' step at the same posteriors, then their likelihood
-                self._eta_update(post)
+                self._eta_update(joint)
         return prior
 
     def _eta_update(self, post: np.ndarray) -> None:
@@ -309,7 +345,7 @@ class _Rows:
         self._likelihood()
 
     def _tilted(
-        self, prior: np.ndarray, sizes: np.ndarray, iterations: int, tilt: float
+        self, prior: np.ndarray, denom: np.ndarray, iterations: int, tilt: float
     ) -> np.ndarray:
         """:meth:`fit` with a tilt: the profile's 16 fits, most of an estimate's cost
         (the report fits one estimate per cycle: issue 29). A step's update per group
@@ -319,22 +355,33 @@ class _Rows:
         step over the ``[grid, rows]`` layout. The same sums as the untilted steps'
         but for the order of the float operations (the priors agree to ~1e-16)."""
         lik = self.lik_t * np.exp(tilt * self.fresh_t)
+        weight = np.empty(lik.shape[1])
+        sums = np.empty((lik.shape[0], self.present.size))
         for _ in range(iterations):
-            own = np.repeat(prior[self.present].T, self.lengths, axis=1)  # [grid, rows]
-            weight = self.counts / np.maximum(np.einsum("kr,kr->r", lik, own), 1e-300)
-            sums = np.add.reduceat(lik * weight, self.starts, axis=1).T * prior[self.present]
-            prior = self._update(prior, sums, sizes)
+            present = prior[self.present]
+            own = np.repeat(present.T, self.lengths, axis=1)  # [grid, rows]
+            np.einsum("kr,kr->r", lik, own, out=weight)
+            np.maximum(weight, 1e-300, out=weight)
+            np.divide(self.counts, weight, out=weight)
+            np.multiply(lik, weight, out=own)  # own is read: its array takes the product
+            np.add.reduceat(own, self.starts, axis=1, out=sums)
+            prior = self._update(prior, sums.T * present, denom)
         return prior
 
-    def _update(self, prior: np.ndarray, sums: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    def _update(self, prior: np.ndarray, sums: np.ndarray, denom: np.ndarray) -> np.ndarray:
         """The EMS step from each present group's summed posteriors (``sums``, in the
-        order of :attr:`starts`): pooled towards all groups' distribution, smoothed."""
-        per_group = np.zeros_like(prior)
-        per_group[self.present] = sums
+        order of :attr:`starts`): pooled towards all groups' distribution, smoothed;
+        ``denom``: each group's pages plus :data:`GROUP_URLS`, ``[groups, 1]``."""
+        if self.present.size == prior.shape[0]:
+            per_group = sums  # every group present, in order: nothing to place
+        else:
+            per_group = np.zeros_like(prior)
+            per_group[self.present] = sums
         overall = per_group.sum(axis=0)
         overall /= max(overall.sum(), 1e-300)
-        prior = (per_group + GROUP_URLS * overall[None, :]) / (sizes[:, None] + GROUP_URLS)
-        return _smooth(np.maximum(prior, 0.0))
+        out = per_group + GROUP_URLS * overall[None, :]
+        out /= denom
+        return _smooth(np.maximum(out, 0.0, out=out), in_place=True)
 
     def page_freshness(self, prior: np.ndarray) -> np.ndarray:
         post, _m = self.posterior(prior)
@@ -344,13 +391,14 @@ class _Rows:
         return float((self.page_freshness(prior) * self.counts).sum() / self.pages)
 
 
-def _smooth(prior: np.ndarray) -> np.ndarray:
+def _smooth(prior: np.ndarray, in_place: bool = False) -> np.ndarray:
     """The EMS step (Silverman et al. 1990): each positive rate's weight averaged with
     its grid neighbours' (:data:`SMOOTH` each side; rate 0 kept apart), so the fitted
-    prior does not overfit spikes the data cannot tell apart."""
+    prior does not overfit spikes the data cannot tell apart. ``in_place``: into
+    ``prior`` itself (a fit's own array)."""
     pos = prior[:, 1:]
     padded = np.concatenate([pos[:, :1], pos, pos[:, -1:]], axis=1)
-    out = prior.copy()
+    out = prior if in_place else prior.copy()
     out[:, 1:] = SMOOTH * (padded[:, :-2] + padded[:, 2:]) + (1.0 - 2.0 * SMOOTH) * pos
     out /= out.sum(axis=1, keepdims=True)
     return out
@@ -420,12 +468,13 @@ def _fitted(
         np.maximum(span, 0),
         cycle - last[mask],
     )
-    rows = _Rows(*history)
-    fit_rows = rows
-    if pre is not None and np.isfinite(pre).any():
+    if pre is None or not np.isfinite(pre).any():
+        rows = fit_rows = _Rows(*history)
+    else:  # the pages' distinct rows once: with the ages, then merged without them
         fit_rows = _Rows(*history, pre)
         # the hosts seen making pages since the crawl began: their creation hazards
         fit_rows.creating[np.unique(history[0][np.isneginf(pre)])] = True
+        rows = fit_rows.without_ages()
     return mask, rows, fit_rows.fit(None, FIT_ITERATIONS), fit_rows
 
 
