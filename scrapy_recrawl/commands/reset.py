@@ -8,8 +8,8 @@ store under its prefix (and, with ``RedisRecrawlScheduler``, the spider's shared
 cycle state, queues and dupefilters). The next ``scrapy crawl SPIDER`` starts at
 cycle 1 with warm-up cycles, as on the first day. Exit status 0 when reset,
 1 when not (declined, the store cannot be opened, or a crawl holds it: a SQLite
-store's lock, or, with ``RedisRecrawlScheduler``, a process of the spider's shared
-cycle seen within ``RECRAWL_REDIS_WORKER_TIMEOUT``).
+store's lock, or a Redis store's crawl lease or, with ``RedisRecrawlScheduler``,
+its shared cycle, held by a process seen within ``RECRAWL_REDIS_WORKER_TIMEOUT``).
 
 ``--compact`` keeps the history: it drops the visits of a SQLite store's log beyond
 ``RECRAWL_SQLITE_LOG_MAXLEN`` (``-s RECRAWL_SQLITE_LOG_MAXLEN=N`` for a smaller cap now)
@@ -93,7 +93,7 @@ class Command(RecrawlCommand):
                 self._compact(store, name)
                 return
             shared = _uses_redis_scheduler(settings)
-            if shared and self._crawl_running(settings, name):
+            if self._crawl_running(settings, name, store, shared):
                 return
             what = f"{len(store)} URLs, cycle {store.cycle}"
             also = " and its shared cycle on Redis (RedisRecrawlScheduler)" if shared else ""
@@ -117,23 +117,44 @@ class Command(RecrawlCommand):
             print(f"Deleted {deleted} keys of spider {name!r}'s shared cycle at {location}.")
         print(f"Reset: the next `scrapy crawl {name}` starts at cycle 1.")
 
-    def _crawl_running(self, settings: Any, name: str) -> bool:
-        """Whether a crawl of ``name`` holds its shared cycle on Redis now (said in one
-        line: nothing is deleted). A SQLite store's crawl holds its lock, which
-        store.open() refused already (history/lock.py)."""
-        from scrapy_recrawl.frontier.redis import live_workers
+    def _crawl_running(self, settings: Any, name: str, store: Any, shared: bool) -> bool:
+        """Whether a crawl of ``name`` holds its store now (said in one line: nothing is
+        deleted): a process holding the Redis store's crawl lease (a crawl of either
+        scheduler, history/redis.py: holders) or, with RedisRecrawlScheduler, its shared
+        cycle (frontier/redis.py: live_workers), seen within RECRAWL_REDIS_WORKER_TIMEOUT
+        by the Redis's clock. A SQLite store's crawl holds its lock, which store.open()
+        refused already."""
+        holders = getattr(store, "holders", None)
+        if holders is None and not shared:
+            return False
+        from scrapy_recrawl.history.redis_liveness import process_of, worker_timeout
 
+        seen: set[str] = set()
+        held: list[str] = []
         try:
-            location, workers, timeout = live_workers(settings, name)
+            timeout = worker_timeout(settings)
+            if holders is not None:
+                found = holders(timeout)
+                if found:
+                    seen.update(found)
+                    held.append(f"its history store at {store.location}")
+            if shared:
+                from scrapy_recrawl.frontier.redis import live_workers
+
+                location, workers, _ = live_workers(settings, name)
+                if workers:
+                    seen.update(workers)
+                    held.append(f"its shared cycle at {location}")
         except Exception as exc:  # noqa: BLE001 -- a setting, redis-py's errors: said, not reset
             self._fail(f"cannot tell whether spider {name!r} is being crawled: {exc}")
             return True
-        if not workers:
+        if not seen:
             return False
+        processes = sorted({process_of(holder) for holder in seen})  # one per process
         self._fail(
-            f"spider {name!r} is being crawled: {len(workers)} process(es) of its shared "
-            f"cycle at {location} seen within RECRAWL_REDIS_WORKER_TIMEOUT={timeout:g} s "
-            f"({', '.join(workers)}): nothing deleted; stop the crawl (a killed one counts "
+            f"spider {name!r} is being crawled: {len(processes)} process(es) holding "
+            f"{' and '.join(held)} seen within RECRAWL_REDIS_WORKER_TIMEOUT={timeout:g} s "
+            f"({', '.join(processes)}): nothing deleted; stop the crawl (a killed one counts "
             "until that timeout has passed) and reset again"
         )
         return True

@@ -36,10 +36,7 @@ docs/distributed.md has the whole story; in short:
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -52,6 +49,7 @@ from ..core.meta import META_CYCLE, META_ID, META_KIND, META_RANK, META_SCORE
 from ..cycle_summary import tally_for_crawler
 from ..history import HistoryStoreError, StoreLost
 from ..history.redis_connection import cluster_mode, redis_from_settings
+from ..history.redis_liveness import holder_id, worker_timeout
 from ..settings import RecrawlSettingError, get
 from . import serializer
 from .base import CycleFrontier, SchedulerHost, Taken, recrawl_kind
@@ -82,13 +80,7 @@ class DistributedFrontier(CycleFrontier):
             self.lock_seconds = get(
                 s, "RECRAWL_REDIS_LOCK_SECONDS", (int, float), lambda v: v > 0, "seconds > 0"
             )
-            self.worker_timeout = get(
-                s,
-                "RECRAWL_REDIS_WORKER_TIMEOUT",
-                (int, float),
-                lambda v: v > 0,
-                "seconds > 0",
-            )
+            self.worker_timeout = worker_timeout(s)
             self.outage_seconds = get(
                 s,
                 "RECRAWL_REDIS_OUTAGE_SECONDS",
@@ -126,7 +118,7 @@ class DistributedFrontier(CycleFrontier):
             )
             logger.error("recrawl: %s", message)
             raise HistoryStoreError(message) from exc
-        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.worker_id = holder_id()  # host:pid:token
         self._cycle_opened = 0.0
         self._offset = 0.0  # the Redis's clock less this process's: self.now() is the Redis's
         self._status_written = -_STATUS_EVERY  # time.monotonic(): the first write is due

@@ -6,7 +6,8 @@ Keys under ``RECRAWL_REDIS_SCHEDULER_KEY`` (``%(spider)s:recrawl``), one set per
                   time), the start of its period (continuous mode), whether it is done
 ``{s}:taken``     hash: budgeted requests handed out this cycle (total, new, recrawl)
 ``{s}:workers``   hash: worker id -> JSON status (cycle, busy, last seen by the
-                  Redis's clock: liveness never reads a machine's own clock)
+                  Redis's clock: liveness never reads a machine's own clock; the one
+                  rule of history/redis_liveness.py)
 ``{s}:lock``      the lock under which a cycle is opened, rolled over or left
 ``{s}:epoch``     the history store's epoch (history/epoch.py) the cycle belongs to:
                   every write here is refused unless it is the writer's (the fence)
@@ -44,7 +45,6 @@ store was reset or lost) and counts it (``recrawl/frontier_writes_refused``).
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -52,6 +52,14 @@ from typing import Any
 
 from ..history import HistoryStoreError
 from ..history.ownership import for_spider
+from ..history.redis_liveness import (
+    NOW_LUA,
+    STAMP_LUA,
+    seen_within,
+    server_time,
+    stamp_args,
+    worker_timeout,
+)
 from ..history.redis_schema import LOST_ERROR
 
 #: Prepended to every script that writes a frontier key (the fence: module docstring).
@@ -107,31 +115,6 @@ local before = redis.call('HGET', KEYS[1], ARGV[1])
 if before and (ARGV[2] ~= 's' or before ~= 's') then return 0 end
 if not before then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
 return 1
-"""
-
-
-#: The Redis's own clock (KEYS[1]: a key of the spider's, so on a cluster the master of
-#: its slot answers, the one every process of the spider asks): read only, no write.
-NOW_LUA = r"""
-local t = redis.call('TIME')
-return {t[1], t[2]}
-"""
-
-
-#: A worker's status, stamped with the Redis's clock (KEYS[1] the workers hash; ARGV the
-#: worker id, cycle, busy "1"/"0"): the time a worker was last seen is the server's, so a
-#: machine whose own clock is off neither looks dead to the others nor finds them dead.
-#: Scripts replicate their effects (Redis >= 5 by default; asked for on older ones), so a
-#: write after TIME is allowed.
-STATUS_LUA = r"""
-if redis.replicate_commands then pcall(redis.replicate_commands) end
-local t = redis.call('TIME')
-local seen = string.format('%d.%06d', tonumber(t[1]), tonumber(t[2]))
-local busy = 'false'
-if ARGV[3] == '1' then busy = 'true' end
-local status = '{"cycle": ' .. tonumber(ARGV[2]) .. ', "busy": ' .. busy .. ', "seen": ' .. seen .. '}'
-redis.call('HSET', KEYS[1], ARGV[1], status)
-return seen
 """
 
 
@@ -195,7 +178,8 @@ class RedisFrontier:
         self._reserve = server.register_script(FENCE_LUA + RESERVE_LUA)
         self._fetched = server.register_script(FENCE_LUA + FETCHED_LUA)
         self._now = server.register_script(NOW_LUA)
-        self._status = server.register_script(FENCE_LUA + STATUS_LUA)
+        # a status stamped by the Redis's clock, by the one liveness rule (redis_liveness)
+        self._status = server.register_script(FENCE_LUA + STAMP_LUA)
         self._command = server.register_script(FENCE_LUA + COMMAND_LUA)
         #: the store's epoch this process writes under (take_epoch(), at open)
         self.epoch: str | None = None
@@ -303,8 +287,8 @@ class RedisFrontier:
     def now(self) -> float:
         """The Redis's time, seconds since the epoch: the one clock of the shared cycles'
         periods (each machine's own may be off)."""
-        seconds, micros = self._now(keys=[self.key("state")])
-        return int(seconds) + int(micros) / 1e6
+        # KEYS: a key of the spider's, so on a cluster the master of its slot answers
+        return server_time(self._now(keys=[self.key("state")]))
 
     def state(self) -> dict[str, str]:
         raw = self.server.hgetall(self.key("state"))
@@ -435,25 +419,14 @@ class RedisFrontier:
 
     def write_status(self, cycle: int, busy: bool) -> float:
         """This worker's status, seen now by the Redis's clock (returned)."""
-        keys, args = [self.key("workers")], [self.worker_id, int(cycle), "1" if busy else "0"]
-        return float(self._guarded(self._status, keys, args))
+        args = stamp_args(self.worker_id, {"cycle": int(cycle), "busy": bool(busy)})
+        return float(self._guarded(self._status, [self.key("workers")], args))
 
     def workers(self, timeout: float) -> dict[str, dict[str, Any]]:
         """Workers seen within ``timeout`` seconds, by id, with their status: seen and now
         both by the Redis's clock, never by this machine's (which may be off)."""
-        out = {}
         raw = self.server.hgetall(self.key("workers"))
-        now = self.now()
-        for k, v in raw.items():
-            try:
-                status = json.loads(v)
-                seen = float(status["seen"])
-                worker = k.decode()
-            except (ValueError, TypeError, KeyError):
-                continue  # not a status this scheduler wrote: no worker (read as data)
-            if now - seen <= timeout:
-                out[worker] = status
-        return out
+        return seen_within(raw, self.now(), timeout)
 
     def deregister(self) -> None:
         self.server.hdel(self.key("workers"), self.worker_id)
@@ -501,16 +474,13 @@ def live_workers(settings: Any, spider: str) -> tuple[str, list[str], float]:
     cleanly has left; one that was killed counts until that timeout has passed.
     Returns (where, their worker ids: host:pid:token, the timeout)."""
     from ..history.redis_connection import cluster_mode, redis_from_settings
-    from ..settings import get
 
-    timeout = get(
-        settings, "RECRAWL_REDIS_WORKER_TIMEOUT", (int, float), lambda v: v > 0, "seconds > 0"
-    )
+    timeout = worker_timeout(settings)
     names = spider_keys(settings, spider, cluster_mode(settings))
     server, location = redis_from_settings(settings)
     try:
         frontier = RedisFrontier(server, names.scheduler, "recrawl-reset", lock_seconds=1.0)
-        return location, sorted(frontier.workers(float(timeout))), float(timeout)
+        return location, sorted(frontier.workers(timeout)), timeout
     finally:
         server.close()
 

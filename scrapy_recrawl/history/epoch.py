@@ -11,6 +11,12 @@ the epoch differs (nothing is half-written into an emptied store), and the
 crawl checks it at each cycle start or join and every
 :data:`CHECK_SECONDS`, so a quiet crawl notices too.
 
+The same check keeps the crawl's **lease** on the store (a store that offers
+``hold()``, as the Redis store does: history/redis_liveness.py): taken when the
+crawl opens the store, stamped with the Redis's clock at each check, left at a
+clean close, and gone ``RECRAWL_REDIS_WORKER_TIMEOUT`` after the last stamp of a
+crawl that was killed. ``scrapy recrawl-reset`` refuses while a live crawl holds it.
+
 What happens then is ``RECRAWL_ON_STORE_LOSS``: ``"stop"`` (default) logs one
 error line naming the store and what to do, and closes the spider with
 :data:`STORE_LOST_REASON` (``scrapy crawl`` exits 1); ``"continue"`` logs a
@@ -86,14 +92,26 @@ class StoreLost(HistoryStoreError):
 def watch_store_loss(crawler: Any, store: Any, *, clock: Any = None) -> Callable[[], None]:
     """Stop ``crawler``'s crawl, with one error line, when its store is lost, and check the
     store's epoch every :data:`CHECK_SECONDS` while the spider is open (a store without an
-    epoch, e.g. SQLite, is not watched). Returns what stops the checks: called when the
-    store is closed before the spider (the scheduler's close() releases it). ``clock``:
-    the check's timer's (Twisted's IReactorTime; None: the reactor), a test's
+    epoch, e.g. SQLite, is not watched). A store that offers ``hold(seconds)`` is held for
+    the crawl from now (its lease, module docstring), for ``RECRAWL_REDIS_WORKER_TIMEOUT``
+    after each check; the checks then come at least three times within that timeout, so
+    a live crawl never looks gone. Returns what stops the checks: called when the store
+    is closed before the spider (the scheduler's close() releases it). ``clock``: the
+    check's timer's (Twisted's IReactorTime; None: the reactor), a test's
     ``twisted.internet.task.Clock``."""
     check: Callable[[], None] | None = getattr(store, "check_epoch", None)
     if check is None:
         return lambda: None
     from scrapy import signals
+
+    every = CHECK_SECONDS
+    hold: Callable[[float], Any] | None = getattr(store, "hold", None)
+    if hold is not None:
+        from .redis_liveness import worker_timeout
+
+        timeout = worker_timeout(crawler.settings)
+        hold(timeout)
+        every = max(0.1, min(CHECK_SECONDS, timeout / 3))  # (a timer, not a busy loop)
 
     said: list[StoreLost] = []
 
@@ -128,7 +146,7 @@ def watch_store_loss(crawler: Any, store: Any, *, clock: Any = None) -> Callable
         call = LoopingCall(check_quietly)
         if clock is not None:
             call.clock = clock
-        call.start(CHECK_SECONDS, now=False)
+        call.start(every, now=False)
         loop.append(call)
 
     def stop() -> None:

@@ -14,7 +14,9 @@ docs/distributed.md, "The history store's encoding", says what each byte is; in 
   store's dictionary), validators, signatures, bodies, id counter, visit log and the
   log's per-cycle start, and a copy of the store's epoch.
 * The store's own keys carry ``{<prefix>}``: meta, the cycle counter, the frontier,
-  side storage, the request-shape dictionary.
+  side storage, the request-shape dictionary; and, beside the history, the crawl
+  lease (:meth:`RedisHistoryStore.hold`, :data:`~.redis_schema.LEASE`): which crawls
+  have the store open now, for ``scrapy recrawl-reset``.
 
 Visits are **buffered** (:meth:`RedisHistoryStore.record` returns the record the
 visit will make, folded client-side by the same rule) and written by
@@ -60,6 +62,7 @@ from .redis_connection import (
     redis_from_settings,
     redis_location,
 )
+from .redis_liveness import NOW_LUA, STAMP_LUA, holder_id, seen_within, server_time, stamp_args
 from .redis_schema import (
     ADVANCE_CYCLE_LUA,
     BIG_BLOB,
@@ -69,6 +72,7 @@ from .redis_schema import (
     GONE,
     HAS_BODY,
     ID_BLOCK,
+    LEASE,
     LOG_DTYPE,
     LOG_FORMAT,
     LOST_ERROR,
@@ -193,6 +197,10 @@ class RedisHistoryStore:
         self.epoch: str | None = None
         self.epoch_created: float | None = None
         self._claimed: str | None = None  # the spider this process claimed the store for
+        #: this process's field of the crawl lease (hold(); None: not held) and the
+        #: seconds it lasts after each stamp
+        self.holder: str | None = None
+        self._lease_seconds = 0.0
         self._last_cycle = 0  # the highest cycle counter seen ("continue" keeps it)
         self._reset_buffers()
 
@@ -311,6 +319,8 @@ class RedisHistoryStore:
             "side_put": _Guarded(self, client.register_script(guarded(SIDE_PUT_LUA))),
             "side_delete": _Guarded(self, client.register_script(guarded(SIDE_DELETE_LUA))),
             "advance_cycle": _Guarded(self, client.register_script(guarded(ADVANCE_CYCLE_LUA))),
+            "lease": _Guarded(self, client.register_script(guarded(STAMP_LUA))),
+            "now": client.register_script(NOW_LUA),
         }
         self._last_cycle = max(self._last_cycle, self._read_cycle())
 
@@ -370,8 +380,54 @@ class RedisHistoryStore:
         for found in self._call("read", read):
             found = found.decode() if found is not None else None
             if found != self.epoch:
-                self._lost(found)
-                return
+                self._lost(found)  # raises, unless "continue" went on with a fresh store
+                break
+        if self.holder is not None:
+            self._stamp_lease()  # the store is this crawl's: its lease goes on
+
+    # -- the crawl lease (redis_schema.LEASE; redis_liveness.py) ------------------
+
+    def hold(self, seconds: float) -> str:
+        """Hold the store's crawl lease (a crawl: history/epoch.py's watch takes it when
+        the store is opened): this process's field, stamped now with the Redis's clock,
+        again by every :meth:`check_epoch`, deleted by :meth:`close`; it lasts
+        ``seconds`` after each stamp, so a killed crawl's lease dies. Stamped behind the
+        epoch, as every write: a crawl that outlives a reset does not re-create it.
+        Returns the holder id (``host:pid:token``)."""
+        if self.holder is None:
+            self.holder = holder_id()
+        self._lease_seconds = float(seconds)
+        self._stamp_lease()
+        return self.holder
+
+    def _stamp_lease(self) -> None:
+        assert self.holder is not None
+        script, key = self._script("lease"), self._k(LEASE)
+        args = stamp_args(self.holder, {}, self._lease_seconds)
+        self._call("write to", lambda c: script(keys=[key], args=args, client=c))
+
+    def holders(self, timeout: float) -> dict[str, dict[str, Any]]:
+        """The crawls holding the store now (``scrapy recrawl-reset`` refuses while there
+        are any): the lease's holders stamped within ``timeout`` seconds of the Redis's
+        time now, by holder id (``host:pid:token``), with their status."""
+        key, now = self._k(LEASE), self._script("now")
+
+        def read(c: Any) -> dict[str, dict[str, Any]]:
+            raw = c.hgetall(key)
+            return seen_within(raw, server_time(now(keys=[key], client=c)), timeout)
+
+        return dict(self._call("read", read))
+
+    def _release(self, client: Any) -> None:
+        """Leave the lease (HDEL never creates the key); an unreachable Redis lets it
+        expire on its own."""
+        holder, self.holder = self.holder, None
+        if holder is None:
+            return
+        try:
+            client.hdel(self._k(LEASE), holder)
+        except _redis_errors():
+            pass  # gone within its seconds: what a killed crawl's does
 
     def _lost(self, found: str | None) -> None:
         exc = StoreLost(self.location, self.key, self.epoch, self.epoch_created, found)
@@ -553,6 +609,7 @@ class RedisHistoryStore:
             # a crawl's store: its hook said so in one line and stopped the crawl; the
             # visits went with the store
         client, self._client = self._client, None
+        self._release(client)  # a clean close: reset may go ahead at once
         self._scripts = {}
         self.epoch = self.epoch_created = None
         self._reset_buffers()

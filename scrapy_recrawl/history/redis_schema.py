@@ -129,6 +129,14 @@ BUCKETS = 1 << 14
 #: Bytes of the fingerprint's hash kept as the index field.
 FIELD_BYTES = 8
 
+#: The crawl lease, ``{<p>}:lease``: a hash, holder id (``host:pid:token``) -> a JSON
+#: status stamped with the Redis's clock (history/redis_liveness.py), one field per crawl
+#: that has the store open, refreshed at each epoch check, deleted at its clean close,
+#: and expiring ``RECRAWL_REDIS_WORKER_TIMEOUT`` after its last stamp (a killed crawl's
+#: lease dies). ``scrapy recrawl-reset`` refuses while it names a live holder. Liveness,
+#: not history: it came with no schema version, and a store of any version may lack it.
+LEASE = "lease"
+
 #: Bytes per GETRANGE when loading rows or blobs.
 READ_CHUNK = 16 << 20
 
