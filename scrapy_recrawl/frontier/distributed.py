@@ -545,6 +545,20 @@ class DistributedFrontier(CycleFrontier):
         if stats is not None:
             stats.set_value("recrawl/cycle", self.cycle)
 
+    def maybe_roll_over(self, *, check_work: bool = True) -> None:
+        if not check_work:  # from next_request(), whose own guard waits out an outage
+            super().maybe_roll_over(check_work=False)
+            return
+        # from spider_idle (scheduler._on_idle), outside that guard: Redis away while the
+        # cycle rolls over is an outage to wait out (RECRAWL_REDIS_OUTAGE_SECONDS), not an
+        # error escaping the idle handler, after which Scrapy logged a traceback and
+        # closed the spider as "finished", exit 0, whatever RECRAWL_ON_STORE_LOSS said
+        try:
+            super().maybe_roll_over(check_work=True)
+        except Exception as exc:  # noqa: BLE001
+            self._redis_failed(exc)
+            self._poke(1.0)
+
     def roll_over(self, period_start: float) -> None:
         """The next period has started (by this process's reckoning): the first process to
         get the lock checks it by the Redis's clock, ends the cycle and opens the next, once
