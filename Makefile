@@ -4,8 +4,11 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
-# test-fast's pytest-xdist workers (docs/contributing.md); PYTEST_WORKERS=0: one process
+# pytest-xdist workers of `make test` and `make test-fast` (docs/contributing.md);
+# PYTEST_WORKERS=0: one process (a failure's output then comes in order)
 PYTEST_WORKERS ?= 2
+# loadgroup: a module marked xdist_group (its module-scoped crawl) stays on one worker
+PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadgroup
 
 .PHONY: demo test test-fast lint format docs bench clean package-check
 
@@ -19,11 +22,11 @@ demo: $(STAMP)
 	$(BIN)/python -m example_project.demo
 
 test: $(STAMP) lint docs
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 # the loop while working (docs/contributing.md): no lint, no docs build, no `slow` test
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow" -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow" -q $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check scrapy_recrawl tests bench example_project

@@ -30,7 +30,9 @@ from scrapy_recrawl.scoring.freshness import estimate_freshness
 from .helpers import LocalSite, Page, run_crawl
 from .test_redis_crawl import finish, start_crawl
 
-pytestmark = pytest.mark.slow
+# `make test` runs pytest-xdist with --dist loadgroup: the module is one group, so
+# its crawl (module-scoped) runs once, on one worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_cycle_summary")]
 
 LINE = re.compile(
     r"recrawl cycle (\d+) done in \d+ s: fetched (\d+) \((?:(\d+) of a budget of (\d+): |"

@@ -76,6 +76,12 @@ INNER = textwrap.dedent(
 )
 
 
+#: the outer pytest's options and an xdist worker's identity (under `make test`): the
+#: inner session is a plain one-process session, as tests/scrapy_suite/run.py runs Scrapy's
+OUTER = ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT",
+         "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST")  # fmt: skip
+
+
 def test_a_failing_test_fails_alone(tmp_path):
     (tmp_path / "conftest.py").write_text("from tests.conftest import *  # noqa: F403\n")
     (tmp_path / "test_inner.py").write_text(INNER)
@@ -83,7 +89,7 @@ def test_a_failing_test_fails_alone(tmp_path):
         [sys.executable, "-m", "pytest", "-c", str(REPO / "setup.cfg"), "--rootdir", str(tmp_path)]
         + ["-p", "no:cacheprovider", "-rA", "-q", str(tmp_path / "test_inner.py")],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**{k: v for k, v in os.environ.items() if k not in OUTER}, "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,
         timeout=400,

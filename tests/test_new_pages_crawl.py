@@ -15,7 +15,8 @@ from .helpers import LocalSite, Page, run_crawl
 
 pytestmark = pytest.mark.slow
 
-PER_PAGE = 4  # articles the index lists, newest first; older ones on /page/N
+PER_PAGE = 4  # articles the index and /page/2 list, newest first
+LISTING_PAGES = 3  # the index, /page/2, and /page/3: every older article (it grows)
 BACKLOG = re.compile(r"recrawl cycle (\d+) done in .*?, backlog (\d+),")
 
 
@@ -25,9 +26,18 @@ def html(body: str) -> bytes:
 
 def publish(site: LocalSite, articles: int, cycle: int) -> None:
     """The news site as it is in ``cycle``: ``articles`` articles, the index listing the
-    newest, listing pages /page/2.. the older ones, and an unchanging /about."""
+    newest, /page/2 the next ones, /page/3 all older ones, and an unchanging /about.
+
+    The listing pages are the same three in every cycle, so the articles are the only
+    new URLs: two a cycle. (With a listing page added whenever the articles outgrew the
+    last one, a new /page/N was found only when the scorer happened to refetch
+    /page/N-1, possibly several cycles later and two at once (/page/N's own link to
+    /page/N+1): which cycle depended on which new URL took the first cycle's one new
+    slot, the one whose link was parsed first, so on a loaded machine the backlog
+    could reach 3 with the crawl working as it should.)"""
     newest = list(range(articles - 1, -1, -1))
-    chunks = [newest[i : i + PER_PAGE] for i in range(0, len(newest), PER_PAGE)]
+    chunks = [newest[i * PER_PAGE : (i + 1) * PER_PAGE] for i in range(LISTING_PAGES - 1)]
+    chunks.append(newest[(LISTING_PAGES - 1) * PER_PAGE :])
     for n, chunk in enumerate(chunks, start=1):
         links = "".join(f'<li><a href="/a/{i}">Article {i}</a></li>' for i in chunk)
         nav = f'<a href="/page/{n + 1}">older</a>' if n < len(chunks) else ""

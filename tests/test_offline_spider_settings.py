@@ -31,7 +31,9 @@ from .cli_project import make_project, scrapy
 from .helpers import LocalSite, Page
 from .redis_server import RedisServer
 
-pytestmark = pytest.mark.slow
+# `make test` runs pytest-xdist with --dist loadgroup: the module is one group, so
+# its crawled projects (module-scoped) are made once, on one worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_offline_spider_settings")]
 
 PAGES = 30
 CYCLES = 5

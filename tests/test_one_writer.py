@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -32,9 +33,35 @@ def site():
         yield site
 
 
+def hold_after(site: LocalSite, served: int):
+    """Requests to ``site`` past the first ``served`` wait until the function returned is
+    called: the crawl is still running, holding its store, for as long as the test needs
+    (a crawl slowed by a delay was not: on a loaded machine the second crawl's start-up
+    outlasted the first crawl's 21 pages). ``release(serve=False)``: the requests held
+    are dropped unanswered and unlogged (their crawl was killed); later ones are served."""
+    go, answer = threading.Event(), [True]
+    handler = site.server.RequestHandlerClass
+    do_get = handler.do_GET
+
+    def held(self) -> None:
+        if not go.is_set() and len(site.log) >= served:
+            go.wait(120)  # a bound, should the test never release it
+            if not answer[0]:
+                self.close_connection = True
+                return
+        do_get(self)
+
+    def release(serve: bool = True) -> None:
+        answer[0] = serve
+        go.set()
+
+    handler.do_GET = held
+    return release
+
+
 def start_crawl(project: Path, url: str, *settings: str) -> subprocess.Popen:
-    """``scrapy crawl pages`` in the background, slowed down so that it is still
-    running while the test does something else."""
+    """``scrapy crawl pages`` in the background, one request at a time (with
+    :func:`hold_after`, it stops where the test wants it)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(project)])}
     args = [sys.executable, "-m", "scrapy", "crawl", "pages", "-a", f"start_url={url}/"]
     for s in ("DOWNLOAD_DELAY=0.25", "CONCURRENT_REQUESTS=1", *settings):
@@ -77,6 +104,7 @@ def served(site: LocalSite, log: list[dict] | None = None) -> Counter:
 def test_a_second_crawl_on_the_same_store_stops_at_start_up(tmp_path, site):
     project = make_project(tmp_path, _SETTINGS)
     store, lock = project / "history.sqlite3", project / "history.sqlite3.lock"
+    release = hold_after(site, 3)
     first = start_crawl(project, site.url)
     try:
         wait_holding(lock, first, site)
@@ -84,6 +112,7 @@ def test_a_second_crawl_on_the_same_store_stops_at_start_up(tmp_path, site):
         second = scrapy(project, "crawl", "pages", "-a", f"start_url={site.url}/")
         assert first.poll() is None  # the first was running all along
     finally:
+        release()
         out, err = first.communicate(timeout=120)
     assert second.returncode == 1
     assert "Traceback" not in second.stderr
@@ -106,10 +135,12 @@ def test_a_second_crawl_on_the_same_store_stops_at_start_up(tmp_path, site):
 def test_a_sigkilled_crawl_leaves_no_stale_lock(tmp_path, site):
     project = make_project(tmp_path, _SETTINGS)
     store, lock = project / "history.sqlite3", project / "history.sqlite3.lock"
+    release = hold_after(site, 6)
     first = start_crawl(project, site.url, "RECRAWL_FLUSH_EVERY=2")
     wait_holding(lock, first, site, pages=6)
     first.send_signal(signal.SIGKILL)
     first.communicate()
+    release(serve=False)  # the killed crawl's last request: never answered
     killed_at = len(site.log)
     assert lock.read_text().startswith(f"{first.pid}\t")  # its note is there, its lock not
 

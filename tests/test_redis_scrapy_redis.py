@@ -14,6 +14,7 @@ Upstream's own classes run too, against scrapy-redis itself, as a control.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 from pathlib import Path
@@ -29,6 +30,11 @@ UPSTREAM = Path(__file__).parent / "upstream" / "scrapy_redis_0_9_1_test_scrapy_
 
 _server = RedisServer()
 _server.start()
+# upstream reads REDIS_HOST/REDIS_PORT when it is imported, so the server starts when
+# this module is collected, in every pytest-xdist worker and under `-m "not slow"`
+# too, where none of its tests may run here: stopped when the process exits, or it
+# would outlive the test session
+atexit.register(_server.__exit__, None, None, None)
 os.environ["REDIS_HOST"], os.environ["REDIS_PORT"] = "127.0.0.1", str(_server.port)
 _spec = importlib.util.spec_from_file_location("scrapy_redis_upstream_tests", UPSTREAM)
 upstream = importlib.util.module_from_spec(_spec)

@@ -36,7 +36,9 @@ from .cli_project import make_project, scrapy, scrapy_in_process
 from .helpers import LocalSite, Page
 from .redis_server import RedisServer
 
-pytestmark = pytest.mark.slow
+# `make test` runs pytest-xdist with --dist loadgroup: the module is one group, so
+# its two crawled stores (module-scoped) are made once, on one worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_report")]
 
 PAGES = 24
 URLS = PAGES + 1  # "/" and /p/0.html (a 404: the root links to it) .. /p/23.html

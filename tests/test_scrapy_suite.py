@@ -92,6 +92,8 @@ def _paused_and_resumed(d, scheduler):
     return first, second
 
 
+# one worker crawls scrapy_jobdir_run (module-scoped) for both (--dist loadgroup)
+@pytest.mark.xdist_group("scrapy_jobdir")
 @pytest.mark.parametrize("warmed_up", [False, True], ids=["warm-up cycle", "budgeted cycle"])
 def test_jobdir_pause_and_resume_fetches_what_scrapys_scheduler_does(
     tmp_path, warmed_up, scrapy_jobdir_run
