@@ -283,7 +283,8 @@ def test_the_compiled_step_sums_each_groups_posteriors():
 
 def test_the_hazards_step_recomputes_the_rows_that_read_them():
     """A creation hazard's step recomputes the likelihood of its group's dated rows
-    only (the others' do not read it): the figures of recomputing every row."""
+    only (the others' do not read it), compiled (_em.dated_likelihood): the figures of
+    recomputing every row with numpy, to the last digits (C's exp and log)."""
     from scrapy_recrawl.scoring.freshness import _Rows
 
     rows = _Rows(*_history(6, with_ages=True))
@@ -292,7 +293,9 @@ def test_the_hazards_step_recomputes_the_rows_that_read_them():
     assert (rows.eta[[1, 5]] > 0).all() and not rows.eta[[0, 2, 3, 6, 7, 8]].any()
     partial_lik, partial_top = rows.lik.copy(), rows.top.copy()
     rows._likelihood()
-    assert np.array_equal(rows.lik, partial_lik) and np.array_equal(rows.top, partial_top)
+    np.testing.assert_allclose(partial_lik, rows.lik, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(partial_top, rows.top, rtol=1e-12)
+    assert np.array_equal(partial_lik == 0.0, rows.lik == 0.0)  # rate 0 ruled out alike
 
 
 def test_the_rows_without_ages_are_the_rows_built_without_them():
@@ -308,3 +311,39 @@ def test_the_rows_without_ages_are_the_rows_built_without_them():
     for name in ("inverse", "counts", "group", "starts", "present", "lengths", "lik", "fresh"):
         assert np.array_equal(getattr(merged, name), getattr(direct, name)), name
     assert merged.groups == direct.groups and merged.pages == direct.pages
+
+
+def test_the_hazards_of_all_groups_are_each_groups_bisection():
+    """The creation hazards' step bisects all the groups at once: each group's hazard is
+    its own bisection of the expected log-likelihood's slope (0 when it falls at once or
+    no date is an event; the range's top when it still rises there)."""
+    from scrapy_recrawl.scoring.freshness import ETA_BISECT, ETA_RANGE, _eta_step
+
+    rng = np.random.default_rng(4)
+    mass = rng.random((6, RATE_GRID.size)) * 3.0
+    mass[4, :] = 0.0
+    # the slope's zero at 0.1 and at 0.02 (inside the range), then a rising and a falling one
+    inside = [(m / (RATE_GRID + e)).sum() for m, e in ((mass[0], 0.1), (mass[1], 0.02))]
+    total_age = np.array([*inside, 1e-6, 1e6, 3.0, 40.0])
+
+    def one(m, age):
+        if not m.any():
+            return 0.0
+        lo, hi = np.log(ETA_RANGE[0]), np.log(ETA_RANGE[1])
+
+        def slope(x):
+            return float((m / (RATE_GRID + np.exp(x))).sum()) - age
+
+        if slope(lo) <= 0.0:
+            return 0.0
+        if slope(hi) >= 0.0:
+            return ETA_RANGE[1]
+        for _ in range(ETA_BISECT):
+            mid = (lo + hi) / 2.0
+            lo, hi = (mid, hi) if slope(mid) > 0.0 else (lo, mid)
+        return float(np.exp((lo + hi) / 2.0))
+
+    want = [one(m, a) for m, a in zip(mass, total_age, strict=True)]
+    got = _eta_step(mass, total_age)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert 0.0 in want and ETA_RANGE[1] in want and any(0.0 < w < ETA_RANGE[1] for w in want)

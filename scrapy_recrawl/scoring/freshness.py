@@ -90,7 +90,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._em import em_sums
+from ._em import dated_likelihood, em_sums
 
 #: the rates (changes per cycle) a page may have: 0 (never changes), then from one
 #: change in 2,000 cycles to 10 a cycle, log-spaced (a grid's step is 16% of a rate)
@@ -175,32 +175,33 @@ def modified_loglik(prior_age: np.ndarray, eta: np.ndarray | float = 0.0) -> np.
     return out
 
 
-def _eta_step(mass: np.ndarray, total_age: float) -> float:
-    """One group's creation hazard maximising the EM's expected log-likelihood of its
-    pages' ages at the step's posteriors: ``sum count (event E[log(lambda + eta)] - eta
-    a)`` (the rest does not depend on ``eta``). Its slope ``sum_k S_k / (lambda_k + eta)
-    - A`` (``mass``: ``S_k``, the events' posterior weight on rate ``k`` times their
-    counts; ``total_age``: ``A``, the pages' ages times their counts) falls with
-    ``eta``: bisection in ``log(eta)`` over :data:`ETA_RANGE`, 0 when it already falls
-    at the smallest."""
-    if not mass.any():
-        return 0.0  # no date is an event: the ages only say "no change", at any hazard
-    lo, hi = np.log(ETA_RANGE[0]), np.log(ETA_RANGE[1])
+def _eta_step(mass: np.ndarray, total_age: np.ndarray) -> np.ndarray:
+    """The creation hazards of groups, each maximising the EM's expected
+    log-likelihood of its pages' ages at the step's posteriors: ``sum count (event
+    E[log(lambda + eta)] - eta a)`` (the rest does not depend on ``eta``). Its slope
+    ``sum_k S_k / (lambda_k + eta) - A`` (``mass``: ``[groups, grid]``, ``S_k``, the
+    events' posterior weight on rate ``k`` times their counts; ``total_age``: ``A``,
+    the pages' ages times their counts) falls with ``eta``: bisection in ``log(eta)``
+    over :data:`ETA_RANGE`, all the groups at once, 0 when it already falls at the
+    smallest."""
+    mass = np.atleast_2d(mass)
+    total_age = np.atleast_1d(np.asarray(total_age, dtype=np.float64))
+    lo = np.full(total_age.shape, np.log(ETA_RANGE[0]))
+    hi = np.full(total_age.shape, np.log(ETA_RANGE[1]))
 
-    def slope(log_eta: float) -> float:
-        return float((mass / (RATE_GRID + np.exp(log_eta))).sum()) - total_age
+    def slope(log_eta: np.ndarray) -> np.ndarray:
+        return (mass / (RATE_GRID[None, :] + np.exp(log_eta)[:, None])).sum(axis=1) - total_age
 
-    if slope(lo) <= 0.0:
-        return 0.0
-    if slope(hi) >= 0.0:
-        return float(ETA_RANGE[1])
+    at_least, at_most = slope(lo) <= 0.0, slope(hi) >= 0.0
     for _ in range(ETA_BISECT):
         mid = (lo + hi) / 2.0
-        if slope(mid) > 0.0:
-            lo = mid
-        else:
-            hi = mid
-    return float(np.exp((lo + hi) / 2.0))
+        up = slope(mid) > 0.0
+        lo, hi = np.where(up, mid, lo), np.where(up, hi, mid)
+    eta = np.exp((lo + hi) / 2.0)
+    eta[at_most] = ETA_RANGE[1]
+    # no date an event (the ages only say "no change", at any hazard), or falling at once
+    eta[at_least | ~mass.any(axis=1)] = 0.0
+    return eta
 
 
 class _Rows:
@@ -276,11 +277,10 @@ class _Rows:
         ``only``: the positions of the rows to recompute (the dated rows of the groups
         whose hazard moved: the others' likelihood does not read it), the same figures
         as recomputing all (each row's are its own)."""
-        if only is not None:
-            ll = self.base[only] + modified_loglik(self.pre[only], self.eta[self.group[only]])
-            top = ll.max(axis=1, keepdims=True)
-            self.top[only] = top
-            self.lik[only] = np.exp(ll - top)
+        if only is not None:  # compiled: the same operations, row by row, in place
+            eta = np.ascontiguousarray(self.eta[self.group[only]])
+            args = (self.base, RATE_GRID, only, self.pre_age, self.pre_event, eta)
+            dated_likelihood(*args, self.lik, self.top)
             return
         ll = self.base
         if self.dated.any():
@@ -373,8 +373,7 @@ class _Rows:
         """The hazards of the groups ``moving`` from their events' posterior mass
         ``[present, grid]`` and total ages, then the likelihood of the ``rows`` that
         read them."""
-        for p in moving.tolist():
-            self.eta[self.present[p]] = _eta_step(mass[p], float(total_age[p]))
+        self.eta[self.present[moving]] = _eta_step(mass[moving], total_age[moving])
         self._likelihood(rows)
 
     def _update(self, prior: np.ndarray, sums: np.ndarray, denom: np.ndarray) -> np.ndarray:
