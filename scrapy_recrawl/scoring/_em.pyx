@@ -86,7 +86,8 @@ def em_sums(
 
 
 def dated_likelihood(
-    const double[:, ::1] base,
+    const double[:, ::1] fixed,
+    const double[::1] fixed_top,
     const double[::1] grid,
     const Py_ssize_t[::1] rows,
     const double[::1] age,
@@ -95,34 +96,43 @@ def dated_likelihood(
     double[:, ::1] lik,
     double[:, ::1] top,
 ):
-    """Into ``lik[r]`` and ``top[r, 0]``, for each row ``r`` of ``rows`` (the dated rows
-    of the groups whose creation hazard moved; ``eta[i]``: the hazard of ``rows[i]``'s
-    group): the row's log-likelihood ``base[r] - (grid + eta) age[r] (+ log(grid +
-    eta) where event[r])`` (freshness.modified_loglik's), its maximum, and ``exp`` of it
-    less the maximum: what ``_Rows._likelihood`` computes for all rows, in one pass."""
+    """Into ``lik[r]`` and ``top[r, 0]``, for each row ``r = rows[i]`` (the dated rows
+    of the groups whose creation hazard moved; ``eta[i]``: its group's hazard), the
+    scaled likelihood and its scale that ``_Rows._likelihood`` computes, from the
+    part that does not depend on the hazard: ``fixed[i] = exp(ll0 - fixed_top[i])``,
+    ``ll0 = base[r] - grid * age[r]`` (``fixed_top[i]``: its maximum). The hazard
+    adds ``-eta age[r]`` (a constant of the row: its scale only) and, where the date
+    is an event, ``log(grid + eta)``: a product, then the row's maximum taken out.
+    No exp or log per rate (one log per row): the figures of numpy's form to the last
+    digits."""
     cdef Py_ssize_t n = rows.shape[0], K = grid.shape[0], i, k, r
-    cdef double a, e, rate, v, best
-    if base.shape[1] != K or lik.shape[1] != K or eta.shape[0] != n:
-        raise ValueError("dated_likelihood: the grid, rows and hazards disagree")
+    cdef double e, v, best
+    if fixed.shape[0] != n or fixed.shape[1] != K or lik.shape[1] != K:
+        raise ValueError("dated_likelihood: the grid and the rows disagree")
+    if fixed_top.shape[0] != n or eta.shape[0] != n:
+        raise ValueError("dated_likelihood: the rows and their hazards disagree")
     for i in range(n):
         r = rows[i]
-        if not 0 <= r < min(base.shape[0], lik.shape[0], top.shape[0], age.shape[0], event.shape[0]):
+        if not 0 <= r < min(lik.shape[0], top.shape[0], age.shape[0], event.shape[0]):
             raise ValueError("dated_likelihood: a row out of range")
     with nogil:
         for i in range(n):
             r = rows[i]
-            a = age[r]
             e = eta[i]
-            best = -INFINITY
+            if event[r] == 0.0:  # "no change in a" only: the hazard moves the scale
+                for k in range(K):
+                    lik[r, k] = fixed[i, k]
+                top[r, 0] = fixed_top[i] - e * age[r]
+                continue
+            best = 0.0
             for k in range(K):
-                rate = grid[k] + e
-                v = -rate * a
-                if event[r] != 0.0:
-                    v = v + log(rate)
-                v = base[r, k] + v
+                v = fixed[i, k] * (grid[k] + e)
                 lik[r, k] = v
                 if v > best:
                     best = v
-            top[r, 0] = best
-            for k in range(K):
-                lik[r, k] = exp(lik[r, k] - best)
+            if best > 0.0:
+                for k in range(K):
+                    lik[r, k] = lik[r, k] / best
+                top[r, 0] = fixed_top[i] - e * age[r] + log(best)
+            else:
+                top[r, 0] = -INFINITY

@@ -204,6 +204,11 @@ def _eta_step(mass: np.ndarray, total_age: np.ndarray) -> np.ndarray:
     return eta
 
 
+#: the dated rows of the groups whose creation hazard moves (positions), their
+#: likelihood's part that does not depend on it (``exp``, scaled per row) and its scale
+_Moved = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
 class _Rows:
     """The distinct histories and what every fit reads of them."""
 
@@ -272,14 +277,15 @@ class _Rows:
         self.pages = float(self.counts.sum())
         self._likelihood()
 
-    def _likelihood(self, only: np.ndarray | None = None) -> None:
+    def _likelihood(self, only: _Moved | None = None) -> None:
         """Each row's likelihood over the grid under the groups' creation hazards;
-        ``only``: the positions of the rows to recompute (the dated rows of the groups
-        whose hazard moved: the others' likelihood does not read it), the same figures
-        as recomputing all (each row's are its own)."""
-        if only is not None:  # compiled: the same operations, row by row, in place
-            eta = np.ascontiguousarray(self.eta[self.group[only]])
-            args = (self.base, RATE_GRID, only, self.pre_age, self.pre_event, eta)
+        ``only``: the dated rows of the groups whose hazard moved (the others'
+        likelihood does not read it), recomputed in place from their part that does
+        not depend on it (compiled: the figures of recomputing all to the last digits)."""
+        if only is not None:
+            rows, fixed, fixed_top = only
+            eta = np.ascontiguousarray(self.eta[self.group[rows]])
+            args = (fixed, fixed_top, RATE_GRID, rows, self.pre_age, self.pre_event, eta)
             dated_likelihood(*args, self.lik, self.top)
             return
         ll = self.base
@@ -344,10 +350,11 @@ class _Rows:
                 lik = self.lik
         return prior
 
-    def _hazards(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    def _hazards(self) -> tuple[np.ndarray, np.ndarray, _Moved] | None:
         """The present groups whose creation hazard the fit moves (seen making pages,
         a dated row: positions in :attr:`present`), each one's total age (ages times
-        counts) and the rows whose likelihood reads it (None: no such group)."""
+        counts) and the rows whose likelihood reads it, with the part of their
+        likelihood that does not (:data:`_Moved`) (None: no such group)."""
         if not (self.dated.any() and self.creating.any()):
             return None
         dated = np.add.reduceat(self.dated.astype(np.intp), self.starts) > 0
@@ -356,7 +363,10 @@ class _Rows:
             return None
         total_age = np.add.reduceat(self.counts * self.pre_age, self.starts)
         rows = np.flatnonzero(self.dated & self.creating[self.group])
-        return moving, total_age, rows
+        fixed = self.base[rows] - RATE_GRID[None, :] * self.pre_age[rows, None]
+        fixed_top = fixed.max(axis=1)
+        fixed = np.exp(fixed - fixed_top[:, None])
+        return moving, total_age, (rows, fixed, fixed_top)
 
     def _eta_update(self, post: np.ndarray) -> None:
         """Each group's creation hazard, one EM step (:func:`_eta_step`) at the
@@ -368,7 +378,7 @@ class _Rows:
             self._eta_from(np.add.reduceat(post * weight, self.starts, axis=0), *hazards)
 
     def _eta_from(
-        self, mass: np.ndarray, moving: np.ndarray, total_age: np.ndarray, rows: np.ndarray
+        self, mass: np.ndarray, moving: np.ndarray, total_age: np.ndarray, rows: _Moved
     ) -> None:
         """The hazards of the groups ``moving`` from their events' posterior mass
         ``[present, grid]`` and total ages, then the likelihood of the ``rows`` that
