@@ -8,7 +8,8 @@ count added to its group's sums, with no ``[rows, grid]`` temporary (issue 29: t
 report fits one estimate per cycle, ~17,000 steps on a 20-cycle store). The posterior
 ``lik * prior / marginal`` is summed as ``prior * sum(lik * count / marginal)``: the
 prior is the group's, so it leaves the row sum (the numpy step's figures to ~1e-16 a
-step, in another order of the float operations).
+step, in another order of the float operations). And the likelihood of the pages
+that read a creation hazard, recomputed after each of its steps (``dated_likelihood``).
 """
 
 from libc.math cimport INFINITY, exp, log
