@@ -2,7 +2,8 @@
 
 ``scrapy_recrawl.change._walk`` walks lxml's element tree in C through lxml's
 public C API, so it is built against lxml's bundled headers;
-``scrapy_recrawl.change._diff`` is the element diff.
+``scrapy_recrawl.change._diff`` is the element diff; ``scrapy_recrawl.scoring._em``
+the freshness estimate's EM step.
 """
 
 import lxml
@@ -18,6 +19,7 @@ setup(
                 include_dirs=lxml.get_include(),
             ),
             Extension("scrapy_recrawl.change._diff", ["scrapy_recrawl/change/_diff.pyx"]),
+            Extension("scrapy_recrawl.scoring._em", ["scrapy_recrawl/scoring/_em.pyx"]),
         ],
         language_level=3,
     )

@@ -209,11 +209,12 @@ def _history(seed: int, size: int = 3000, with_ages: bool = False):
     return (group, n, X, span, age) + ((pre,) if with_ages else ())
 
 
-def test_the_fit_in_place_is_the_plain_em_step_to_the_last_bit():
-    """The fit writes its steps into arrays of its own (issue 29: the report fits an
-    estimate per cycle); the priors are those of the plain step, posterior() summed per
-    group then pooled and smoothed, bit for bit, untilted and tilted (the tilted form:
-    the likelihood reweighed once, one product and one segment sum per step)."""
+def test_the_compiled_fit_is_the_plain_em_step():
+    """The fit's step is one compiled pass over the rows (_em.pyx; issue 29: the report
+    fits an estimate per cycle); its priors and creation hazards are those of the plain
+    numpy step, posterior() summed per group then pooled and smoothed, to the last
+    digits (the order of the float operations differs), untilted and tilted, without
+    ages, with them, and with the hazards of groups making pages."""
     from scrapy_recrawl.scoring.freshness import GROUP_URLS, _Rows, _smooth
 
     for with_ages, creating in ((False, False), (True, False), (True, True)):
@@ -236,8 +237,10 @@ def test_the_fit_in_place_is_the_plain_em_step_to_the_last_bit():
             prior = update(prior, np.add.reduceat(post * rows.counts[:, None], rows.starts))
             if creating:
                 rows._eta_update(post)
-        assert np.array_equal(fitted.fit(None, 25), prior)
-        assert np.array_equal(fitted.eta, rows.eta) and (rows.eta > 0).any() == creating
+        np.testing.assert_allclose(fitted.fit(None, 25), prior, rtol=1e-9, atol=1e-300)
+        np.testing.assert_allclose(fitted.eta, rows.eta, rtol=1e-9)
+        np.testing.assert_allclose(fitted.lik, rows.lik, rtol=1e-9)
+        assert (rows.eta > 0).any() == creating
         start = prior
         for tilt in (-3.0, 0.7, 4.0):
             lik = rows.lik_t * np.exp(tilt * rows.fresh_t)
@@ -247,7 +250,52 @@ def test_the_fit_in_place_is_the_plain_em_step_to_the_last_bit():
                 weight = rows.counts / np.maximum(np.einsum("kr,kr->r", lik, own), 1e-300)
                 sums = np.add.reduceat(lik * weight, rows.starts, axis=1).T
                 prior = update(prior, sums * prior[rows.present])
-            assert np.array_equal(rows.fit(start, 10, tilt=tilt), prior)
+            np.testing.assert_allclose(rows.fit(start, 10, tilt=tilt), prior, rtol=1e-9)
+
+
+def test_the_compiled_step_sums_each_groups_posteriors():
+    """_em.em_sums against its plain statement: each row's posterior (likelihood times
+    its group's prior, normalised) times its count, summed per group; with a weight
+    per row, the same weighed; shapes that disagree are refused."""
+    from scrapy_recrawl.scoring._em import em_sums
+
+    rng = np.random.default_rng(3)
+    lengths = np.array([4, 1, 0, 7], dtype=np.intp)
+    group = np.repeat(np.arange(4), lengths)
+    lik = rng.random((group.size, 65))
+    lik[2] = 0.0  # a row no rate explains: its marginal is floored, not divided by 0
+    prior = rng.dirichlet(np.ones(65), 4)
+    counts = rng.integers(1, 5, group.size).astype(np.float64)
+    extra = rng.integers(0, 2, group.size).astype(np.float64)
+    sums, weighed = np.empty((4, 65)), np.empty((4, 65))
+    em_sums(lik, prior, lengths, counts, sums, extra, weighed)
+    post = lik * prior[group]
+    post /= np.maximum(post.sum(axis=1, keepdims=True), 1e-300)
+    for w, got in ((counts, sums), (counts * extra, weighed)):
+        want = np.zeros((4, 65))
+        np.add.at(want, group, post * w[:, None])
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
+    with pytest.raises(ValueError, match="lengths"):
+        em_sums(lik, prior, lengths + 1, counts, sums)
+    with pytest.raises(ValueError, match="extra"):
+        em_sums(lik, prior, lengths, counts, sums, extra, None)
+
+
+def test_the_hazards_step_recomputes_the_rows_that_read_them():
+    """A creation hazard's step recomputes the likelihood of its group's dated rows
+    only (the others' do not read it), compiled (_em.dated_likelihood): the figures of
+    recomputing every row with numpy, to the last digits (C's exp and log)."""
+    from scrapy_recrawl.scoring.freshness import _Rows
+
+    rows = _Rows(*_history(6, with_ages=True))
+    rows.creating[[1, 5]] = True
+    rows.fit(None, 15)
+    assert (rows.eta[[1, 5]] > 0).all() and not rows.eta[[0, 2, 3, 6, 7, 8]].any()
+    partial_lik, partial_top = rows.lik.copy(), rows.top.copy()
+    rows._likelihood()
+    np.testing.assert_allclose(partial_lik, rows.lik, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(partial_top, rows.top, rtol=1e-12)
+    assert np.array_equal(partial_lik == 0.0, rows.lik == 0.0)  # rate 0 ruled out alike
 
 
 def test_the_rows_without_ages_are_the_rows_built_without_them():
@@ -263,3 +311,39 @@ def test_the_rows_without_ages_are_the_rows_built_without_them():
     for name in ("inverse", "counts", "group", "starts", "present", "lengths", "lik", "fresh"):
         assert np.array_equal(getattr(merged, name), getattr(direct, name)), name
     assert merged.groups == direct.groups and merged.pages == direct.pages
+
+
+def test_the_hazards_of_all_groups_are_each_groups_bisection():
+    """The creation hazards' step bisects all the groups at once: each group's hazard is
+    its own bisection of the expected log-likelihood's slope (0 when it falls at once or
+    no date is an event; the range's top when it still rises there)."""
+    from scrapy_recrawl.scoring.freshness import ETA_BISECT, ETA_RANGE, _eta_step
+
+    rng = np.random.default_rng(4)
+    mass = rng.random((6, RATE_GRID.size)) * 3.0
+    mass[4, :] = 0.0
+    # the slope's zero at 0.1 and at 0.02 (inside the range), then a rising and a falling one
+    inside = [(m / (RATE_GRID + e)).sum() for m, e in ((mass[0], 0.1), (mass[1], 0.02))]
+    total_age = np.array([*inside, 1e-6, 1e6, 3.0, 40.0])
+
+    def one(m, age):
+        if not m.any():
+            return 0.0
+        lo, hi = np.log(ETA_RANGE[0]), np.log(ETA_RANGE[1])
+
+        def slope(x):
+            return float((m / (RATE_GRID + np.exp(x))).sum()) - age
+
+        if slope(lo) <= 0.0:
+            return 0.0
+        if slope(hi) >= 0.0:
+            return ETA_RANGE[1]
+        for _ in range(ETA_BISECT):
+            mid = (lo + hi) / 2.0
+            lo, hi = (mid, hi) if slope(mid) > 0.0 else (lo, mid)
+        return float(np.exp((lo + hi) / 2.0))
+
+    want = [one(m, a) for m, a in zip(mass, total_age, strict=True)]
+    got = _eta_step(mass, total_age)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert 0.0 in want and ETA_RANGE[1] in want and any(0.0 < w < ETA_RANGE[1] for w in want)

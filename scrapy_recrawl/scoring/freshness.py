@@ -76,7 +76,8 @@ the EM towards fresher or staler). Pages observed often narrow it; a monitoring
 sample (RECRAWL_MONITOR_SHARE: a fixed random sample of pages fetched every cycle)
 gives the prior unselected observations and narrows it most.
 
-Vector operations over the distinct ``(group, n, X, span, age)`` rows only, so the
+The EM's step is compiled (``_em.pyx``: one pass per step over the rows' likelihood);
+the rest is vector operations over the distinct ``(group, n, X, span, age)`` rows only, so the
 cost grows with the variety of histories, not with the URLs; above :data:`SAMPLE`
 known pages, over a fixed uniform sample of them (the same pages for the crawl and the
 report: both order URLs by id).
@@ -88,6 +89,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from ._em import dated_likelihood, em_sums
 
 #: the rates (changes per cycle) a page may have: 0 (never changes), then from one
 #: change in 2,000 cycles to 10 a cycle, log-spaced (a grid's step is 16% of a rate)
@@ -172,38 +175,46 @@ def modified_loglik(prior_age: np.ndarray, eta: np.ndarray | float = 0.0) -> np.
     return out
 
 
-def _eta_step(post: np.ndarray, counts: np.ndarray, age: np.ndarray, event: np.ndarray) -> float:
-    """One group's creation hazard maximising the EM's expected log-likelihood of its
-    pages' ages at the posteriors ``post``: ``sum count (event E[log(lambda + eta)] -
-    eta a)`` (the rest does not depend on ``eta``). Its slope ``sum_k S_k / (lambda_k +
-    eta) - A`` (``S_k``: the events' posterior weight on rate ``k``, ``A``: the total
-    age) falls with ``eta``: bisection in ``log(eta)`` over :data:`ETA_RANGE`, 0 when
-    it already falls at the smallest."""
-    weight = counts * event
-    total_age = float((counts * age).sum())
-    if not weight.any():
-        return 0.0  # no date is an event: the ages only say "no change", at any hazard
-    mass = weight @ post  # S_k
-    lo, hi = np.log(ETA_RANGE[0]), np.log(ETA_RANGE[1])
+def _eta_step(mass: np.ndarray, total_age: np.ndarray) -> np.ndarray:
+    """The creation hazards of groups, each maximising the EM's expected
+    log-likelihood of its pages' ages at the step's posteriors: ``sum count (event
+    E[log(lambda + eta)] - eta a)`` (the rest does not depend on ``eta``). Its slope
+    ``sum_k S_k / (lambda_k + eta) - A`` (``mass``: ``[groups, grid]``, ``S_k``, the
+    events' posterior weight on rate ``k`` times their counts; ``total_age``: ``A``,
+    the pages' ages times their counts) falls with ``eta``: bisection in ``log(eta)``
+    over :data:`ETA_RANGE`, all the groups at once, 0 when it already falls at the
+    smallest."""
+    mass = np.atleast_2d(mass)
+    total_age = np.atleast_1d(np.asarray(total_age, dtype=np.float64))
+    lo = np.full(total_age.shape, np.log(ETA_RANGE[0]))
+    hi = np.full(total_age.shape, np.log(ETA_RANGE[1]))
 
-    def slope(log_eta: float) -> float:
-        return float((mass / (RATE_GRID + np.exp(log_eta))).sum()) - total_age
+    def slope(log_eta: np.ndarray) -> np.ndarray:
+        return (mass / (RATE_GRID[None, :] + np.exp(log_eta)[:, None])).sum(axis=1) - total_age
 
-    if slope(lo) <= 0.0:
-        return 0.0
-    if slope(hi) >= 0.0:
-        return float(ETA_RANGE[1])
+    at_least, at_most = slope(lo) <= 0.0, slope(hi) >= 0.0
     for _ in range(ETA_BISECT):
         mid = (lo + hi) / 2.0
-        if slope(mid) > 0.0:
-            lo = mid
-        else:
-            hi = mid
-    return float(np.exp((lo + hi) / 2.0))
+        up = slope(mid) > 0.0
+        lo, hi = np.where(up, mid, lo), np.where(up, hi, mid)
+    eta = np.exp((lo + hi) / 2.0)
+    eta[at_most] = ETA_RANGE[1]
+    # no date an event (the ages only say "no change", at any hazard), or falling at once
+    eta[at_least | ~mass.any(axis=1)] = 0.0
+    return eta
+
+
+#: the dated rows of the groups whose creation hazard moves (positions), their
+#: likelihood's part that does not depend on it (``exp``, scaled per row) and its scale
+_Moved = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 class _Rows:
     """The distinct histories and what every fit reads of them."""
+
+    #: each row's likelihood over the grid, scaled by ``exp(top)`` (:meth:`_likelihood`)
+    lik: np.ndarray
+    top: np.ndarray
 
     def __init__(
         self,
@@ -263,19 +274,34 @@ class _Rows:
         self.eta = np.zeros(self.groups)
         self.creating = np.zeros(self.groups, dtype=bool)
         self.fresh = np.exp(-RATE_GRID[None, :] * np.maximum(age_r, 0.0)[:, None])
-        self.fresh_t = np.ascontiguousarray(self.fresh.T)
         self.pages = float(self.counts.sum())
         self._likelihood()
 
-    def _likelihood(self) -> None:
-        """Each row's likelihood over the grid under the groups' creation hazards."""
+    def _likelihood(self, only: _Moved | None = None) -> None:
+        """Each row's likelihood over the grid under the groups' creation hazards;
+        ``only``: the dated rows of the groups whose hazard moved (the others'
+        likelihood does not read it), recomputed in place from their part that does
+        not depend on it (compiled: the figures of recomputing all to the last digits)."""
+        if only is not None:
+            rows, fixed, fixed_top = only
+            eta = np.ascontiguousarray(self.eta[self.group[rows]])
+            args = (fixed, fixed_top, RATE_GRID, rows, self.pre_age, self.pre_event, eta)
+            dated_likelihood(*args, self.lik, self.top)
+            return
         ll = self.base
         if self.dated.any():
             ll = ll + modified_loglik(self.pre, self.eta[self.group])
         self.top = ll.max(axis=1, keepdims=True)
         self.lik = np.exp(ll - self.top)  # scaled per row: the posterior is unchanged
-        # the same, [grid, rows]: the layout the fit's steps run over
-        self.lik_t = np.ascontiguousarray(self.lik.T)
+
+    @property
+    def lik_t(self) -> np.ndarray:
+        """:attr:`lik` as ``[grid, rows]`` (the layout of the tests' plain steps)."""
+        return np.ascontiguousarray(self.lik.T)
+
+    @property
+    def fresh_t(self) -> np.ndarray:
+        return np.ascontiguousarray(self.fresh.T)
 
     def own_prior(self, prior: np.ndarray) -> np.ndarray:
         """``prior[self.group]``: each row's group's prior (rows are sorted by group: a
@@ -296,77 +322,69 @@ class _Rows:
     def fit(self, start: np.ndarray | None, iterations: int, tilt: float = 0.0) -> np.ndarray:
         """The groups' priors ``[groups, grid]`` by EM from ``start``; ``tilt`` != 0
         weighs each page's posterior by ``exp(tilt * P(current))`` in the update: a
-        family of priors leaning fresher (> 0) or staler (< 0), searched by the profile.
+        family of priors leaning fresher (> 0) or staler (< 0), searched by the profile
+        (its 16 fits of :data:`TILT_ITERATIONS` steps, most of an estimate's cost).
 
-        The steps write into arrays allocated once per fit (``out=``): the same float
-        operations in the same order as :meth:`posterior`'s, so the same priors to the
-        last bit, without a fresh ``[rows, grid]`` array per operation and step (the
-        report fits one estimate per cycle: issue 29)."""
+        A step's update per group is the sum of its rows' posteriors times their
+        counts, ``lik * prior / marginal * count``, in one compiled pass over the rows
+        (``_em.em_sums``; issue 29: the report fits one estimate per cycle), with the
+        tilt's weights (the same at every step) folded into the likelihood once, then
+        the pooled and smoothed update (:meth:`_update`). The numpy step's figures but
+        for the order of the float operations (tests/test_freshness_estimate.py)."""
         K = RATE_GRID.size
         prior = np.full((self.groups, K), 1.0 / K) if start is None else start.copy()
         sizes = np.bincount(self.group, weights=self.counts, minlength=self.groups)
         denom = sizes[:, None] + GROUP_URLS
-        if tilt:
-            return self._tilted(prior, denom, iterations, tilt)
-        dated = bool(self.dated.any() and self.creating.any())
-        marginal = np.empty(self.lik.shape[0])
+        lik = self.lik * np.exp(tilt * self.fresh) if tilt else self.lik
+        hazards = None if tilt else self._hazards()
         sums = np.empty((self.present.size, K))
-        counts = self.counts[:, None]
+        mass = np.empty_like(sums) if hazards is not None else None
+        event = self.pre_event if hazards is not None else None  # em_sums weighs by counts
         for _ in range(iterations):
-            # posterior()'s operations, in place in its own_prior() array
-            joint = self.own_prior(prior)
-            np.multiply(self.lik, joint, out=joint)
-            joint.sum(axis=1, out=marginal)
-            np.maximum(marginal, 1e-300, out=marginal)
-            np.divide(joint, marginal[:, None], out=joint)
-            # the hazards' step reads the posteriors: then the weighted ones in a copy
-            weighted = np.multiply(joint, counts, out=None if dated else joint)
-            prior = self._update(
-                prior, np.add.reduceat(weighted, self.starts, axis=0, out=sums), denom
-            )
-            if dated:  # the hazards' step at the same posteriors, then their likelihood
-                self._eta_update(joint)
+            own = np.ascontiguousarray(prior[self.present])
+            em_sums(lik, own, self.lengths, self.counts, sums, event, mass)
+            prior = self._update(prior, sums, denom)
+            if hazards is not None and mass is not None:
+                # the hazards' step at the same posteriors, then the likelihood they move
+                self._eta_from(mass, *hazards)
+                lik = self.lik
         return prior
+
+    def _hazards(self) -> tuple[np.ndarray, np.ndarray, _Moved] | None:
+        """The present groups whose creation hazard the fit moves (seen making pages,
+        a dated row: positions in :attr:`present`), each one's total age (ages times
+        counts) and the rows whose likelihood reads it, with the part of their
+        likelihood that does not (:data:`_Moved`) (None: no such group)."""
+        if not (self.dated.any() and self.creating.any()):
+            return None
+        dated = np.add.reduceat(self.dated.astype(np.intp), self.starts) > 0
+        moving = np.flatnonzero(self.creating[self.present] & dated)
+        if not moving.size:
+            return None
+        total_age = np.add.reduceat(self.counts * self.pre_age, self.starts)
+        rows = np.flatnonzero(self.dated & self.creating[self.group])
+        fixed = self.base[rows] - RATE_GRID[None, :] * self.pre_age[rows, None]
+        fixed_top = fixed.max(axis=1)
+        fixed = np.exp(fixed - fixed_top[:, None])
+        return moving, total_age, (rows, fixed, fixed_top)
 
     def _eta_update(self, post: np.ndarray) -> None:
-        """Each group's creation hazard, one EM step (:func:`_eta_step`) at ``post``."""
-        for g, start, length in zip(
-            self.present.tolist(), self.starts.tolist(), self.lengths.tolist(), strict=True
-        ):
-            part = slice(start, start + length)
-            if not (self.creating[g] and self.dated[part].any()):
-                continue
-            self.eta[g] = _eta_step(
-                post[part],
-                self.counts[part],
-                self.pre_age[part],
-                self.pre_event[part],
-            )
-        self._likelihood()
+        """Each group's creation hazard, one EM step (:func:`_eta_step`) at the
+        posteriors ``post`` ``[rows, grid]`` (the plain step's form: the fit's
+        compiled pass sums the events' mass itself)."""
+        hazards = self._hazards()
+        if hazards is not None:
+            weight = (self.counts * self.pre_event)[:, None]
+            self._eta_from(np.add.reduceat(post * weight, self.starts, axis=0), *hazards)
 
-    def _tilted(
-        self, prior: np.ndarray, denom: np.ndarray, iterations: int, tilt: float
-    ) -> np.ndarray:
-        """:meth:`fit` with a tilt: the profile's 16 fits, most of an estimate's cost
-        (the report fits one estimate per cycle: issue 29). A step's update per group
-        is the sum of its rows' tilted posteriors times their counts, ``lik * w *
-        prior / marginal * count`` with the tilt's weights ``w`` (the same at every
-        step) folded into the likelihood once: one product and one segment sum per
-        step over the ``[grid, rows]`` layout. The same sums as the untilted steps'
-        but for the order of the float operations (the priors agree to ~1e-16)."""
-        lik = self.lik_t * np.exp(tilt * self.fresh_t)
-        weight = np.empty(lik.shape[1])
-        sums = np.empty((lik.shape[0], self.present.size))
-        for _ in range(iterations):
-            present = prior[self.present]
-            own = np.repeat(present.T, self.lengths, axis=1)  # [grid, rows]
-            np.einsum("kr,kr->r", lik, own, out=weight)
-            np.maximum(weight, 1e-300, out=weight)
-            np.divide(self.counts, weight, out=weight)
-            np.multiply(lik, weight, out=own)  # own is read: its array takes the product
-            np.add.reduceat(own, self.starts, axis=1, out=sums)
-            prior = self._update(prior, sums.T * present, denom)
-        return prior
+    def _eta_from(
+        self, mass: np.ndarray, moving: np.ndarray, total_age: np.ndarray, rows: _Moved
+    ) -> None:
+        """The hazards of the groups ``moving`` from their events' posterior mass
+        ``[present, grid]`` and total ages, then the likelihood of the ``rows`` that
+        read them."""
+        self.eta[self.present[moving]] = _eta_step(mass[moving], total_age[moving])
+        self._likelihood(rows)
 
     def _update(self, prior: np.ndarray, sums: np.ndarray, denom: np.ndarray) -> np.ndarray:
         """The EMS step from each present group's summed posteriors (``sums``, in the
