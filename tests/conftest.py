@@ -36,14 +36,33 @@ def redis_server():
         yield server
 
 
+def _emptied(server: RedisServer) -> RedisServer:
+    """``server`` running (started again if a test killed it) and emptied."""
+    server.ensure_running()
+    client = server.client()
+    client.flushall()
+    client.close()
+    return server
+
+
 @pytest.fixture
 def redis_db(redis_server):
     """The module's server (started again if a test killed it), emptied before each test."""
-    redis_server.ensure_running()
-    client = redis_server.client()
-    client.flushall()
-    client.close()
-    yield redis_server
+    yield _emptied(redis_server)
+
+
+@pytest.fixture(scope="module")
+def redis_aof_server():
+    """One redis-server per test module that keeps its data across a restart (AOF,
+    fsync on each write): a test stops it and starts it again on the same port."""
+    with RedisServer(appendonly=True) as server:
+        yield server
+
+
+@pytest.fixture
+def redis_aof(redis_aof_server):
+    """The module's AOF server, running and emptied before each test."""
+    return _emptied(redis_aof_server)
 
 
 @pytest.fixture(scope="session")

@@ -35,22 +35,6 @@ class _Spider(scrapy.Spider):
     name = "held"
 
 
-@pytest.fixture(scope="module")
-def aof_server():
-    """A redis-server that keeps its data across a restart (AOF, fsync on each write)."""
-    with RedisServer(appendonly=True) as server:
-        yield server
-
-
-@pytest.fixture
-def redis_aof(aof_server):
-    aof_server.ensure_running()
-    client = aof_server.client()
-    client.flushall()
-    client.close()
-    return aof_server
-
-
 def _page(i: int, version: int = 1) -> bytes:
     words = " ".join(f"word{i}x{version}y{k}" for k in range(40))
     return f"<html><body><h1>Page {i}</h1><p>{words}</p></body></html>".encode()

@@ -109,6 +109,26 @@ def test_redis_restarted_without_persistence_stops_the_crawl_within_a_cycle(tmp_
     _assert_stopped_for_the_loss(proc, tmp_path, server, back, history_keys)
 
 
+def _stopped_at_roll_over(site, server, tmp_path, scheduler: str, **extra):
+    """A continuous crawl with ``scheduler`` on ``server``'s Redis whose own extension
+    (tests/crawl_hooks.py) stops the Redis -- or, with ``STOP_REDIS_FLUSH``, empties
+    it -- as the idle spider rolls cycle 3 over."""
+    hooks = {
+        "example_project.stats_dump.StatsDump": 0,
+        "tests.crawl_hooks.StopRedisAtRollOver": 0,
+    }
+    return _continuous_crawl(
+        site,
+        server,
+        tmp_path,
+        SCHEDULER=f"scrapy_recrawl.{scheduler}",
+        RECRAWL_STORE=server.url,
+        EXTENSIONS=json.dumps(hooks),
+        STOP_REDIS_AT_CYCLE=3,
+        **extra,
+    )
+
+
 @pytest.mark.parametrize("scheduler", ["RedisRecrawlScheduler", "RecrawlScheduler"])
 def test_redis_gone_as_the_idle_spider_rolls_over_is_waited_for_then_the_loss_stops_it(
     tmp_path, scheduler
@@ -122,19 +142,7 @@ def test_redis_gone_as_the_idle_spider_rolls_over_is_waited_for_then_the_loss_st
     (RecrawlScheduler on a Redis history store)."""
     with RedisServer() as server, RunningSite(pages=60, seed=4) as site:
         client = server.client()
-        hooks = {
-            "example_project.stats_dump.StatsDump": 0,
-            "tests.crawl_hooks.StopRedisAtRollOver": 0,
-        }
-        proc = _continuous_crawl(
-            site,
-            server,
-            tmp_path,
-            SCHEDULER=f"scrapy_recrawl.{scheduler}",
-            RECRAWL_STORE=server.url,
-            EXTENSIONS=json.dumps(hooks),
-            STOP_REDIS_AT_CYCLE=3,
-        )
+        proc = _stopped_at_roll_over(site, server, tmp_path, scheduler)
         try:
             # the crawl itself stops the Redis (SHUTDOWN NOSAVE) in its cycle 3
             deadline = time.monotonic() + 120
@@ -175,20 +183,7 @@ def test_history_flushed_as_the_idle_spider_rolls_over_stops_the_crawl(tmp_path,
     with RecrawlScheduler, the cycle in this process, on a Redis history store)."""
     with RedisServer() as server, RunningSite(pages=60, seed=4) as site:
         client = server.client()
-        hooks = {
-            "example_project.stats_dump.StatsDump": 0,
-            "tests.crawl_hooks.StopRedisAtRollOver": 0,
-        }
-        proc = _continuous_crawl(
-            site,
-            server,
-            tmp_path,
-            SCHEDULER=f"scrapy_recrawl.{scheduler}",
-            RECRAWL_STORE=server.url,
-            EXTENSIONS=json.dumps(hooks),
-            STOP_REDIS_AT_CYCLE=3,
-            STOP_REDIS_FLUSH=True,
-        )
+        proc = _stopped_at_roll_over(site, server, tmp_path, scheduler, STOP_REDIS_FLUSH=True)
         try:
             proc.wait(120)
         finally:

@@ -36,12 +36,6 @@ DOWN_SECONDS = 10.0  # the issue's outage: "Redis down 10 s mid-crawl"
 KEY = "pages:history"
 
 
-@pytest.fixture
-def aof_redis():
-    with RedisServer(appendonly=True) as server:
-        yield server
-
-
 def _page(name: str) -> Page:
     text = f"Page {name} says something about {name} in enough words to sign it well."
     return Page(f"<html><body><p>{text}</p></body></html>".encode())
@@ -127,9 +121,9 @@ def _outage(tmp_path: Path, server: RedisServer, **settings) -> tuple[int, str, 
 
 
 def test_responses_that_arrive_while_redis_is_away_are_recorded_when_it_is_back(
-    aof_redis, tmp_path
+    redis_aof, tmp_path
 ):
-    code, log, stats, visited = _outage(tmp_path, aof_redis)
+    code, log, stats, visited = _outage(tmp_path, redis_aof)
     assert code == 0, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
     # every fetched page has its visit, once
@@ -144,10 +138,10 @@ def test_responses_that_arrive_while_redis_is_away_are_recorded_when_it_is_back(
     assert "are lost" not in log and "visit(s)" not in log
 
 
-def test_past_the_bound_the_lost_are_counted_in_one_line_and_the_crawl_exits_1(aof_redis, tmp_path):
+def test_past_the_bound_the_lost_are_counted_in_one_line_and_the_crawl_exits_1(redis_aof, tmp_path):
     # a hold of 2 (RECRAWL_FLUSH_EVERY): of the four that arrive while Redis is away,
     # two are recorded when it is back and two are lost
-    code, log, stats, visited = _outage(tmp_path, aof_redis, RECRAWL_FLUSH_EVERY=2)
+    code, log, stats, visited = _outage(tmp_path, redis_aof, RECRAWL_FLUSH_EVERY=2)
     assert code == 1, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
     lost = [line for line in log.splitlines() if "are lost" in line]

@@ -85,6 +85,7 @@ from .redis_schema import (
     PUSH_FRONTIER_LUA,
     READ_CHUNK,
     RECORD_LUA,
+    RESERVE_IDS_LUA,
     ROW_DTYPE,
     ROW_FORMAT,
     ROWS_PER_SHARD_V4,
@@ -319,6 +320,7 @@ class RedisHistoryStore:
             "side_put": _Guarded(self, client.register_script(guarded(SIDE_PUT_LUA))),
             "side_delete": _Guarded(self, client.register_script(guarded(SIDE_DELETE_LUA))),
             "advance_cycle": _Guarded(self, client.register_script(guarded(ADVANCE_CYCLE_LUA))),
+            "reserve_ids": _Guarded(self, client.register_script(guarded(RESERVE_IDS_LUA))),
             "lease": _Guarded(self, client.register_script(guarded(STAMP_LUA))),
             "now": client.register_script(NOW_LUA),
         }
@@ -678,8 +680,15 @@ class RedisHistoryStore:
         """A new URL id of ``shard``, from a block this process reserved (INCRBY)."""
         block = self._reserved.get(shard)
         if block is None or block[0] >= block[1]:
-            key = self.layout.shard(shard, "next")
-            end = int(self._call("write to", lambda c: c.incrby(key, ID_BLOCK)))
+            # behind the shard's epoch: a reset store's counter is not re-created
+            keys, meta = [self.layout.shard(shard, "next")], self.layout.shard(shard, "meta")
+            script = self._script("reserve_ids")
+            end = int(
+                self._call(
+                    "write to",
+                    lambda c: script(keys=keys, args=[ID_BLOCK], client=c, meta=meta),
+                )
+            )
             block = self._reserved[shard] = [end - ID_BLOCK, end]
         local = block[0]
         block[0] += 1
@@ -1718,14 +1727,20 @@ class _Guarded:
         self.script = script
 
     def __call__(
-        self, keys: Sequence[Any] = (), args: Sequence[Any] = (), client: Any = None
+        self,
+        keys: Sequence[Any] = (),
+        args: Sequence[Any] = (),
+        client: Any = None,
+        meta: Any = None,
     ) -> Any:
+        """``meta``: the meta hash whose epoch guards it (default the store's; a shard's
+        own for a key of that shard's slot)."""
         import redis
 
         for _ in range(2):
             try:
                 return self.script(
-                    keys=[*keys, self.store._k("meta")],
+                    keys=[*keys, meta or self.store._k("meta")],
                     args=[*args, self.store.epoch or ""],
                     client=client,
                 )

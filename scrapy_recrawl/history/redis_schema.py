@@ -589,6 +589,13 @@ return 0
 """
 
 
+#: Reserve a block of URL ids of a shard (a script only so that the epoch guard covers
+#: it: an INCRBY into a reset store would re-create its counter). KEYS next; ARGV size.
+RESERVE_IDS_LUA = r"""
+return redis.call('INCRBY', KEYS[1], ARGV[1])
+"""
+
+
 #: Advance the cycle counter (a script only so that the epoch guard covers it). KEYS cycle.
 ADVANCE_CYCLE_LUA = r"""
 return redis.call('INCR', KEYS[1])

@@ -241,7 +241,7 @@ class _Rows:
         them without ages gives."""
         key = self._key.copy()
         key[:, 5] = -1.0
-        rows, inverse, _ = np.unique(key, axis=0, return_inverse=True, return_counts=True)
+        rows, inverse = np.unique(key, axis=0, return_inverse=True)
         inverse = inverse.ravel()
         out = _Rows.__new__(_Rows)
         out._build(rows, inverse[self.inverse], np.bincount(inverse, weights=self.counts))
@@ -293,15 +293,6 @@ class _Rows:
             ll = ll + modified_loglik(self.pre, self.eta[self.group])
         self.top = ll.max(axis=1, keepdims=True)
         self.lik = np.exp(ll - self.top)  # scaled per row: the posterior is unchanged
-
-    @property
-    def lik_t(self) -> np.ndarray:
-        """:attr:`lik` as ``[grid, rows]`` (the layout of the tests' plain steps)."""
-        return np.ascontiguousarray(self.lik.T)
-
-    @property
-    def fresh_t(self) -> np.ndarray:
-        return np.ascontiguousarray(self.fresh.T)
 
     def own_prior(self, prior: np.ndarray) -> np.ndarray:
         """``prior[self.group]``: each row's group's prior (rows are sorted by group: a
@@ -367,15 +358,6 @@ class _Rows:
         fixed_top = fixed.max(axis=1)
         fixed = np.exp(fixed - fixed_top[:, None])
         return moving, total_age, (rows, fixed, fixed_top)
-
-    def _eta_update(self, post: np.ndarray) -> None:
-        """Each group's creation hazard, one EM step (:func:`_eta_step`) at the
-        posteriors ``post`` ``[rows, grid]`` (the plain step's form: the fit's
-        compiled pass sums the events' mass itself)."""
-        hazards = self._hazards()
-        if hazards is not None:
-            weight = (self.counts * self.pre_event)[:, None]
-            self._eta_from(np.add.reduceat(post * weight, self.starts, axis=0), *hazards)
 
     def _eta_from(
         self, mass: np.ndarray, moving: np.ndarray, total_age: np.ndarray, rows: _Moved
