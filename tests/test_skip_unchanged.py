@@ -69,7 +69,10 @@ def test_flags_say_what_changed_in_the_items_and_the_crawled_lines(tmp_path):
 def test_skip_items_drops_an_unchanged_pages_items_and_follows_its_links(tmp_path):
     with LocalSite() as site:
         _, items, stats, _ = twice(tmp_path, site, "RECRAWL_SKIP_UNCHANGED=items")
-        assert len(site.requests_for("/a")) == 2  # still fetched and recorded
+        # still fetched and recorded in the second crawl (its items skipped below); a
+        # crawl may fetch it once more: the boilerplate learner's confirmation pairs
+        # (pair_fetches) go to pages picked by response order (here 3 of 4 pages had one)
+        assert len(site.requests_for("/a")) in (2, 3)
     assert items == {"b": ["recrawl:changed"]}
     assert stats["recrawl/skipped_items"] == 3
     # the unchanged index's callback ran: its three links reached the scheduler (which
