@@ -39,6 +39,11 @@ Per cycle (one table per site and policy):
   docs/freshness.md); the last cycle's from ``recrawl-report``'s computation on the
   store (``insight.cycles.estimate_by_cycle``; a ``*`` marks it). The two are checked
   against each other on every other cycle (the summary says if they ever differ);
+* **floor**: the chance floor of any estimate (``score.expected_freshness_by_day``): the
+  share an estimator that knew each page's change process exactly (the site's model)
+  would give for the same fetches; its distance from **true** is chance alone, what no
+  estimate from the crawl's observations is expected to beat (the summary's "chance
+  floor" column: its MAE, as the estimate's);
 * **P / R**: precision and recall of the ``changed`` verdict in that cycle
   (``score.detection``: product and category pages of the shop; articles, the index
   and the listings of the news site);
@@ -52,7 +57,7 @@ Per cycle (one table per site and policy):
   kept fresh in that cycle.
 
 The summary (one row per site and policy; cycles 3..N, the budgeted ones):
-mean true freshness, MAE (and largest error) of the estimate, precision/recall from
+mean true freshness, MAE (and largest error) of the estimate and of the chance floor, precision/recall from
 cycle 3 on, new pages' latency over the run, requests per cycle, requests per page kept
 fresh, and that figure as a share of the full recrawl's (the figure users compare:
 below 1, the policy keeps a page fresh for fewer requests than refetching everything).
@@ -85,6 +90,7 @@ from example_project.reference import (  # noqa: E402
     RunningReferenceSite,
     Visit,
     detection,
+    expected_freshness_by_day,
     freshness_by_day,
     new_page_latency,
     page_path,
@@ -122,6 +128,7 @@ class CycleRow:
     live: int  # pages live on the site that day (the known ones are a part)
     estimate: float | None
     estimate_from: str  # "stat", "report" or ""
+    floor: float | None  # the chance floor's figure (score.expected_freshness_by_day)
     low: float | None
     high: float | None
     det: tuple[int, int, int, int]  # tp fp fn tn in this cycle
@@ -252,6 +259,7 @@ def crawl_run(
         visits = visits_from_served(all_served)
     kinds = DETECT_KINDS[name]
     fresh = freshness_by_day(truth, visits, days)
+    floor = expected_freshness_by_day(site.unchanged_chance, truth, visits, days)
     known = known_by_day(truth, visits, days)
     stat_at: dict[int, tuple[float, float | None, float | None]] = {}
     for st in stats:
@@ -286,6 +294,7 @@ def crawl_run(
             live=sum(1 for t in truth.values() if t.version(d) is not None),
             estimate=est,
             estimate_from=src,
+            floor=floor[d],
             low=low,
             high=high,
             det=(det.tp, det.fp, det.fn, det.tn),
@@ -348,10 +357,10 @@ def print_run(run: Run) -> None:
     print(f"\n### {run.site}: {run.policy}" + (f" ({run.note})" if run.note else ""))
     print()
     print(
-        "| cycle | true | known | live | estimate | 90% interval | P | R | tp/fp/fn | "
+        "| cycle | true | known | live | estimate | 90% interval | floor | P | R | tp/fp/fn | "
         "new: mean | max | never | requests | pairs | req/fresh |"
     )
-    print("|---:|---:|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for r in run.rows:
         star = "*" if r.estimate_from == "report" else ""
         band = f"{fmt(r.low)}-{fmt(r.high)}" if r.low is not None else "-"
@@ -359,7 +368,7 @@ def print_run(run: Run) -> None:
         tri = f"{tp}/{fp}/{fn}" if run.scorer is not None else "-"
         print(
             f"| {r.cycle} | {fmt(r.true)} | {r.known} | {r.live} | {fmt(r.estimate)}{star} "
-            f"| {band} "
+            f"| {band} | {fmt(r.floor)} "
             f"| {fmt(r.precision, '.2f')} | {fmt(r.recall, '.2f')} | {tri} "
             f"| {fmt(r.lat_mean, '.2f')} | {fmt(r.lat_max, 'd')} | {r.never} "
             f"| {r.requests} | {r.pairs} | {fmt(r.per_fresh)} |"
@@ -370,12 +379,15 @@ def summarize(run: Run) -> dict[str, float | None]:
     scored = [r for r in run.rows if r.cycle >= FIRST_SCORED] or run.rows
     trues = [r.true for r in scored if r.true is not None]
     errs = [abs(r.estimate - r.true) for r in scored if r.estimate is not None and r.true]
+    chance = [abs(r.floor - r.true) for r in scored if r.floor is not None and r.true]
     per = [r.per_fresh for r in scored if r.per_fresh is not None]
     return {
         "fresh": float(np.mean(trues)) if trues else None,
         "coverage": float(np.mean([r.known / r.live for r in scored if r.live])),
         "mae": float(np.mean(errs)) if errs else None,
         "worst": float(np.max(errs)) if errs else None,
+        "floor_mae": float(np.mean(chance)) if chance else None,
+        "floor_worst": float(np.max(chance)) if chance else None,
         "requests": float(np.mean([r.requests for r in scored])),
         "pairs": float(sum(r.pairs for r in run.rows)),
         "per_fresh": float(np.mean(per)) if per else None,
@@ -386,11 +398,12 @@ def print_summary(runs: list[Run], cycles: int) -> None:
     last = FIRST_SCORED if cycles >= FIRST_SCORED else 1
     print(f"\n## Summary: cycles {last}-{cycles} (the budgeted ones)\n")
     print(
-        "| site | policy | true freshness | known / live | estimate MAE (max) | precision | recall "
+        "| site | policy | true freshness | known / live | estimate MAE (max) "
+        "| chance floor MAE (max) | precision | recall "
         "| new pages: mean / max latency, never | requests/cycle | req. per fresh page "
         "| vs full recrawl |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
     base: dict[str, float | None] = {}
     sums = {id(r): summarize(r) for r in runs}
     for r in runs:
@@ -401,6 +414,7 @@ def print_summary(runs: list[Run], cycles: int) -> None:
         b = base.get(r.site)
         ratio = s["per_fresh"] / b if s["per_fresh"] is not None and b else None
         mae = "-" if s["mae"] is None else f"{s['mae']:.3f} ({s['worst']:.3f})"
+        chance = "-" if s["floor_mae"] is None else f"{s['floor_mae']:.3f} ({s['floor_worst']:.3f})"
         lat = (
             f"{fmt(r.lat_mean, '.2f')} / {fmt(r.lat_max, 'd')}, {r.never} of {r.new_pages}"
             if r.new_pages
@@ -408,7 +422,7 @@ def print_summary(runs: list[Run], cycles: int) -> None:
         )
         print(
             f"| {r.site} | {r.policy} | {fmt(s['fresh'])} | {fmt(s['coverage'], '.2f')} "
-            f"| {mae} | {fmt(r.precision)} "
+            f"| {mae} | {chance} | {fmt(r.precision)} "
             f"| {fmt(r.recall)} | {lat} | {s['requests']:.1f} | {fmt(s['per_fresh'])} "
             f"| {fmt(ratio, '.3f')} |"
         )

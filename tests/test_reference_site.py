@@ -23,6 +23,7 @@ from example_project.reference import (
     RunningReferenceSite,
     Visit,
     detection,
+    expected_freshness_by_day,
     freshness_by_day,
     new_page_latency,
     start_in_thread,
@@ -344,6 +345,82 @@ def test_true_freshness_against_hand_made_truth():
     assert by_day == {0: 1.0, 1: 1.0, 2: pytest.approx(2 / 3), 3: 0.5, 4: 0.0, 5: 0.0}
     assert true_freshness(TRUTH, [], 3) is None
     assert true_freshness(TRUTH, visits, 2, kinds={"category"}) == 1.0
+
+
+def test_chance_floor_against_hand_made_truth():
+    visits = [Visit("/a", 0), Visit("/b", 0), Visit("/c", 2), Visit("/a", 3)]
+    half = lambda path, since, day: 0.5 ** (day - since)  # noqa: E731
+    by_day = expected_freshness_by_day(half, TRUTH, visits, range(5))
+    # the same known pages as the true freshness (b gone from day 3), each page's chance
+    # from the day of its last fetch
+    assert by_day == {
+        0: 1.0,
+        1: 0.5,
+        2: pytest.approx((0.25 + 0.25 + 1.0) / 3),
+        3: pytest.approx((1.0 + 0.5) / 2),
+        4: pytest.approx((0.5 + 0.25) / 2),
+    }
+    unknown = lambda path, since, day: None if path == "/b" else 1.0  # noqa: E731
+    assert expected_freshness_by_day(unknown, TRUTH, visits, [1, 3]) == {1: None, 3: 1.0}
+    assert expected_freshness_by_day(half, TRUTH, [], [2]) == {2: None}
+
+
+def test_the_sites_change_chances_follow_its_model():
+    site = ReferenceSite(seed=3, **SMALL)
+    shop, news = site.sections["shop"], site.sections["news"]
+    assert site.unchanged_chance("/shop/", 0, 30) == 1.0
+    daily = next(p for p in shop.products if p.klass == "daily")
+    assert site.unchanged_chance(f"/shop/product/{daily.id}", 0, 1) == 0.0
+    never = next(p for p in shop.products if p.klass == "never")
+    assert site.unchanged_chance(f"/shop/product/{never.id}", 0, 9) == 1.0
+    k = daily.category  # a category listing a daily product changes every day
+    assert site.unchanged_chance(f"/shop/category/{k}", 2, 3) == 0.0
+    assert site.unchanged_chance(f"/shop/category/{k}", 2, 2) == 1.0
+    news.simulate(1)
+    old = news.articles[0]  # published days before day 0: past its correction window
+    assert site.unchanged_chance(f"/news/article/{old.id}", 0, 5) == 1.0
+    young = news.articles[-1]  # published on day 1: corrected on days 2-4 at most
+    assert young.created == 1
+    window = (1.0 - news.correction_rate) ** news.correction_window
+    assert site.unchanged_chance(f"/news/article/{young.id}", 1, 9) == pytest.approx(window)
+    # fetched on day 3: only day 4 of its window is left
+    assert site.unchanged_chance(f"/news/article/{young.id}", 3, 9) == pytest.approx(0.8)
+    assert site.unchanged_chance("/news/", 0, 1) == 0.0  # new articles every day
+    assert site.unchanged_chance("/elsewhere/", 0, 1) is None
+
+
+def test_the_chance_floor_is_calibrated_against_the_sites_draws():
+    """The model's chances against its own draws, over five seeds: each product fetched
+    on day 0 and looked at on day 5, each article fetched the day it appeared and looked
+    at four days later (past its window); pages independent, so the number still
+    current is within three standard deviations of the chances' sum. And the floor's
+    whole-site figure (categories too) after every page was fetched on day 0."""
+    outcomes: dict[str, list[tuple[float, bool]]] = {"product": [], "article": []}
+    for seed in range(1, 6):
+        site = ReferenceSite(seed=seed)
+        for _ in range(12):
+            site.advance()
+        truth = site.changes()
+        for path, t in truth.items():
+            created = t.created if "/news/article/" in path else 0
+            later = created + (4 if "/news/" in path else 5)
+            if t.kind not in outcomes or created < 0 or later > 12 or t.version(later) is None:
+                continue
+            chance = site.unchanged_chance(path, created, later)
+            assert chance is not None
+            outcomes[t.kind].append((chance, t.version(later) == t.version(created)))
+        visits = [Visit(path, 0) for path, t in truth.items() if t.version(0) is not None]
+        true = freshness_by_day(truth, visits, range(1, 13))
+        floor = expected_freshness_by_day(site.unchanged_chance, truth, visits, range(1, 13))
+        for d in range(1, 13):
+            assert floor[d] is not None and true[d] is not None
+            assert abs(floor[d] - true[d]) <= 0.1, (seed, d)
+    for kind, pairs in outcomes.items():
+        expected = sum(c for c, _ in pairs)
+        sd = sum(c * (1 - c) for c, _ in pairs) ** 0.5
+        current = sum(ok for _, ok in pairs)
+        assert len(pairs) > 100 and sd > 2, (kind, len(pairs), sd)
+        assert abs(current - expected) <= 3 * sd, (kind, current, expected, sd)
 
 
 def test_new_page_latency_against_hand_made_truth():

@@ -181,6 +181,24 @@ class News:
         a = self.article_of(path)
         return {} if a is None else {"published": a.published.isoformat()}
 
+    def unchanged_chance(self, path: str, since: int, day: int) -> float | None:
+        """The model's chance that the page on ``day`` is the one of ``since``
+        (``ReferenceSite.unchanged_chance``): an article is corrected with chance
+        ``correction_rate`` on each of the ``correction_window`` days after it appeared
+        and never after; every listing shifts each day new articles arrive."""
+        if day <= since:
+            return 1.0
+        a = self.article_of(path)
+        if a is not None:
+            window = sum(
+                1 for d in range(since + 1, day + 1) if 1 <= d - a.created <= self.correction_window
+            )
+            return (1.0 - self.correction_rate) ** window
+        n = 1 if path == PREFIX else suffix_int(path, PREFIX + "page/")
+        if n is None or self.per_day == 0:
+            return None  # not a page, or listings moved only by corrections: not modelled
+        return 0.0
+
     def recommend(self, r: random.Random, day: int) -> Sequence[tuple[str, str]]:
         live = self.live(day)
         return [

@@ -18,6 +18,11 @@ Definitions (``version(path, day)`` is the page's real-content version, ``truth.
 * **True freshness** at the end of day ``d``: of the *known* pages (fetched at least
   once by day ``d``, live on ``d``), the share whose last fetched version is their
   version on ``d``. None when no page is known.
+* **The chance floor** of a freshness estimate: :func:`expected_freshness_by_day`, the
+  share an estimator would give that knew each page's change process exactly (the
+  site's model, ``ReferenceSite.unchanged_chance``) and the crawl's fetches, but not
+  the draws. Its error against the true freshness is chance alone: no estimate from
+  the crawl's observations is expected to do better.
 * **New-page latency**: for each page created after day ``after`` (and by
   ``up_to``), its first fetch day minus its creation day; the pages never fetched by
   ``up_to`` are listed apart.
@@ -38,6 +43,7 @@ __all__ = [
     "Latency",
     "Visit",
     "detection",
+    "expected_freshness_by_day",
     "freshness_by_day",
     "new_page_latency",
     "page_path",
@@ -153,6 +159,40 @@ def detection(
             fn += really
             tn += not really
     return Detection(tp, fp, fn, tn, unjudged)
+
+
+def expected_freshness_by_day(
+    unchanged_chance: Callable[[str, int, int], float | None],
+    truth: Truth,
+    visits: Iterable[Visit],
+    days: Iterable[int],
+) -> dict[int, float | None]:
+    """The chance floor's figure at the end of each of ``days`` (module docstring): over
+    the same known pages as :func:`freshness_by_day`, the mean of
+    ``unchanged_chance(path, day of its last fetch, day)``. None when no page is known
+    or the model does not describe one of them."""
+    fetches = list(_fetches(truth, visits))
+    out: dict[int, float | None] = {}
+    held: dict[str, int] = {}  # path -> the day of its last fetch
+    k = 0
+    for d in sorted(days):
+        while k < len(fetches) and fetches[k][0].day <= d:
+            v, path, _version = fetches[k]
+            held[path] = v.day
+            k += 1
+        total = 0.0
+        known = 0
+        for path, since in held.items():
+            if truth[path].version(d) is None:
+                continue  # gone: not a known page
+            chance = unchanged_chance(path, since, d)
+            if chance is None:
+                known = -1
+                break
+            known += 1
+            total += chance
+        out[d] = total / known if known > 0 else None
+    return out
 
 
 def freshness_by_day(

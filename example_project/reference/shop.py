@@ -175,6 +175,22 @@ class Shop:
             return {}
         return {"class": p.klass, "rate": round(p.rate, 6), "category": p.category}
 
+    def unchanged_chance(self, path: str, since: int, day: int) -> float | None:
+        """The model's chance that the page on ``day`` is the one of ``since``
+        (``ReferenceSite.unchanged_chance``): a product keeps its state each day with
+        chance ``1 - rate``; a category page lists its products' prices, and a product's
+        change always moves its price; the home page never changes."""
+        days = max(0, day - since)
+        if path == PREFIX:
+            return 1.0
+        k = suffix_int(path, PREFIX + "category/")
+        if k is not None:
+            if not 1 <= k <= self.n_categories:
+                return None
+            return math.prod((1.0 - self.products[i - 1].rate) ** days for i in self.members[k])
+        p = self.product_of(path)
+        return None if p is None else (1.0 - p.rate) ** days
+
     def recommend(self, r: random.Random, day: int) -> Sequence[tuple[str, str]]:
         picks = r.sample(self.products, min(4, self.n_products))
         return [

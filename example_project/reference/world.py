@@ -48,6 +48,8 @@ class Section(Protocol):
 
     def recommend(self, r: random.Random, day: int) -> Sequence[tuple[str, str]]: ...
 
+    def unchanged_chance(self, path: str, since: int, day: int) -> float | None: ...
+
 
 @dataclass(frozen=True)
 class Response:
@@ -142,6 +144,15 @@ class ReferenceSite(SimulatedClock):
     def _meta(self, path: str) -> dict[str, object]:
         section = self.section_of(path)
         return {} if section is None else section.meta(path)
+
+    def unchanged_chance(self, path: str, since: int, day: int) -> float | None:
+        """The chance, under the site's own change model but not knowing its draws, that
+        the page at ``path`` (live on ``day``) still has the content it had on ``since``:
+        what an estimator that knew each page's change process exactly would say
+        (``score.expected_freshness_by_day``: the chance floor of a freshness estimate).
+        None: not a page of a section, or a kind the model does not describe."""
+        section = self.section_of(path)
+        return None if section is None else section.unchanged_chance(path, since, day)
 
     def page(self, path: str, day: int | None = None) -> Page | None:
         """The page at ``path`` (no query) on ``day`` (default: today); None: 404."""
