@@ -211,16 +211,16 @@ def _history(seed: int, size: int = 3000, with_ages: bool = False):
 
 def test_the_compiled_fit_is_the_plain_em_step():
     """The fit's step is one compiled pass over the rows (_em.pyx; issue 29: the report
-    fits an estimate per cycle); its priors and creation hazards are those of the plain
-    numpy step, posterior() summed per group then pooled and smoothed, to the last
-    digits (the order of the float operations differs), untilted and tilted, without
-    ages, with them, and with the hazards of groups making pages."""
+    fits an estimate per cycle); its priors are those of the plain numpy step,
+    posterior() summed per group then pooled and smoothed, to the last digits (the
+    order of the float operations differs), untilted and tilted, without ages, with
+    them, and with groups making pages (their dates read as creations)."""
     from scrapy_recrawl.scoring.freshness import GROUP_URLS, _Rows, _smooth
 
     for with_ages, creating in ((False, False), (True, False), (True, True)):
-        rows, fitted = (_Rows(*_history(5, with_ages=with_ages)) for _ in range(2))
-        if creating:  # hosts seen making pages: the creation hazards' step in each fit
-            rows.creating[[1, 5]] = fitted.creating[[1, 5]] = True
+        making = np.isin(np.arange(9), [1, 5]) if creating else None
+        rows, fitted = (_Rows(*_history(5, with_ages=with_ages), making) for _ in range(2))
+        assert rows.creating.any() == creating
         sizes = np.bincount(rows.group, weights=rows.counts, minlength=rows.groups)
 
         def update(prior, sums, rows=rows, sizes=sizes):
@@ -235,14 +235,7 @@ def test_the_compiled_fit_is_the_plain_em_step():
         for _ in range(25):
             post, _m = rows.posterior(prior)
             prior = update(prior, np.add.reduceat(post * rows.counts[:, None], rows.starts))
-            hazards = rows._hazards() if creating else None
-            if hazards is not None:  # the hazards' step at the same posteriors
-                mass = np.add.reduceat(post * (rows.counts * rows.pre_event)[:, None], rows.starts)
-                rows._eta_from(mass, *hazards)
         np.testing.assert_allclose(fitted.fit(None, 25), prior, rtol=1e-9, atol=1e-300)
-        np.testing.assert_allclose(fitted.eta, rows.eta, rtol=1e-9)
-        np.testing.assert_allclose(fitted.lik, rows.lik, rtol=1e-9)
-        assert (rows.eta > 0).any() == creating
         start = prior
         for tilt in (-3.0, 0.7, 4.0):
             lik = rows.lik.T * np.exp(tilt * rows.fresh.T)
@@ -268,36 +261,45 @@ def test_the_compiled_step_sums_each_groups_posteriors():
     lik[2] = 0.0  # a row no rate explains: its marginal is floored, not divided by 0
     prior = rng.dirichlet(np.ones(65), 4)
     counts = rng.integers(1, 5, group.size).astype(np.float64)
-    extra = rng.integers(0, 2, group.size).astype(np.float64)
-    sums, weighed = np.empty((4, 65)), np.empty((4, 65))
-    em_sums(lik, prior, lengths, counts, sums, extra, weighed)
+    sums = np.empty((4, 65))
+    em_sums(lik, prior, lengths, counts, sums)
     post = lik * prior[group]
     post /= np.maximum(post.sum(axis=1, keepdims=True), 1e-300)
-    for w, got in ((counts, sums), (counts * extra, weighed)):
-        want = np.zeros((4, 65))
-        np.add.at(want, group, post * w[:, None])
-        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
+    want = np.zeros((4, 65))
+    np.add.at(want, group, post * counts[:, None])
+    np.testing.assert_allclose(sums, want, rtol=1e-12, atol=1e-300)
     with pytest.raises(ValueError, match="lengths"):
         em_sums(lik, prior, lengths + 1, counts, sums)
-    with pytest.raises(ValueError, match="extra"):
-        em_sums(lik, prior, lengths, counts, sums, extra, None)
+    with pytest.raises(ValueError, match="disagree"):
+        em_sums(lik, prior, lengths, counts[:-1], sums)
 
 
-def test_the_hazards_step_recomputes_the_rows_that_read_them():
-    """A creation hazard's step recomputes the likelihood of its group's dated rows
-    only (the others' do not read it), compiled (_em.dated_likelihood): the figures of
-    recomputing every row with numpy, to the last digits (C's exp and log)."""
-    from scrapy_recrawl.scoring.freshness import _Rows
+def test_a_group_making_pages_reads_its_dates_as_creations():
+    """In the groups seen making pages a dated row's likelihood is its intervals' times
+    ``exp(-lambda a)`` (no change since the date); in the others a date from
+    MIN_EVENT_AGE on is a change, ``lambda exp(-lambda a)``, which rules out rate 0."""
+    from scrapy_recrawl.scoring.freshness import MIN_EVENT_AGE, _Rows
 
-    rows = _Rows(*_history(6, with_ages=True))
-    rows.creating[[1, 5]] = True
-    rows.fit(None, 15)
-    assert (rows.eta[[1, 5]] > 0).all() and not rows.eta[[0, 2, 3, 6, 7, 8]].any()
-    partial_lik, partial_top = rows.lik.copy(), rows.top.copy()
-    rows._likelihood()
-    np.testing.assert_allclose(partial_lik, rows.lik, rtol=1e-12, atol=1e-300)
-    np.testing.assert_allclose(partial_top, rows.top, rtol=1e-12)
-    assert np.array_equal(partial_lik == 0.0, rows.lik == 0.0)  # rate 0 ruled out alike
+    history = _history(6, with_ages=True)
+    making = np.isin(np.arange(9), [1, 5])
+    rows = _Rows(*history, making)
+    plain = _Rows(*history)
+    events = rows.dated & (rows.pre >= MIN_EVENT_AGE)
+    for r in np.flatnonzero(events):
+        want = rows.base[r] - RATE_GRID * rows.pre[r]
+        if not making[rows.group[r]]:
+            with np.errstate(divide="ignore"):
+                want = want + np.log(RATE_GRID)
+        with np.errstate(divide="ignore"):
+            got = np.log(rows.lik[r]) + rows.top[r, 0]
+        np.testing.assert_allclose(got[1:], want[1:], rtol=1e-9, atol=1e-9)
+        # rate 0 stays possible where the date is a creation and no interval saw a change
+        never = bool(making[rows.group[r]]) and np.isfinite(rows.base[r, 0])
+        assert (rows.lik[r, 0] > 0.0) == never
+    outside = ~making[rows.group]
+    np.testing.assert_array_equal(rows.lik[outside], plain.lik[outside])
+    assert events[~outside].any() and events[outside].any()
+    assert (rows.lik[events & ~outside, 0] > 0.0).any()
 
 
 def test_the_rows_without_ages_are_the_rows_built_without_them():
@@ -313,39 +315,3 @@ def test_the_rows_without_ages_are_the_rows_built_without_them():
     for name in ("inverse", "counts", "group", "starts", "present", "lengths", "lik", "fresh"):
         assert np.array_equal(getattr(merged, name), getattr(direct, name)), name
     assert merged.groups == direct.groups and merged.pages == direct.pages
-
-
-def test_the_hazards_of_all_groups_are_each_groups_bisection():
-    """The creation hazards' step bisects all the groups at once: each group's hazard is
-    its own bisection of the expected log-likelihood's slope (0 when it falls at once or
-    no date is an event; the range's top when it still rises there)."""
-    from scrapy_recrawl.scoring.freshness import ETA_BISECT, ETA_RANGE, _eta_step
-
-    rng = np.random.default_rng(4)
-    mass = rng.random((6, RATE_GRID.size)) * 3.0
-    mass[4, :] = 0.0
-    # the slope's zero at 0.1 and at 0.02 (inside the range), then a rising and a falling one
-    inside = [(m / (RATE_GRID + e)).sum() for m, e in ((mass[0], 0.1), (mass[1], 0.02))]
-    total_age = np.array([*inside, 1e-6, 1e6, 3.0, 40.0])
-
-    def one(m, age):
-        if not m.any():
-            return 0.0
-        lo, hi = np.log(ETA_RANGE[0]), np.log(ETA_RANGE[1])
-
-        def slope(x):
-            return float((m / (RATE_GRID + np.exp(x))).sum()) - age
-
-        if slope(lo) <= 0.0:
-            return 0.0
-        if slope(hi) >= 0.0:
-            return ETA_RANGE[1]
-        for _ in range(ETA_BISECT):
-            mid = (lo + hi) / 2.0
-            lo, hi = (mid, hi) if slope(mid) > 0.0 else (lo, mid)
-        return float(np.exp((lo + hi) / 2.0))
-
-    want = [one(m, a) for m, a in zip(mass, total_age, strict=True)]
-    got = _eta_step(mass, total_age)
-    np.testing.assert_allclose(got, want, rtol=1e-12)
-    assert 0.0 in want and ETA_RANGE[1] in want and any(0.0 < w < ETA_RANGE[1] for w in want)

@@ -138,17 +138,17 @@ def test_the_likelihood_of_a_last_modified_age():
     assert RATE_GRID[np.argmax(ll[0])] == pytest.approx(0.25, rel=0.2)
 
 
-def test_a_creation_hazard_makes_a_date_a_change_or_a_creation():
-    """``log(lambda + eta) - (lambda + eta) a``: with a hazard, "never changes" is no
-    longer ruled out by a date (the page may have been made then)."""
-    ll = modified_loglik(np.array([4.0, 0.5]), np.array([0.1, 0.1]))
-    rate = RATE_GRID + 0.1
-    assert np.allclose(ll[0], np.log(rate) - 4.0 * rate)
-    assert np.isfinite(ll[0][0])
-    assert np.allclose(ll[1], -0.5 * rate)
-    # a hazard of 0 is the classic likelihood
+def test_a_date_read_as_a_creation_says_no_change_since():
+    """On a host that makes pages a date may be the page's creation: it says only that
+    the page did not change between it and the first fetch (``-lambda a``), so "never
+    changes" is not ruled out; per row, a date is a change or not."""
+    ll = modified_loglik(np.array([4.0, 4.0, 0.5]), np.array([False, True, False]))
+    assert np.allclose(ll[0], -4.0 * RATE_GRID)
+    assert ll[0][0] == 0.0  # never changing explains it best
+    np.testing.assert_array_equal(ll[1], modified_loglik(np.array([4.0]))[0])
+    assert np.allclose(ll[2], -0.5 * RATE_GRID)
     np.testing.assert_array_equal(
-        modified_loglik(np.array([4.0]), 0.0), modified_loglik(np.array([4.0]))
+        modified_loglik(np.array([4.0]), False), modified_loglik(np.array([4.0]), [False])
     )
 
 
@@ -181,16 +181,19 @@ def made_pages(seed: int, made_since: bool) -> tuple[float, float]:
 def test_a_host_that_makes_pages_has_dates_that_may_be_creations():
     """Read as changes, the dates of pages that never changed since they were made (a
     news site's articles) say every page changes every few cycles: the estimate is far
-    too low. A host seen making pages since the crawl began gets a creation hazard,
-    fitted with its prior: with a monitoring sample, within a few points."""
-    with_hazard, classic = [], []
+    too low. On a host seen making pages since the crawl began a date is read as the
+    page's creation (no change since it). Here a fifth of the pages keep changing at
+    constant rates and date their last change, which that reading does not count as a
+    change: the estimate runs a few points high (0.03-0.11 over these seeds, with a 10%
+    monitoring sample; docs/freshness.md), not 0.3 low."""
+    as_creation, classic = [], []
     for seed in range(5):
         truth, est = made_pages(seed, made_since=True)
-        with_hazard.append(est - truth)
+        as_creation.append(est - truth)
         truth, est = made_pages(seed, made_since=False)
         classic.append(est - truth)
-    assert np.mean(np.abs(with_hazard)) <= 0.05, with_hazard
-    assert max(np.abs(with_hazard)) <= 0.08, with_hazard
+    assert np.mean(np.abs(as_creation)) <= 0.08, as_creation
+    assert max(np.abs(as_creation)) <= 0.12, as_creation
     assert min(np.abs(classic)) > 0.3, classic  # the classic reading: every date a change
 
 

@@ -286,9 +286,10 @@ def test_freshness_estimate_tracks_the_truth_on_the_reference_shop(tmp_path):
 def test_freshness_estimate_on_the_reference_news_site(tmp_path):
     """The news site makes pages: its articles' dates are their publication, not
     changes. Read as changes (the classic estimator) the estimate fell to 0.30 against
-    0.94 true (MAE 0.43); with the creation hazard it stays near the truth. The issue's
-    bound is not met on every seed here (docs/freshness.md: a change process that
-    depends on the page's age): this pins the hazard, not the bound."""
+    0.94 true (MAE 0.43); read as creations on a host seen making pages, it stays near
+    the truth (0.021 on this seed). The issue's bound (0.03) is not met on every seed
+    (docs/freshness.md: 0.019-0.065 over eight, the chance floor 0.006-0.036): this
+    pins the reading with a margin, not the bound."""
     n = 15
     backend = Backend("sqlite", tmp_path)
     project = make_project(tmp_path / "project")
@@ -304,5 +305,5 @@ def test_freshness_estimate_on_the_reference_news_site(tmp_path):
     table = "\n".join(f"  cycle {c:2d}: true {t:.3f} estimate {e:.3f}" for c, t, e in rows)
     mae = sum(abs(e - t) for _, t, e in rows) / len(rows)
     print(f"\nreference news, only the add-on line:\n{table}\nMAE {mae:.4f}")
-    assert mae <= 0.1, table
-    assert all(abs(e - t) <= 0.2 for _, t, e in rows), table
+    assert mae <= 0.05, table
+    assert all(abs(e - t) <= 0.1 for _, t, e in rows), table

@@ -36,24 +36,22 @@ shape of the slow rates (on the reference shop, without them, the estimate ran u
 0.12 high). So the prior is fitted to the histories with their ages, and each page's
 posterior is that prior times its own intervals.
 
-**A date is a change or the page's creation** (the creation hazard). On a host that
-makes pages (a news site, a blog), most dates are when an article was published, and
-read as changes they say every page changes every few days: on the reference news
-site the estimate fell to 0.30 while 0.94 of the copies were current. So a page is
-also taken to have been made at a random time before its first fetch, with a
-constant hazard ``eta`` per group (a group's pages' ages since they were made,
-exponential): the date is the later of its creation and its last change, the
-backward recurrence time of the two processes together, likelihood ``(lambda + eta)
-exp(-(lambda + eta) a)`` (``exp(-(lambda + eta) a)`` under :data:`MIN_EVENT_AGE`).
-``eta`` is fitted with the prior, one EM step each (an ECM: the expected
-log-likelihood in ``eta`` is concave, :func:`_eta_step`), **in the groups seen
-making pages**: a page first fetched with a date from after the crawl's start
-(``last_modified.SINCE_START``). Elsewhere ``eta = 0``: ages alone hardly tell a
-creation from a change (only ``lambda + eta`` per page), and where no page is seen
-made, every date is taken as a change (the classic estimator; the reference shop
-and the demo make no pages and are estimated as before). The split between the two
-is told by the pages revisited after their first fetch: a monitoring sample settles
-it (docs/freshness.md: the reference news site).
+**On a host that makes pages, a date is the page's creation.** There, most dates
+are when an article was published, and read as changes they say every page changes
+every few days: on the reference news site the estimate fell to 0.30 while 0.94 of
+the copies were current. From one date per page, "made then" and "changed then"
+cannot be told apart; what both readings share is that the page did not change
+between its date and its first fetch. So in the groups seen making pages (a page
+first fetched with a date from after the crawl's start, ``last_modified.SINCE_START``)
+a date says only that: likelihood ``exp(-lambda a)``, no change event, and the rates
+come from the intervals of the pages revisited. Elsewhere every date from
+:data:`MIN_EVENT_AGE` on is a change (the classic estimator; the reference shop and
+the demo make no pages). An earlier reading, a creation hazard ``eta`` per group
+fitted with the prior (the date the later of the page's creation and its last
+change, ``(lambda + eta) exp(-(lambda + eta) a)``), depended on how the fit split
+``lambda + eta``, which one date per page does not tell: over eight crawls of the
+reference news site its error ran from 0.02 to 0.21, against 0.02-0.065 for this
+reading (docs/freshness.md).
 
 **The prior** (empirical Bayes): the rates of the pages of one group (a host) are
 drawn from one distribution on a fixed grid of rates (:data:`RATE_GRID`, 0 included:
@@ -90,7 +88,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._em import dated_likelihood, em_sums
+from ._em import em_sums
 
 #: the rates (changes per cycle) a page may have: 0 (never changes), then from one
 #: change in 2,000 cycles to 10 a cycle, log-spaced (a grid's step is 16% of a rate)
@@ -114,10 +112,6 @@ Z90 = 1.6449
 #: a Last-Modified at least this many cycles before the first fetch counts as a change
 #: then (module docstring); a younger one only as "no change since"
 MIN_EVENT_AGE = 1.0
-#: the creation hazard's range (new pages per page per cycle; module docstring) and the
-#: bisection steps of its update at each EM iteration (to 0.1% of it)
-ETA_RANGE = (1e-4, 5.0)
-ETA_BISECT = 14
 
 #: per URL, its Last-Modified age at its first fetch in cycles (NaN: none known): an
 #: array aligned with the URLs, or a function of the positions of the URLs fitted
@@ -158,55 +152,20 @@ def interval_loglik(n: np.ndarray, X: np.ndarray, spacing: np.ndarray) -> np.nda
     return out
 
 
-def modified_loglik(prior_age: np.ndarray, eta: np.ndarray | float = 0.0) -> np.ndarray:
+def modified_loglik(prior_age: np.ndarray, change: np.ndarray | bool = True) -> np.ndarray:
     """``[rows, grid]``: the log-likelihood of each page's Last-Modified age at its first
-    fetch (cycles; NaN: none) at each rate of :data:`RATE_GRID`, given its group's
-    creation hazard ``eta`` (per row, or one for all; module docstring): ``log(lambda +
-    eta) - (lambda + eta) a`` from :data:`MIN_EVENT_AGE` on, ``-(lambda + eta) a`` below
-    it, 0 without one. ``eta = 0``: every date is a change (Cho & Garcia-Molina's)."""
+    fetch (cycles; NaN: none) at each rate of :data:`RATE_GRID` (module docstring):
+    ``log(lambda) - lambda a`` where the date is a change (``change``, per row or one for
+    all) from :data:`MIN_EVENT_AGE` on, ``-lambda a`` where it is not (a creation, or
+    younger than that: no change since), 0 without one."""
     a = np.asarray(prior_age, dtype=np.float64)[:, None]
     known = np.isfinite(a) & (a >= 0.0)
     a = np.where(known, a, 0.0)
-    rate = RATE_GRID[None, :] + np.reshape(np.asarray(eta, dtype=np.float64), (-1, 1))
-    out = -rate * a
+    out = -RATE_GRID[None, :] * a
+    event = known & (a >= MIN_EVENT_AGE) & np.reshape(np.asarray(change, dtype=bool), (-1, 1))
     with np.errstate(divide="ignore"):
-        event = np.log(rate)  # -inf at rate 0 when eta = 0: it changed, so not never
-    out = out + np.where(known & (a >= MIN_EVENT_AGE), event, 0.0)
-    return out
-
-
-def _eta_step(mass: np.ndarray, total_age: np.ndarray) -> np.ndarray:
-    """The creation hazards of groups, each maximising the EM's expected
-    log-likelihood of its pages' ages at the step's posteriors: ``sum count (event
-    E[log(lambda + eta)] - eta a)`` (the rest does not depend on ``eta``). Its slope
-    ``sum_k S_k / (lambda_k + eta) - A`` (``mass``: ``[groups, grid]``, ``S_k``, the
-    events' posterior weight on rate ``k`` times their counts; ``total_age``: ``A``,
-    the pages' ages times their counts) falls with ``eta``: bisection in ``log(eta)``
-    over :data:`ETA_RANGE`, all the groups at once, 0 when it already falls at the
-    smallest."""
-    mass = np.atleast_2d(mass)
-    total_age = np.atleast_1d(np.asarray(total_age, dtype=np.float64))
-    lo = np.full(total_age.shape, np.log(ETA_RANGE[0]))
-    hi = np.full(total_age.shape, np.log(ETA_RANGE[1]))
-
-    def slope(log_eta: np.ndarray) -> np.ndarray:
-        return (mass / (RATE_GRID[None, :] + np.exp(log_eta)[:, None])).sum(axis=1) - total_age
-
-    at_least, at_most = slope(lo) <= 0.0, slope(hi) >= 0.0
-    for _ in range(ETA_BISECT):
-        mid = (lo + hi) / 2.0
-        up = slope(mid) > 0.0
-        lo, hi = np.where(up, mid, lo), np.where(up, hi, mid)
-    eta = np.exp((lo + hi) / 2.0)
-    eta[at_most] = ETA_RANGE[1]
-    # no date an event (the ages only say "no change", at any hazard), or falling at once
-    eta[at_least | ~mass.any(axis=1)] = 0.0
-    return eta
-
-
-#: the dated rows of the groups whose creation hazard moves (positions), their
-#: likelihood's part that does not depend on it (``exp``, scaled per row) and its scale
-_Moved = tuple[np.ndarray, np.ndarray, np.ndarray]
+        log_rate = np.log(RATE_GRID)[None, :]  # -inf at rate 0: it changed, so not never
+    return out + np.where(event, log_rate, 0.0)
 
 
 class _Rows:
@@ -224,7 +183,11 @@ class _Rows:
         span: np.ndarray,
         age: np.ndarray,
         prior_age: np.ndarray | None = None,
+        creating: np.ndarray | None = None,
     ) -> None:
+        """``creating``: per group code, whether it is seen making pages (its dates are
+        creations: module docstring)."""
+        self._creating = creating
         if prior_age is None:
             prior_age = np.full(np.shape(n), np.nan)
         # to an eighth of a cycle: the rows stay few, the likelihood moves by < 1/8 rate
@@ -244,6 +207,7 @@ class _Rows:
         rows, inverse = np.unique(key, axis=0, return_inverse=True)
         inverse = inverse.ravel()
         out = _Rows.__new__(_Rows)
+        out._creating = self._creating
         out._build(rows, inverse[self.inverse], np.bincount(inverse, weights=self.counts))
         return out
 
@@ -264,33 +228,22 @@ class _Rows:
         np.divide(span_r, n_r, out=spacing, where=(n_r > 0) & (span_r > 0))
         self.pre = np.where(rows[:, 5] >= 0.0, rows[:, 5], np.nan)
         self.dated = np.isfinite(self.pre)
-        #: each row's age as the creation hazard's update reads it (0: none), and
-        #: whether it counts as an event (module docstring)
-        self.pre_age = np.where(self.dated, self.pre, 0.0)
-        self.pre_event = (self.dated & (self.pre_age >= MIN_EVENT_AGE)).astype(np.float64)
-        self.base = interval_loglik(n_r, X_r, spacing)
-        #: each group's creation hazard (module docstring): fitted with the prior in
-        #: the groups seen making pages (``creating``), 0 in the others
-        self.eta = np.zeros(self.groups)
+        #: the groups seen making pages, whose dates are creations (module docstring)
         self.creating = np.zeros(self.groups, dtype=bool)
+        if self._creating is not None:
+            known = np.asarray(self._creating, dtype=bool)[: self.groups]
+            self.creating[: known.size] = known
+        self.base = interval_loglik(n_r, X_r, spacing)
         self.fresh = np.exp(-RATE_GRID[None, :] * np.maximum(age_r, 0.0)[:, None])
         self.pages = float(self.counts.sum())
         self._likelihood()
 
-    def _likelihood(self, only: _Moved | None = None) -> None:
-        """Each row's likelihood over the grid under the groups' creation hazards;
-        ``only``: the dated rows of the groups whose hazard moved (the others'
-        likelihood does not read it), recomputed in place from their part that does
-        not depend on it (compiled: the figures of recomputing all to the last digits)."""
-        if only is not None:
-            rows, fixed, fixed_top = only
-            eta = np.ascontiguousarray(self.eta[self.group[rows]])
-            args = (fixed, fixed_top, RATE_GRID, rows, self.pre_age, self.pre_event, eta)
-            dated_likelihood(*args, self.lik, self.top)
-            return
+    def _likelihood(self) -> None:
+        """Each row's likelihood over the grid: its intervals', times its date's where
+        it has one (a change, or in a group making pages a creation)."""
         ll = self.base
         if self.dated.any():
-            ll = ll + modified_loglik(self.pre, self.eta[self.group])
+            ll = ll + modified_loglik(self.pre, ~self.creating[self.group])
         self.top = ll.max(axis=1, keepdims=True)
         self.lik = np.exp(ll - self.top)  # scaled per row: the posterior is unchanged
 
@@ -327,46 +280,12 @@ class _Rows:
         sizes = np.bincount(self.group, weights=self.counts, minlength=self.groups)
         denom = sizes[:, None] + GROUP_URLS
         lik = self.lik * np.exp(tilt * self.fresh) if tilt else self.lik
-        hazards = None if tilt else self._hazards()
         sums = np.empty((self.present.size, K))
-        mass = np.empty_like(sums) if hazards is not None else None
-        event = self.pre_event if hazards is not None else None  # em_sums weighs by counts
         for _ in range(iterations):
             own = np.ascontiguousarray(prior[self.present])
-            em_sums(lik, own, self.lengths, self.counts, sums, event, mass)
+            em_sums(lik, own, self.lengths, self.counts, sums)
             prior = self._update(prior, sums, denom)
-            if hazards is not None and mass is not None:
-                # the hazards' step at the same posteriors, then the likelihood they move
-                self._eta_from(mass, *hazards)
-                lik = self.lik
         return prior
-
-    def _hazards(self) -> tuple[np.ndarray, np.ndarray, _Moved] | None:
-        """The present groups whose creation hazard the fit moves (seen making pages,
-        a dated row: positions in :attr:`present`), each one's total age (ages times
-        counts) and the rows whose likelihood reads it, with the part of their
-        likelihood that does not (:data:`_Moved`) (None: no such group)."""
-        if not (self.dated.any() and self.creating.any()):
-            return None
-        dated = np.add.reduceat(self.dated.astype(np.intp), self.starts) > 0
-        moving = np.flatnonzero(self.creating[self.present] & dated)
-        if not moving.size:
-            return None
-        total_age = np.add.reduceat(self.counts * self.pre_age, self.starts)
-        rows = np.flatnonzero(self.dated & self.creating[self.group])
-        fixed = self.base[rows] - RATE_GRID[None, :] * self.pre_age[rows, None]
-        fixed_top = fixed.max(axis=1)
-        fixed = np.exp(fixed - fixed_top[:, None])
-        return moving, total_age, (rows, fixed, fixed_top)
-
-    def _eta_from(
-        self, mass: np.ndarray, moving: np.ndarray, total_age: np.ndarray, rows: _Moved
-    ) -> None:
-        """The hazards of the groups ``moving`` from their events' posterior mass
-        ``[present, grid]`` and total ages, then the likelihood of the ``rows`` that
-        read them."""
-        self.eta[self.present[moving]] = _eta_step(mass[moving], total_age[moving])
-        self._likelihood(rows)
 
     def _update(self, prior: np.ndarray, sums: np.ndarray, denom: np.ndarray) -> np.ndarray:
         """The EMS step from each present group's summed posteriors (``sums``, in the
@@ -471,9 +390,10 @@ def _fitted(
     if pre is None or not np.isfinite(pre).any():
         rows = fit_rows = _Rows(*history)
     else:  # the pages' distinct rows once: with the ages, then merged without them
-        fit_rows = _Rows(*history, pre)
-        # the hosts seen making pages since the crawl began: their creation hazards
-        fit_rows.creating[np.unique(history[0][np.isneginf(pre)])] = True
+        # the groups seen making pages since the crawl began: their dates are creations
+        creating = np.zeros(int(history[0].max(initial=0)) + 1, dtype=bool)
+        creating[np.unique(history[0][np.isneginf(pre)])] = True
+        fit_rows = _Rows(*history, pre, creating)
         rows = fit_rows.without_ages()
     return mask, rows, fit_rows.fit(None, FIT_ITERATIONS), fit_rows
 
