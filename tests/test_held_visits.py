@@ -219,6 +219,90 @@ def test_a_visit_the_store_took_is_not_held_again(tmp_path):
     assert crawl.crawler.spider is None
 
 
+def test_a_store_whose_writes_keep_failing_takes_a_bounded_buffer(tmp_path, caplog):
+    """A full disk that stays full: the store takes at most twice its flush bound of
+    visits it could not write (history/base.py BUFFER_FLUSHES); past that, record()
+    refuses the visit (not FlushFailed), the middleware holds the responses, at most
+    RECRAWL_FLUSH_EVERY, and counts the rest lost: memory bounded, nothing lost
+    silently, the crawl fails at the end with the count."""
+    from scrapy_recrawl.history.base import BUFFER_FLUSHES
+
+    wall = [5_000_000.0]
+    settings = {
+        "RECRAWL_STORE": str(tmp_path / "history.sqlite3"),
+        "RECRAWL_STORE_CLASS": "tests.full_disk_store.FullDiskStore",  # flush_every=5
+        "RECRAWL_FLUSH_EVERY": 5,  # the middleware's hold
+        "RECRAWL_FLUSH_SECONDS": 600,
+        "RECRAWL_LEARN_BOILERPLATE": False,
+    }
+    crawl = Crawl(settings, wall)
+    store = crawl.mw.store
+    most, first_error = 0, None
+    for i in range(80):
+        crawl.fetched(i)
+        most = max(most, store.buffered_visits)
+        if first_error is None and crawl.stat("store_errors"):
+            first_error = i
+    assert first_error is not None and first_error < 50  # the disk filled up early on
+    assert most == BUFFER_FLUSHES * 5  # never more than the bound
+    assert len(crawl.mw.held) == 5 and crawl.stat("visits_held") >= 5
+    lost = crawl.stat("visits_lost")
+    assert lost > 0
+    with pytest.raises(HistoryStoreError) as caught:
+        store.record(_sqlite_visit())
+    assert not isinstance(caught.value, FlushFailed)  # not taken: the caller keeps it
+    assert store.buffered_visits == BUFFER_FLUSHES * 5
+    caplog.clear()
+    with caplog.at_level(logging.ERROR):
+        crawl.close()
+    said = [r.getMessage() for r in caplog.records if "are lost" in r.getMessage()]
+    assert len(said) == 1, said
+    # the buffer's 10, the 5 still held and those turned away: every response counted
+    assert said[0].startswith(f"recrawl: {BUFFER_FLUSHES * 5 + 5 + lost} visit(s)"), said
+    assert crawl.crawler.spider is None  # scrapy crawl exits 1
+
+
+def test_a_redis_refusing_writes_leaves_a_bounded_buffer(redis_aof):
+    """Redis answering reads but refusing writes (after a failover it became a replica:
+    "READONLY You can't write against a read only replica"): the Redis store takes
+    visits it cannot write up to the same bound as SQLite's, then refuses them (not
+    FlushFailed); once Redis takes writes again, the next flush writes what it took,
+    once. (A URL new to the process is refused at once: its id is reserved by a write.)"""
+    from scrapy_recrawl.history import Visit
+    from scrapy_recrawl.history.base import BUFFER_FLUSHES
+
+    from .ports import free_port
+
+    client = redis_aof.client()
+    urls = [(bytes([4, i]) * 10, f"http://site.test/p{i}") for i in range(20)]
+    with RedisHistoryStore(redis_aof.url, key=KEY, flush_every=3) as store:
+        for fp, url in urls:  # known to this process: a later visit needs no id
+            store.record(Visit(fp, url, 1.0, 200))
+        store.flush()
+        client.replicaof("127.0.0.1", free_port())  # a master that never answers
+        try:
+            taken = failed = 0
+            refused = None
+            for i, (fp, url) in enumerate(urls):
+                try:
+                    store.record(Visit(fp, url, 2.0 + i, 200))
+                    taken += 1
+                except FlushFailed:
+                    failed += 1
+                except HistoryStoreError as exc:
+                    refused = exc
+                    break
+            assert refused is not None and "READONLY" in str(refused), refused
+            assert failed > 0 and taken + failed == BUFFER_FLUSHES * 3
+            assert store.buffered_visits == BUFFER_FLUSHES * 3
+        finally:
+            client.replicaof("no", "one")
+        store.flush()
+        assert store.buffered_visits == 0
+    with RedisHistoryStore(redis_aof.url, key=KEY) as store:
+        assert store.visit_log()["url_id"].size == len(urls) + BUFFER_FLUSHES * 3
+
+
 def _sqlite_visit():
     from scrapy_recrawl.history import Visit
 

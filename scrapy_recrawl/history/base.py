@@ -50,6 +50,22 @@ class FlushFailed(HistoryStoreError):
         self.record = record
 
 
+#: a buffering store takes at most this many times its flush bound of visits it could
+#: not write; past it, ``record()`` refuses the visit (the crawl holds the response,
+#: bounded too: middleware.py), so a store whose writes keep failing (a full disk, a
+#: Redis refusing writes) does not grow its memory with the crawl
+BUFFER_FLUSHES = 2
+
+
+def refuse_when_full(store: Any, flush_every: int) -> None:
+    """Before ``record()`` takes a visit: when ``store.buffered_visits`` reached
+    :data:`BUFFER_FLUSHES` times ``flush_every`` (its last flushes failed), flush now;
+    if that fails too its error is raised as it is, not :class:`FlushFailed`: the
+    visit was not taken (the same rule for every buffering store)."""
+    if store.buffered_visits >= BUFFER_FLUSHES * max(1, flush_every):
+        store.flush()
+
+
 @dataclass(frozen=True)
 class Visit:
     """One response (or download error) for one URL, as the middleware saw it.

@@ -51,6 +51,7 @@ from .base import (
     StoredBody,
     UrlRecord,
     Visit,
+    refuse_when_full,
 )
 from .epoch import StoreLost, new_epoch
 from .legacy_pickle import BASKET_MODEL_TABLE, MODEL_DROPPED, REQUESTS_DROPPED
@@ -797,6 +798,7 @@ class RedisHistoryStore:
         know it, takes an id of its shard's block reserved by this process; if another
         process indexed it first, the flush keeps that one's id (docs/distributed.md)."""
         self._script("record")  # not open: say so now
+        refuse_when_full(self, self.flush_every)  # writes failing: not taken past the bound
         fp = visit.fingerprint
         shard, bucket, field = self.layout.locate(fp)
         cycle = self._last_cycle if visit.cycle is None else int(visit.cycle)

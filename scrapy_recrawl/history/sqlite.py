@@ -41,6 +41,7 @@ from .base import (
     StoredBody,
     UrlRecord,
     Visit,
+    refuse_when_full,
 )
 from .lock import StoreLock
 from .records import check_table, pack_list, unpack_list, window_from_bits
@@ -617,6 +618,7 @@ class SqliteHistoryStore:
 
     def record(self, visit: Visit) -> UrlRecord:
         self.db  # noqa: B018 -- fail early, naming the store, when it is closed
+        refuse_when_full(self, self.flush_every)  # writes failing: not taken past the bound
         # the stored signature (tens of KB) is read only when this visit brings none
         rec = self.get(visit.fingerprint, signature=visit.signature is None)
         cycle = self._cycle if visit.cycle is None else visit.cycle
