@@ -82,8 +82,7 @@ def estimate_by_cycle(
     out: dict[int, FreshnessEstimate] = {}
     if not len(log):
         return out
-    ids, row = np.unique(log["url_id"], return_inverse=True)
-    row = row.ravel()
+    ids, row, _ = log.by_url
     urls = store.urls(ids) if hasattr(store, "urls") else None  # type: ignore[attr-defined]
     group = group_codes([str(u) for u in urls]) if urls is not None else None
     cyc, obs, good = log["cycle"], log["changed"], log.good
