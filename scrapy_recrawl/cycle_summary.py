@@ -35,7 +35,9 @@ from scrapy import Request
 from .core.budget import Budget
 from .core.groups import GroupIndex
 from .core.meta import KIND_MONITOR, KIND_NEW, KIND_PROBE, KIND_RECRAWL, KIND_START, META_KIND
+from .history.base import HistoryStoreError
 from .history.cycle_log import COUNTS, CycleSummary, push_summary, save_freshness
+from .history.epoch import StoreLost
 from .last_modified import prior_ages
 from .scoring.freshness import FreshnessEstimate, PriorAge, estimate_freshness
 
@@ -187,7 +189,16 @@ class CycleTally:
 
         est = self.note_state(arrays.columns, arrays.cycle, hosts, prior_age=ages)
         if est is not None:
-            save_freshness(store, est.cycle, est.share, est.low, est.high, est.pages)
+            try:
+                save_freshness(store, est.cycle, est.share, est.low, est.high, est.pages)
+            except StoreLost:
+                raise  # the crawl stops, said once (history/epoch.py)
+            except HistoryStoreError as exc:  # the report fits it from the log instead
+                logger.error(
+                    "recrawl: could not keep the freshness estimate of cycle %d: %s",
+                    est.cycle,
+                    exc,
+                )
         return est
 
     def note_state(

@@ -284,3 +284,21 @@ def test_a_recorded_estimate_that_is_not_a_share_is_ignored_with_a_warning(redis
             if c in good:  # the figure the record held before it was overwritten
                 assert rows[c].freshness == pytest.approx(good[c].share, abs=1e-9)
         assert rows[5].freshness_source == "record" and rows[5].freshness == good[5].share
+
+
+def test_an_estimate_the_store_cannot_keep_is_said_and_the_cycle_goes_on(tmp_path, caplog):
+    """The store refuses the write (here: open read-only, a real refusal): one error line
+    naming the cycle, the estimate still returned (the stats have it), nothing kept; the
+    report fits that cycle from the log."""
+    path = tmp_path / "history.sqlite3"
+    shutil.copy(FIXTURES / "store_v7.sqlite3", path)
+    with SqliteHistoryStore(path, read_only=True) as store:
+        tally = CycleTally(None)
+        with caplog.at_level(logging.ERROR, logger="scrapy_recrawl.scheduler"):
+            est = tally.open_cycle(store, store.arrays(), GroupIndex())
+        # the store's cycle is 6: the opening it would make is cycle 6's, estimating 5
+        assert est is not None and est.cycle == V7_CYCLES - 1
+        assert recorded_freshness(store) == {}
+    [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert line.startswith(f"recrawl: could not keep the freshness estimate of cycle {est.cycle}")
+    assert "read-only" in line
