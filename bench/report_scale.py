@@ -1,16 +1,22 @@
 """How long ``scrapy recrawl-report`` takes on a large store, against reading its visit log.
 
     .venv/bin/python bench/report_scale.py [--sizes 2500x20,10000x20,40000x20,100000x80]
-        [--dir /tmp/scrapy-recrawl-report] [--keep] [--profile]
+        [--dir /tmp/scrapy-recrawl-report] [--keep] [--profile] [--old-store]
 
 For each ``URLSxCYCLES`` size a SQLite store is built through the store API
 (``SqliteHistoryStore.record``, once: ``--keep`` reuses the file on the next run):
 every URL visited every cycle from the one it is found in (a tenth are found late),
 each with its own change probability, a few error, failed, 304 and gone visits,
 and one URL in a hundred that "changes" at every visit by one element (what the
-boilerplate section looks for, with a kept copy to guess the XPath from). No
-per-cycle record is written, so every row of the cycle table comes from the log
-(the heavier path).
+boilerplate section looks for, with a kept copy to guess the XPath from). As each
+cycle opens, the freshness estimate of the cycle before is computed and kept in its
+record exactly as a crawl does (``CycleTally.open_cycle``, the scheduler's own call:
+the same function, the same columns; its time is the build's, printed, not the
+report's), so the report reads those and fits only the last cycle's. No plan or
+summary is written, so the rest of each row of the cycle table comes from the log
+(the heavier path). ``--old-store`` builds the stores as before schema version 8 (no
+estimate kept: the report fits every cycle's), in files of their own
+(``report-URLSxCYCLES-old.sqlite3``), for the figures of an older store.
 
 Then, in a fresh child process per size (so one size's memory does not count in
 the next):
@@ -40,6 +46,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from scrapy_recrawl.core.groups import GroupIndex  # noqa: E402
+from scrapy_recrawl.cycle_summary import CycleTally  # noqa: E402
 from scrapy_recrawl.history.base import Visit  # noqa: E402
 from scrapy_recrawl.history.sqlite import SqliteHistoryStore  # noqa: E402
 
@@ -49,8 +57,10 @@ BOILERPLATE_BODY = (
 )
 
 
-def build(path: Path, urls: int, cycles: int, seed: int = 1) -> None:
-    """The store, through ``record()`` as the middleware writes it."""
+def build(path: Path, urls: int, cycles: int, seed: int = 1, estimates: bool = True) -> float:
+    """The store, through ``record()`` as the middleware writes it; ``estimates``: each
+    cycle's opening keeps the freshness estimate of the cycle before as a crawl does
+    (module docstring). Returns the seconds those estimates took (the crawl's cost)."""
     rng = np.random.default_rng(seed)
     found = np.where(rng.random(urls) < 0.1, rng.integers(1, max(2, cycles // 2 + 1), urls), 1)
     p = rng.beta(0.3, 4.0, urls)
@@ -60,11 +70,18 @@ def build(path: Path, urls: int, cycles: int, seed: int = 1) -> None:
         f"https://www.site{i % max(1, urls // 200)}.example.com/news/page-{i}.html"
         for i in range(urls)
     ]
+    tally, groups = CycleTally(None), GroupIndex()
+    spent = 0.0
     with SqliteHistoryStore(path, flush_every=200_000, flush_seconds=1e9) as store:
         seen = np.zeros(urls, dtype=bool)
         gone = np.zeros(urls, dtype=bool)
         for c in range(1, cycles + 1):
+            store.flush()  # the cycle before ended: all of it written, as a crawl's is
             store.advance_cycle()
+            if estimates:  # the scheduler's call as it plans cycle c (scheduler.py)
+                t = time.perf_counter()
+                tally.open_cycle(store, store.arrays(), groups)
+                spent += time.perf_counter() - t
             todo = np.flatnonzero((found <= c) & ~gone)
             u = rng.random(todo.size)
             changes = rng.random(todo.size) < p[todo]
@@ -111,6 +128,7 @@ def build(path: Path, urls: int, cycles: int, seed: int = 1) -> None:
                 seen[i] |= good
                 gone[i] |= status == 404
         store.flush()
+    return spent
 
 
 def measure(path: Path, profile: bool) -> dict[str, float]:
@@ -156,6 +174,11 @@ def main() -> None:
     ap.add_argument("--dir", default="/tmp/scrapy-recrawl-report")
     ap.add_argument("--keep", action="store_true", help="reuse (and keep) the built stores")
     ap.add_argument("--profile", action="store_true", help="cProfile the command (stderr)")
+    ap.add_argument(
+        "--old-store",
+        action="store_true",
+        help="build the stores as before schema version 8: no estimate kept per cycle",
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -166,13 +189,22 @@ def main() -> None:
     rows = []
     for size in args.sizes.split(","):
         urls, cycles = (int(x) for x in size.lower().split("x"))
-        path = folder / f"report-{urls}x{cycles}.sqlite3"
+        old = "-old" if args.old_store else ""
+        path = folder / f"report-{urls}x{cycles}{old}.sqlite3"
         if not (args.keep and path.exists()):
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
             t = time.perf_counter()
-            build(path, urls, cycles)
-            print(f"built {path} in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+            spent = build(path, urls, cycles, estimates=not args.old_store)
+            print(
+                f"built {path} in {time.perf_counter() - t:.0f} s"
+                + (
+                    f" ({spent:.1f} s of it the {cycles - 1} estimates a crawl keeps)"
+                    if spent
+                    else ""
+                ),
+                file=sys.stderr,
+            )
         child = [sys.executable, __file__, "--child", str(path)] + (
             ["--profile"] if args.profile else []
         )

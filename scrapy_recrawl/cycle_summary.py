@@ -33,8 +33,12 @@ import numpy as np
 from scrapy import Request
 
 from .core.budget import Budget
+from .core.groups import GroupIndex
 from .core.meta import KIND_MONITOR, KIND_NEW, KIND_PROBE, KIND_RECRAWL, KIND_START, META_KIND
-from .history.cycle_log import COUNTS, CycleSummary, push_summary
+from .history.base import HistoryStoreError
+from .history.cycle_log import COUNTS, CycleSummary, push_summary, save_freshness
+from .history.epoch import StoreLost
+from .last_modified import prior_ages
 from .scoring.freshness import FreshnessEstimate, PriorAge, estimate_freshness
 
 logger = logging.getLogger("scrapy_recrawl.scheduler")
@@ -167,28 +171,60 @@ class CycleTally:
                 push_summary(store, part)
         return summary
 
+    def open_cycle(self, store: Any, arrays: Any, groups: GroupIndex) -> FreshnessEstimate | None:
+        """A cycle opens with the store's ``arrays``: the estimated freshness of the known
+        pages as the cycle before it ended, in the stats and one INFO line
+        (:meth:`note_state`), and kept in the store's record of that cycle
+        (history/cycle_log.py :func:`~scrapy_recrawl.history.cycle_log.save_freshness`),
+        which ``recrawl-report`` reads instead of refitting it. Each URL's host is its
+        group (``groups``: the scheduler's cache, :class:`~scrapy_recrawl.core.groups.GroupIndex`);
+        the Last-Modified ages are read for the URLs the estimate fits only. The
+        scheduler calls it as it plans a cycle (once: on Redis, the process opening it),
+        and bench/report_scale.py as it builds a store as a crawl would."""
+        hosts = groups.codes(arrays.ids, store.urls, arrays.cycle)
+        ids, ended = arrays.ids, arrays.cycle - 1
+
+        def ages(pos: np.ndarray) -> np.ndarray:  # only the URLs the estimate fits
+            return prior_ages(store, ids[pos], store.urls(ids[pos]), ended)
+
+        est = self.note_state(arrays.columns, arrays.cycle, hosts, prior_age=ages)
+        if est is not None:
+            try:
+                save_freshness(store, est.cycle, est.share, est.low, est.high, est.pages)
+            except StoreLost:
+                raise  # the crawl stops, said once (history/epoch.py)
+            except HistoryStoreError as exc:  # the report fits it from the log instead
+                logger.error(
+                    "recrawl: could not keep the freshness estimate of cycle %d: %s",
+                    est.cycle,
+                    exc,
+                )
+        return est
+
     def note_state(
         self,
         columns: Any,
         cycle: int,
         group: np.ndarray | None = None,
         prior_age: PriorAge | None = None,
-    ) -> None:
+    ) -> FreshnessEstimate | None:
         """A cycle opens with the store's ``columns``: the estimated freshness of the
         known pages as the cycle before it ended goes in the stats
-        (:data:`FRESHNESS_STAT`, its interval, pages and :data:`FRESHNESS_CYCLE_STAT`).
+        (:data:`FRESHNESS_STAT`, its interval, pages and :data:`FRESHNESS_CYCLE_STAT`)
+        and is returned (None: no cycle before, no interval known, or nothing fetched).
         Here, not at the cycle's end, because the opening reads the columns anyway: the
         estimate costs no read. ``group``: each URL's host code."""
-        if self.stats is None or cycle < 2:
-            return
+        if cycle < 2:
+            return None
         est = freshness_estimate(columns, cycle - 1, group, prior_age)
         if est is None or est.pages == 0:  # no interval known, or nothing fetched yet
-            return
-        self.stats.set_value(FRESHNESS_STAT, round(est.share, 4))
-        self.stats.set_value(FRESHNESS_LOW_STAT, round(est.low, 4))
-        self.stats.set_value(FRESHNESS_HIGH_STAT, round(est.high, 4))
-        self.stats.set_value(FRESHNESS_PAGES_STAT, est.pages)
-        self.stats.set_value(FRESHNESS_CYCLE_STAT, cycle - 1)
+            return None
+        if self.stats is not None:
+            self.stats.set_value(FRESHNESS_STAT, round(est.share, 4))
+            self.stats.set_value(FRESHNESS_LOW_STAT, round(est.low, 4))
+            self.stats.set_value(FRESHNESS_HIGH_STAT, round(est.high, 4))
+            self.stats.set_value(FRESHNESS_PAGES_STAT, est.pages)
+            self.stats.set_value(FRESHNESS_CYCLE_STAT, cycle - 1)
         logger.info(
             "recrawl cycle %d: estimated freshness of the %d known pages %.1f%% "
             "(90%% interval %.1f-%.1f%%)",
@@ -198,6 +234,7 @@ class CycleTally:
             100 * est.low,
             100 * est.high,
         )
+        return est
 
     def _say(
         self, s: CycleSummary, budget: Budget, seconds: float, first: int, shared: bool

@@ -74,7 +74,6 @@ from .hubs import META_VIA, hubs_for_crawler
 from .hubs import keep as keep_hubs
 from .hubs import read as read_hubs
 from .last_modified import keep as keep_last_modified
-from .last_modified import prior_ages
 from .last_modified import tally_for_crawler as last_modified_tally
 from .plugins import Plugins, plugins_for_crawler, scorer_for_crawler
 from .scope import not_a_page, off_reason
@@ -442,14 +441,9 @@ class RecrawlScheduler(Scheduler):
         store.advance_cycle()
         arrays = store.arrays()
         # the previous cycle's estimated freshness, from the columns read here anyway,
-        # each URL's host its group (the URLs of new ids read once: core/groups.py)
-        hosts = self.group_index.codes(arrays.ids, store.urls, arrays.cycle)
-        ids, ended = arrays.ids, arrays.cycle - 1
-
-        def ages(pos: np.ndarray) -> np.ndarray:  # only the URLs the estimate fits
-            return prior_ages(store, ids[pos], store.urls(ids[pos]), ended)
-
-        self.tally.note_state(arrays.columns, arrays.cycle, hosts, prior_age=ages)
+        # each URL's host its group (the URLs of new ids read once: core/groups.py),
+        # in the stats and kept in that cycle's record (cycle_summary.py)
+        self.tally.open_cycle(store, arrays, self.group_index)
         plan = plan_cycle(
             arrays,
             self.config,

@@ -68,7 +68,7 @@ def test_a_version_1_sqlite_store_upgrades(tmp_path):
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     version = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
     db.close()
-    assert int(version) == SCHEMA_VERSION == 7
+    assert int(version) == SCHEMA_VERSION == 8
     assert not tables & {"content_bags", "basket_probes", "basket_model"}
 
 

@@ -29,7 +29,11 @@ import numpy as np
 #: 7: each SQLite URL row keeps its change window (``cwin``, as the Redis row does), so
 #: :meth:`HistoryStore.change_window` reads no log; the SQLite visit log is indexed by
 #: cycle and capped (RECRAWL_SQLITE_LOG_MAXLEN); Redis unchanged.
-SCHEMA_VERSION = 7
+#: 8: each cycle's record keeps the crawl's own freshness estimate of its end (side
+#: table ``cycle_freshness``: history/cycle_log.py), which recrawl-report reads
+#: instead of refitting it; nothing moved (cycles crawled before have none), both
+#: backends.
+SCHEMA_VERSION = 8
 
 
 class HistoryStoreError(RuntimeError):

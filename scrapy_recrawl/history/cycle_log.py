@@ -15,16 +15,29 @@ Side tables of plain records (:mod:`.records`, never pickles), keyed by cycle:
   :meth:`HistoryStore.side_push` (atomic: many processes add to the same cycle);
   :func:`cycle_records` adds them up;
 * ``start_urls``: the ids of the URLs the spider fetched as its start requests, so the
-  report does not count them as budget wasted (:func:`start_url_ids`).
+  report does not count them as budget wasted (:func:`start_url_ids`);
+* ``cycle_freshness`` (schema version 8): the crawl's own freshness estimate of the
+  known pages at a cycle's end (``recrawl/freshness_estimate``, its 90% interval and
+  the pages it is over), written once by the process opening the next cycle, which
+  computes it there (cycle_summary.py); the report reads it instead of refitting it
+  (:func:`recorded_freshness`). A value that is not a share (non-finite, outside
+  [0, 1], the interval not around it) is read as absent, with a warning: the report
+  then computes that cycle's figure from the visit log, as for a cycle of an older
+  crawl, which has none.
 
-Adding these tables is no change of stored format (side storage takes any table), nor
-is a field added to a record (a reader takes a missing field's default and ignores one
-it does not know); a store without them has no per-cycle record (older crawls):
-readers say so.
+Side storage takes any table, and a reader takes a missing field's default and
+ignores one it does not know, so an older reader reads a newer store's records. The
+freshness table is a step of the schema-version sequence all the same (version 8:
+history/sqlite_schema.py ``_migrate_7_to_8``): the report now shows a figure the store
+holds instead of one it computes, so which stores may hold it is versioned; the step
+moves nothing (cycles crawled before it have no estimate kept, and the report computes
+theirs). A store without these tables has no per-cycle record (older crawls): readers
+say so.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
@@ -33,11 +46,15 @@ import numpy as np
 
 from .records import RecordError, pack_record, unpack_list, unpack_record
 
+logger = logging.getLogger("scrapy_recrawl.history")
+
 PLAN_TABLE = "cycle_plan"
 LOG_TABLE = "cycle_log"
 #: the URL ids the spider fetched as its start requests (key: the id, value empty):
 #: fetched every cycle on the spider's say-so, never the budget's waste
 START_TABLE = "start_urls"
+#: the crawl's freshness estimate of each cycle's end (key: that cycle; schema version 8)
+FRESHNESS_TABLE = "cycle_freshness"
 #: picks (URL ids and scores) are kept for this many of the latest cycles
 KEEP_PICK_CYCLES = 8
 #: and at most this many a cycle (the best ones): 1.6 MB a cycle at the most
@@ -116,6 +133,19 @@ class CycleSummary:
 
 
 @dataclass
+class CycleFreshness:
+    """The crawl's freshness estimate of the known pages at the end of ``cycle``
+    (scoring/freshness.py :class:`~scrapy_recrawl.scoring.freshness.FreshnessEstimate`,
+    unrounded): the share, its 90% interval, and the pages it is over."""
+
+    cycle: int
+    share: float
+    low: float
+    high: float
+    pages: int
+
+
+@dataclass
 class CycleRecord:
     """A cycle as the report shows it: its plan (None: not kept) and its figures."""
 
@@ -190,6 +220,15 @@ def push_summary(store: Any, summary: CycleSummary) -> None:
     store.side_push(LOG_TABLE, int(summary.cycle), pack_record(asdict(summary)), MAX_SUMMARIES)
 
 
+def save_freshness(
+    store: Any, cycle: int, share: float, low: float, high: float, pages: int
+) -> None:
+    """Keep the crawl's freshness estimate of the end of ``cycle`` (:data:`FRESHNESS_TABLE`):
+    plain numbers in a record (history/records.py), never a pickle."""
+    record = CycleFreshness(int(cycle), float(share), float(low), float(high), int(pages))
+    store.side_put(FRESHNESS_TABLE, [(int(cycle), pack_record(asdict(record)))])
+
+
 def note_start_urls(store: Any, ids: list[int]) -> None:
     """Remember these URL ids as the spider's start URLs (:data:`START_TABLE`)."""
     if ids:
@@ -217,6 +256,46 @@ def monitor_samples(store: Any) -> dict[int, tuple[float, int]]:
         if plan.monitor_seed is not None:
             out[int(cycle)] = (float(plan.monitor_share), int(plan.monitor_seed))
     return dict(sorted(out.items()))
+
+
+def recorded_freshness(store: Any, since: int = 0) -> dict[int, CycleFreshness]:
+    """``{cycle: estimate}``: the crawl's freshness estimate of each cycle from ``since``
+    on that has one (:func:`save_freshness`). A record that does not read as one (not
+    this module's encoding, a field missing or of another type, a share that is not
+    finite or outside [0, 1], an interval not around it, a negative page count) is left
+    out with a warning naming the cycle: the caller computes that cycle's figure as
+    for a cycle without a record. Nothing is evaluated: the fields are parsed as
+    numbers and checked."""
+    out: dict[int, CycleFreshness] = {}
+    for cycle, data in store.side_items(FRESHNESS_TABLE):
+        if cycle < since:
+            continue
+        try:
+            est = _from_record(CycleFreshness, data)
+            _check_freshness(est, int(cycle))
+        except RecordError as exc:
+            logger.warning(
+                "recrawl: the recorded freshness estimate of cycle %d is not read (%s): "
+                "it is computed again from the visit log",
+                cycle,
+                exc,
+            )
+            continue
+        out[int(cycle)] = est
+    return out
+
+
+def _check_freshness(est: CycleFreshness, key: int) -> None:
+    """What :func:`_from_record` does not check: the figures are a share and its interval."""
+    share, low, high = float(est.share), float(est.low), float(est.high)
+    if est.cycle != key:
+        raise RecordError(f"it says cycle {est.cycle}")
+    if not all(math.isfinite(x) and 0.0 <= x <= 1.0 for x in (share, low, high)):
+        raise RecordError(f"share {share!r}, interval {low!r}-{high!r}: not in [0, 1]")
+    if not low <= share <= high:
+        raise RecordError(f"share {share!r} outside its interval {low!r}-{high!r}")
+    if est.pages < 0:
+        raise RecordError(f"{est.pages} pages")
 
 
 def cycle_records(store: Any, since: int = 0) -> list[CycleRecord]:

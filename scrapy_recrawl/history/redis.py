@@ -545,6 +545,13 @@ class RedisHistoryStore:
                 # version 5 and its log is capped and indexed by cycle (logstart)
                 meta = self._k("meta")
                 self._call("migrate", lambda c, m=meta: c.hset(m, "schema_version", 7))
+            elif step == 7:
+                # version 8: each cycle's record may keep the crawl's freshness estimate
+                # (side table cycle_freshness, history/cycle_log.py), a side hash of
+                # plain records like the others; the cycles crawled before have none
+                # (the report fits theirs from the log): nothing to move
+                meta = self._k("meta")
+                self._call("migrate", lambda c, m=meta: c.hset(m, "schema_version", 8))
 
     def _migrate_3_to_4(self, client: Any) -> None:
         """Version 4, every part of it in one MULTI/EXEC, under WATCH: a process of the

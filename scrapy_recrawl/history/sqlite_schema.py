@@ -239,6 +239,16 @@ def _migrate_6_to_7(db: sqlite3.Connection) -> None:
     )
 
 
+def _migrate_7_to_8(db: sqlite3.Connection) -> None:
+    """Version 8: each cycle's record may keep the crawl's own freshness estimate of
+    the cycle's end (side table ``cycle_freshness``: history/cycle_log.py), which
+    recrawl-report reads instead of refitting it. Side storage takes the new table as
+    it is; the cycles crawled before the upgrade have no estimate kept, and the report
+    fits theirs from the visit log as it did: nothing to move. The version step is the
+    change: which stores may hold figures the report shows instead of computing them
+    (a release before it would ignore them)."""
+
+
 def owner_only(path: str) -> None:
     """Make the store file at ``path`` and its companions (WAL, shared memory, lock)
     readable and writable by their owner only, when others could read them."""
@@ -263,6 +273,7 @@ MIGRATIONS: dict[int, Any] = {
     4: _migrate_4_to_5,
     5: _migrate_5_to_6,
     6: _migrate_6_to_7,
+    7: _migrate_7_to_8,
 }
 
 

@@ -2,9 +2,17 @@
 collection was estimated to be at its end.
 
 Two sources, each said: the per-cycle record (history/cycle_log.py: the plan's budget,
-scorer and cut-off; the fetched-by-kind summaries), written by crawls that keep it, and
-the visit log, which every store has. Where a cycle has no record the figures come from
-the log, and what only the record knows (the kinds, the budget, the scorer) is None.
+scorer and cut-off; the fetched-by-kind summaries; the crawl's own freshness estimate of
+the cycle's end), written by crawls that keep it, and the visit log, which every store
+has. Where a cycle has no record the figures come from the log, and what only the record
+knows (the kinds, the budget, the scorer) is None.
+
+The freshness estimate is the costly part (an EM fit and its profile per cycle): a
+cycle whose record keeps the crawl's estimate (schema version 8 on) shows that figure,
+and only the others are fitted from the log (a store's cycles before its upgrade, the
+last cycle of a run, whose estimate the next cycle's opening computes): the same
+estimator over the same observations (tests/test_recorded_freshness.py).
+``freshness_source`` says which.
 """
 
 from __future__ import annotations
@@ -16,7 +24,12 @@ from typing import Any
 import numpy as np
 
 from scrapy_recrawl.core.groups import group_codes
-from scrapy_recrawl.history.cycle_log import CycleRecord, cycle_records
+from scrapy_recrawl.history.cycle_log import (
+    CycleFreshness,
+    CycleRecord,
+    cycle_records,
+    recorded_freshness,
+)
 from scrapy_recrawl.last_modified import PriorAges
 from scrapy_recrawl.scoring.freshness import FreshnessEstimate, PriorAge, estimate_freshness
 
@@ -45,6 +58,9 @@ class CycleRow:
     freshness_low: float | None  # its 90% interval (scoring/freshness.py)
     freshness_high: float | None
     known_pages: int  # pages the estimate is over (fetched at least once, not gone)
+    #: where the estimate comes from: "record" (the crawl's, kept in the cycle's record),
+    #: "log" (fitted here from the visit log), None (no estimate)
+    freshness_source: str | None
     scorer: str | None
     cutoff: float | None
     seconds: float | None
@@ -66,8 +82,7 @@ def estimate_by_cycle(
     out: dict[int, FreshnessEstimate] = {}
     if not len(log):
         return out
-    ids, row = np.unique(log["url_id"], return_inverse=True)
-    row = row.ravel()
+    ids, row, _ = log.by_url
     urls = store.urls(ids) if hasattr(store, "urls") else None  # type: ignore[attr-defined]
     group = group_codes([str(u) for u in urls]) if urls is not None else None
     cyc, obs, good = log["cycle"], log["changed"], log.good
@@ -126,7 +141,13 @@ def cycle_rows(store: object, log: VisitLog, since: int = 0) -> list[CycleRow]:
     """One row per cycle from ``since`` on that the log or the record knows."""
     records = {r.cycle: r for r in cycle_records(store)}
     cycles = np.union1d(log.cycles(), np.array(sorted(records), dtype=np.int64))
-    fresh = estimate_by_cycle(store, log, cycles[cycles >= since])  # those shown only
+    shown = cycles[cycles >= since]
+    # the crawl's own estimates where its records keep them; fitted only for the others
+    kept = recorded_freshness(store, since)
+    todo = shown[~np.isin(shown, np.fromiter(kept, dtype=np.int64, count=len(kept)))]
+    fresh: dict[int, FreshnessEstimate | CycleFreshness] = dict(kept)
+    if todo.size:
+        fresh.update(estimate_by_cycle(store, log, todo))
     figures = _log_figures(log, cycles)
     rows = []
     for k, c in enumerate(cycles.tolist()):
@@ -171,7 +192,7 @@ def _row(
     rec: CycleRecord | None,
     log: dict[str, np.ndarray],
     k: int,
-    est: FreshnessEstimate | None,
+    est: FreshnessEstimate | CycleFreshness | None,
 ) -> CycleRow:
     plan = rec.plan if rec else None
     s = rec.summary if rec else None
@@ -215,11 +236,20 @@ def _row(
         freshness_low=_known(est.low) if est else None,
         freshness_high=_known(est.high) if est else None,
         known_pages=est.pages if est else 0,
+        freshness_source=_source(est),
         scorer=plan.scorer if plan else None,
         cutoff=plan.cutoff if plan else None,
         seconds=seconds,
         **figures,  # type: ignore[arg-type]
     )
+
+
+def _source(est: FreshnessEstimate | CycleFreshness | None) -> str | None:
+    if isinstance(est, CycleFreshness):
+        return "record"
+    if est is None or not est.pages:
+        return None
+    return "log"
 
 
 def _known(x: float) -> float | None:

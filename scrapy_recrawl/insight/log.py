@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -49,13 +50,21 @@ class VisitLog:
         """A response that is an error, not one saying the page is gone."""
         return (self["status"] >= 400) & ~self.gone
 
+    @cached_property
+    def by_url(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(ids, row, first)``: the log's URL ids ascending, each visit's position among
+        them, each id's first row. One sort of the log, shared by every section that
+        groups by URL (the per-cycle estimates, the URL and host tables, the new URLs),
+        which each sorted it again (at 7M visits, about a second a sort)."""
+        ids, first, row = np.unique(self["url_id"], return_index=True, return_inverse=True)
+        return ids, row.ravel(), first
+
     @property
     def first_of_url(self) -> np.ndarray:
         """Each URL's first row in the log (a new URL, when the log is not cut)."""
         first = np.zeros(len(self), dtype=bool)
         if len(self):
-            _, index = np.unique(self["url_id"], return_index=True)
-            first[index] = True
+            first[self.by_url[2]] = True
         return first
 
     def cycles(self) -> np.ndarray:

@@ -38,7 +38,7 @@ class UrlStats:
     def from_log(cls, log: VisitLog, store: Any = None) -> UrlStats:
         """``store`` (with ``urls()``): each URL's host is the group of its rate's prior;
         without it, one prior for all."""
-        ids, row = np.unique(log["url_id"], return_inverse=True)
+        ids, row, _ = log.by_url
         size = ids.size
         visits = np.bincount(row, minlength=size)
         obs = log.observed
