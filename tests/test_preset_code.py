@@ -64,6 +64,11 @@ def test_a_preset_from_its_stored_code_scores_as_the_parsed_expression_bit_for_b
     assert (stored.kernel is None) == (parsed.kernel is None)
     if parsed.kernel is not None:
         assert stored.kernel.source == parsed.kernel.source
+    # every name the code reads is the object lambdify's namespace gives it
+    code = stored._fn.__code__
+    assert code.co_names == parsed.fn.__code__.co_names
+    for used in code.co_names:
+        assert stored._fn.__globals__[used] is parsed.fn.__globals__[used], used
     terms = _terminals(parsed.args)
     arrays = [terms[a] for a in parsed.args]
     with np.errstate(all="ignore"):

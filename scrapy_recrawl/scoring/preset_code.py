@@ -15,11 +15,13 @@ failure prints the entry), and meanwhile is parsed as any expression is.
 
 from __future__ import annotations
 
-import functools
+import ast
 import itertools
 import linecache
 from collections.abc import Callable, Container
 from typing import Any
+
+import numpy as np
 
 from .protected import _NUMPY_FUNCS
 
@@ -60,14 +62,18 @@ def source(args: tuple[str, ...], body: str) -> str:
     return f"def _lambdifygenerated({', '.join(args)}):\n    return {body}\n"
 
 
-@functools.cache
-def _numpy_namespace() -> dict[str, Any]:
-    # what lambdify(modules=[_NUMPY_FUNCS, "numpy"]) executes its code in: numpy's
-    # names (its "numpy" module entry), I as 1j, then the protected operators over them
-    namespace: dict[str, Any] = {}
-    exec("import numpy; from numpy import *; from numpy.linalg import *", namespace)  # noqa: S102
-    namespace["I"] = 1j
-    namespace.update(_NUMPY_FUNCS)
+def _namespace(args: tuple[str, ...], body: str) -> dict[str, Any]:
+    """What lambdify(modules=[_NUMPY_FUNCS, "numpy"]) executes its code in, for the names
+    ``body`` reads: numpy's (``I`` is 1j), the protected operators over them. Looked up
+    name by name: lambdify's ``from numpy import *`` loads numpy.f2py and 170 other
+    modules, ~0.1 s, for names a preset never calls."""
+    namespace: dict[str, Any] = {"numpy": np, "I": 1j}
+    for node in ast.walk(ast.parse(body, mode="eval")):
+        if isinstance(node, ast.Name) and node.id not in args:
+            if node.id in _NUMPY_FUNCS:
+                namespace[node.id] = _NUMPY_FUNCS[node.id]
+            elif node.id in np.__all__:
+                namespace[node.id] = getattr(np, node.id)
     return namespace
 
 
@@ -84,7 +90,7 @@ def compiled(
     text = source(args, body)
     # registered with linecache as lambdify registers its own: the kernel reads it there
     filename = f"<recrawl-preset-{next(_counter)}>"
-    namespace = dict(_numpy_namespace())
+    namespace = _namespace(args, body)
     exec(compile(text, filename, "exec"), namespace)  # noqa: S102 - our own stored code
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     symbol = body if body in args else None
