@@ -96,6 +96,10 @@ import sys
 from scrapy.settings import Settings
 import scrapy_recrawl.addon, scrapy_recrawl.middleware, scrapy_recrawl.redis_scheduler
 import scrapy_recrawl.scheduler
+# what Scrapy loads for every `scrapy` command (the scrapy.commands entry points)
+import scrapy_recrawl.commands.baskets, scrapy_recrawl.commands.evolve
+import scrapy_recrawl.commands.plan, scrapy_recrawl.commands.report
+import scrapy_recrawl.commands.reset
 from scrapy_recrawl.scoring import PRESETS, Scorer, policies
 
 Scorer.from_settings(Settings())  # what the scheduler and the middleware build
@@ -109,7 +113,7 @@ print("ok")
 """
 
 
-def test_a_process_scoring_with_presets_imports_no_sympy():
+def test_a_process_scoring_with_presets_or_loading_the_commands_imports_no_sympy():
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     out = subprocess.run(
         [sys.executable, "-c", _NO_SYMPY], capture_output=True, text=True, env=env, timeout=120
