@@ -29,7 +29,7 @@ import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from scrapy_recrawl.scoring.presets import PRESETS
 from scrapy_recrawl.scoring.terminals import check_prior, prior_from_settings
 from scrapy_recrawl.settings import DEFAULTS, RecrawlSettingError, closest, get
 
+from . import preset_code
 from .parse import SETTING, compile_expression, parse_expression
 from .registry import (
     TerminalRegistry,
@@ -47,23 +48,45 @@ from .registry import (
 )
 from .topk import CHUNK, _chunks, _length, top_k_indices
 
+
+class _Compiled(NamedTuple):
+    """A scorer string compiled: its numpy function and block kernel, and the sympy
+    expressions it came from (None for a preset compiled from its stored code: parsed
+    only when asked for, :meth:`ExpressionScorer.sympy_expr`)."""
+
+    sympy_expr: Any
+    fn: Any
+    args: tuple[str, ...]
+    protected: Any
+    kernel: Kernel | None
+    #: the terminal the expression is, bare (its score is that column), or None
+    symbol: str | None
+
+
 # A scorer string parsed and compiled (to numpy, then to its block kernel) once per
 # process: the add-on's start-up check, the scheduler and the middleware all build a
 # scorer from RECRAWL_SCORER. Keyed by the text and the registry's names (all a parse
-# depends on); bounded, as a GP builds many. Values: (sympy expression, lambdify
-# function, argument names, protected expression, kernel or None).
-_Compiled = tuple[Any, Any, tuple[str, ...], Any, Kernel | None]
-_PARSED: dict[tuple[str, frozenset[str]], _Compiled] = {}
+# depends on); bounded, as a GP builds many. A preset's expression is compiled from
+# its stored code (scoring/preset_code.py), without sympy, unless ``parse`` is set.
+_PARSED: dict[tuple[str, frozenset[str], bool], _Compiled] = {}
 _PARSED_MAX = 256
 
 
-def _parsed(expression: str, setting: str, registry: TerminalRegistry) -> _Compiled:
-    key = (expression, registry.names())
+def _parsed(
+    expression: str, setting: str, registry: TerminalRegistry, parse: bool = False
+) -> _Compiled:
+    key = (expression, registry.names(), parse)
     hit = _PARSED.get(key)
     if hit is None:
-        sympy_expr = parse_expression(expression, setting, registry=registry)
-        fn, args, protected = compile_expression(sympy_expr)
-        hit = (sympy_expr, fn, args, protected, compile_kernel(fn, args))
+        stored = None if parse else preset_code.compiled(expression, registry)
+        if stored is not None:
+            fn, args, symbol = stored
+            hit = _Compiled(None, fn, args, None, compile_kernel(fn, args), symbol)
+        else:
+            sympy_expr = parse_expression(expression, setting, registry=registry)
+            fn, args, protected = compile_expression(sympy_expr)
+            symbol = str(protected) if protected.is_Symbol else None
+            hit = _Compiled(sympy_expr, fn, args, protected, compile_kernel(fn, args), symbol)
         if len(_PARSED) >= _PARSED_MAX:
             _PARSED.pop(next(iter(_PARSED)))
         _PARSED[key] = hit
@@ -311,15 +334,32 @@ class ExpressionScorer(Scorer):
         self.metadata = {}
         reg = default_registry() if registry is None else registry
         self.registry = reg
-        #: ``kernel``: the block kernel (None: the expression is a constant or a bare
-        #: terminal, or uses something the kernel translator does not know)
-        self.sympy_expr, self._fn, self._args, self.protected_expr, self.kernel = _parsed(
-            self.expression, setting, reg
-        )
-        self._symbol = str(self.protected_expr) if self.protected_expr.is_Symbol else None
+        self._setting = setting
+        self._compiled = _parsed(self.expression, setting, reg)
+        self._fn, self._args = self._compiled.fn, self._compiled.args
+        #: the block kernel (None: the expression is a constant or a bare terminal, or
+        #: uses something the kernel translator does not know)
+        self.kernel = self._compiled.kernel
+        self._symbol = self._compiled.symbol
         # a constant expression still needs one column: it tells how many URLs to score
         self.terminals_needed = frozenset(self._args) or frozenset({"n"})
         self.uses_prior = bool(self.terminals_needed & reg.prior_names())
+
+    @property
+    def sympy_expr(self) -> Any:
+        """The expression as sympy parsed it (unevaluated, not yet protected)."""
+        return self._sympy().sympy_expr
+
+    @property
+    def protected_expr(self) -> Any:
+        """:attr:`sympy_expr` with its divisions, logs and powers protected (what is compiled)."""
+        return self._sympy().protected
+
+    def _sympy(self) -> _Compiled:
+        if self._compiled.sympy_expr is None:  # a preset compiled from its stored code
+            assert self.registry is not None
+            self._compiled = _parsed(self.expression, self._setting, self.registry, parse=True)
+        return self._compiled
 
     def score(self, terminals: Mapping[str, np.ndarray]) -> np.ndarray:
         missing = [a for a in self._args if a not in terminals]

@@ -7,20 +7,25 @@ that names the setting and the offending token.
 
 from __future__ import annotations
 
+import functools
 import io
 import keyword
 import re
 import tokenize
 from collections.abc import Callable, Iterator
 from decimal import Decimal
-from typing import Any, Protocol
-
-import sympy
-from sympy.parsing.sympy_parser import auto_number, parse_expr
+from typing import TYPE_CHECKING, Any, Protocol
 
 from scrapy_recrawl.settings import RecrawlSettingError
 
-from .protected import _NUMPY_FUNCS, _FMax, _FMin, _PDiv, _PLog, _PPow
+from .protected import _NUMPY_FUNCS
+
+if TYPE_CHECKING:
+    import sympy
+
+# sympy is imported by the first parse, not with this module: importing it takes a
+# quarter of a second, and a crawl whose scorer is a preset never parses (its code is
+# stored: scoring/preset_code.py). The token check below needs no sympy.
 
 SETTING = "RECRAWL_SCORER"
 
@@ -55,7 +60,16 @@ _OPERATORS = frozenset({"+", "-", "*", "/", "**", "^", "(", ")", ","})
 _DECIMAL = re.compile(r"^(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
+def parse_expr(*args: Any, **kwargs: Any) -> Any:
+    """sympy's ``parse_expr`` (imported at the first parse)."""
+    from sympy.parsing.sympy_parser import parse_expr as sympy_parse_expr
+
+    return sympy_parse_expr(*args, **kwargs)
+
+
 def _log(x: Any, *rest: Any, evaluate: bool = False) -> sympy.Expr:
+    from .protected_sympy import _PLog
+
     if rest:
         raise TypeError("log takes 1 argument (natural log)")
     return _PLog(x)
@@ -80,37 +94,46 @@ def _unary(fn: Callable[..., sympy.Expr], name: str) -> Callable[..., sympy.Expr
 
 
 def _pow_checked(*args: Any, evaluate: bool = False) -> sympy.Expr:
+    import sympy
+
     if len(args) != 2:
         raise TypeError("pow takes 2 arguments")
     return sympy.Pow(*args, evaluate=False)
 
 
-_FUNCTION_LOCALS: dict[str, Any] = {
-    "log": _log,
-    "exp": _unary(sympy.exp, "exp"),
-    "pow": _pow_checked,
-    "sqrt": _unary(
-        lambda x, evaluate=False: sympy.Pow(x, sympy.Rational(1, 2), evaluate=False), "sqrt"
-    ),
-    "Abs": _unary(sympy.Abs, "Abs"),
-    "Min": _nary(_FMin, "Min"),
-    "Max": _nary(_FMax, "Max"),
-}
+@functools.cache
+def _function_locals() -> dict[str, Any]:
+    """The functions an expression may call, as the parser builds them (FUNCTIONS' names)."""
+    import sympy
+
+    from .protected_sympy import _FMax, _FMin
+
+    return {
+        "log": _log,
+        "exp": _unary(sympy.exp, "exp"),
+        "pow": _pow_checked,
+        "sqrt": _unary(
+            lambda x, evaluate=False: sympy.Pow(x, sympy.Rational(1, 2), evaluate=False), "sqrt"
+        ),
+        "Abs": _unary(sympy.Abs, "Abs"),
+        "Min": _nary(_FMin, "Min"),
+        "Max": _nary(_FMax, "Max"),
+    }
 
 
-_GLOBALS: dict[str, Any] = {
-    "__builtins__": {},
-    "Integer": sympy.Integer,
-    "Float": sympy.Float,
-    "Rational": sympy.Rational,
-    "Add": sympy.Add,
-    "Mul": sympy.Mul,
-    "Pow": sympy.Pow,
-}
+#: The sympy classes the parser's generated code calls (its globals, with no builtins).
+_SYMPY_GLOBALS = ("Integer", "Float", "Rational", "Add", "Mul", "Pow")
+
+
+@functools.cache
+def _globals() -> dict[str, Any]:
+    import sympy
+
+    return {"__builtins__": {}, **{name: getattr(sympy, name) for name in _SYMPY_GLOBALS}}
 
 
 #: Names a terminal may not take: the functions, and what sympy's parser calls.
-RESERVED: frozenset[str] = frozenset(FUNCTIONS) | frozenset(_GLOBALS)
+RESERVED: frozenset[str] = frozenset(FUNCTIONS) | frozenset({"__builtins__", *_SYMPY_GLOBALS})
 
 
 def _refuse(text: str, problem: str, setting: str) -> RecrawlSettingError:
@@ -251,6 +274,8 @@ def _is_negative_number(e: sympy.Basic) -> bool:
 
 
 def _power(base: sympy.Expr, exp: sympy.Expr) -> sympy.Expr:
+    from .protected_sympy import _PPow
+
     # the float power of _PPow: 10^-1000000000 is pdiv(1, inf) = 0, not a
     # Python integer power that never ends (same values as ** for float64 arrays)
     return base if exp == 1 else _PPow(base, exp)
@@ -258,6 +283,10 @@ def _power(base: sympy.Expr, exp: sympy.Expr) -> sympy.Expr:
 
 def _protect(e: sympy.Basic) -> sympy.Basic:
     """Rewrite divisions (``Pow`` with a negative constant exponent) as ``_PDiv``, powers as ``_PPow``."""
+    import sympy
+
+    from .protected_sympy import _PDiv, _PPow
+
     if e.is_Atom:
         return e
     if e.is_Mul:
@@ -287,6 +316,12 @@ def _protect(e: sympy.Basic) -> sympy.Basic:
     return e.func(*args)
 
 
+def _auto_number() -> Any:
+    from sympy.parsing.sympy_parser import auto_number
+
+    return auto_number
+
+
 def parse_expression(text: str, setting: str = SETTING, *, registry: TerminalNames) -> sympy.Expr:
     """Parse a whitelisted expression string (unevaluated, not yet protected); the
     terminals it may name are the ``registry``'s
@@ -294,13 +329,15 @@ def parse_expression(text: str, setting: str = SETTING, *, registry: TerminalNam
     if not isinstance(text, str):
         raise RecrawlSettingError(f"{setting}={text!r}: expected a string")
     clean = _check_tokens(text, setting, registry)
+    import sympy
+
     symbols = {name: sympy.Symbol(name) for name in registry}  # none RESERVED: register()
     try:
         expr = parse_expr(
             clean,
-            local_dict={**symbols, **_FUNCTION_LOCALS},
-            global_dict=dict(_GLOBALS),
-            transformations=(auto_number,),
+            local_dict={**symbols, **_function_locals()},
+            global_dict=dict(_globals()),
+            transformations=(_auto_number(),),
             evaluate=False,
         )
     except TypeError as exc:
@@ -318,6 +355,8 @@ def compile_expression(
     expr: sympy.Expr,
 ) -> tuple[Callable[..., Any], tuple[str, ...], sympy.Expr]:
     """Protect and lambdify ``expr``; returns (numpy function, argument names, protected expr)."""
+    import sympy
+
     protected = _protect(expr)
     names = tuple(sorted(str(s) for s in protected.free_symbols))
     fn = sympy.lambdify(

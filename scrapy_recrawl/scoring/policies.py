@@ -39,6 +39,7 @@ then a function of ``z``). Measured against an exact search over every URL
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -421,10 +422,15 @@ def _u(s: np.ndarray) -> np.ndarray:
 _X_MIN, _X_MAX = 1e-30, 60.0
 
 
+@functools.cache
 def _inverse_table(size: int = 1 << 16) -> tuple[float, float, np.ndarray]:
     """``log x`` on a uniform grid of ``u`` (:func:`_u`), built once from a dense
     table: a URL's inverse is then an index and a linear step, no search (a binary
-    search per URL in a table this fine costs ~100 ns each in cache misses)."""
+    search per URL in a table this fine costs ~100 ns each in cache misses).
+
+    Built at the first ``chogm_f`` scoring, not at import: its ~60 ms (800,000 points)
+    would otherwise be paid by every process that imports the scoring package (every
+    crawl, every command), whether or not its scorer names ``chogm_f``."""
     dense = np.concatenate(
         [np.geomspace(_X_MIN, 1.0, 400_000), np.linspace(1.0, _X_MAX, 400_000)[1:]]
     )
@@ -433,26 +439,31 @@ def _inverse_table(size: int = 1 << 16) -> tuple[float, float, np.ndarray]:
     return float(grid[0]), float(grid[1] - grid[0]), np.interp(grid, u, np.log(dense))
 
 
-_U0, _DU, _LOG_X_OF_U = _inverse_table()
-_S_MIN = float(log_marginal(np.array([_X_MIN]))[0])
 _LOG2 = math.log(2.0)
+
+
+@functools.cache
+def _s_min() -> float:
+    """``log g(x)`` at the table's low end (below it: the series)."""
+    return float(log_marginal(np.array([_X_MIN]))[0])
 
 
 def _chogm_phi(s: np.ndarray) -> np.ndarray:
     """``1/x`` where ``g(x) = e^s`` (so ``f = lam * phi``); 0 where ``e^s >= 1``."""
+    u0, du, log_x_of_u = _inverse_table()
     neg = np.minimum(s, -1e-300)  # s >= 0: no visit (zeroed below)
     pos = _u(neg)
-    pos -= _U0
-    pos /= _DU
-    np.clip(pos, 0.0, _LOG_X_OF_U.size - 1.000001, out=pos)  # past the table: its ends
+    pos -= u0
+    pos /= du
+    np.clip(pos, 0.0, log_x_of_u.size - 1.000001, out=pos)  # past the table: its ends
     at = pos.astype(np.intp)
     pos -= at
-    lo = _LOG_X_OF_U[at]
-    log_x = _LOG_X_OF_U[at + 1]
+    lo = log_x_of_u[at]
+    log_x = log_x_of_u[at + 1]
     log_x -= lo
     log_x *= pos
     log_x += lo
-    tiny = s < _S_MIN  # below the table: g(x) = x^2/2
+    tiny = s < _s_min()  # below the table: g(x) = x^2/2
     if tiny.any():
         log_x = np.where(tiny, 0.5 * (s + _LOG2), log_x)
     out = np.exp(np.negative(log_x, out=log_x), out=log_x)

@@ -1,4 +1,5 @@
-"""The protected operators of GP4C, defined once: numpy for scoring, sympy for parsing and printing.
+"""The protected operators of GP4C, defined once: numpy for scoring (here), sympy for
+parsing and printing (:mod:`.protected_sympy`, imported only when an expression is parsed).
 
 ``pdiv`` and ``plog`` are 0 outside their domain and ``ppow`` is a power that
 never raises (Santos et al. 2013 sec. 4.1); the live scorer, the simulator and the
@@ -12,7 +13,6 @@ from functools import reduce
 from typing import Any
 
 import numpy as np
-import sympy
 
 
 def pdiv(a: Any, b: Any) -> np.ndarray:
@@ -50,35 +50,6 @@ def _fmin(*args: Any) -> Any:
 
 def _fmax(*args: Any) -> Any:
     return reduce(np.maximum, args)
-
-
-class _PDiv(sympy.Function):
-    nargs = 2
-
-    def _sympystr(self, printer: Any) -> str:
-        return f"pdiv({printer._print(self.args[0])}, {printer._print(self.args[1])})"
-
-
-class _PLog(sympy.Function):
-    nargs = 1
-
-    def _sympystr(self, printer: Any) -> str:
-        return f"plog({printer._print(self.args[0])})"
-
-
-class _PPow(sympy.Function):
-    nargs = 2
-
-    def _sympystr(self, printer: Any) -> str:
-        return f"({printer._print(self.args[0])})**({printer._print(self.args[1])})"
-
-
-class _FMin(sympy.Function):
-    pass
-
-
-class _FMax(sympy.Function):
-    pass
 
 
 _NUMPY_FUNCS: dict[str, Callable[..., Any]] = {
