@@ -5,6 +5,7 @@ redis-server (no TLS) behind a rediss:// URL."""
 
 from __future__ import annotations
 
+import pytest
 from scrapy.settings import Settings
 
 from scrapy_recrawl.history.redis_connection import redis_from_settings, redis_location
@@ -31,6 +32,7 @@ def test_a_rediss_url_is_named_rediss_without_its_password():
     )
 
 
+@pytest.mark.slow  # a real `scrapy crawl` that waits out the 10 s handshake bound
 def test_rediss_to_a_plain_redis_fails_in_one_line_naming_it(redis_server, tmp_path):
     url = redis_server.url.replace("redis://", "rediss://:secret@")
     where = redis_server.url.replace("redis://", "rediss://")
