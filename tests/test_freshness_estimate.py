@@ -171,15 +171,7 @@ def test_the_tilted_fit_is_the_tilted_em_step():
     count, summed per group, then the pooled and smoothed update."""
     from scrapy_recrawl.scoring.freshness import GROUP_URLS, _Rows, _smooth
 
-    rng = np.random.default_rng(11)
-    size = 3000
-    n = rng.integers(0, 12, size)
-    X = rng.binomial(n, rng.uniform(0, 1, size))
-    span = n * rng.integers(1, 4, size)
-    age = rng.integers(0, 6, size)
-    group = rng.integers(0, 9, size)
-    group[group == 4] = 5  # a code without a row
-    rows = _Rows(group, n, X, span, age)
+    rows = _Rows(*_history(11))
     start = rows.fit(None, 30)
     for tilt in (-3.0, 0.7, 4.0):
         prior = start.copy()

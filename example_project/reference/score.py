@@ -30,7 +30,7 @@ Definitions (``version(path, day)`` is the page's real-content version, ``truth.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -161,6 +161,23 @@ def detection(
     return Detection(tp, fp, fn, tn, unjudged)
 
 
+def _held_by_day(
+    truth: Truth, visits: Iterable[Visit], days: Iterable[int]
+) -> Iterator[tuple[int, dict[str, tuple[int, int]]]]:
+    """For each of ``days`` in order, the known pages at its end (fetched by then, live
+    that day): path -> (the version of its last fetch, the day of that fetch). The one
+    walk behind :func:`freshness_by_day` and :func:`expected_freshness_by_day`."""
+    fetches = list(_fetches(truth, visits))
+    held: dict[str, tuple[int, int]] = {}
+    k = 0
+    for d in sorted(days):
+        while k < len(fetches) and fetches[k][0].day <= d:
+            v, path, version = fetches[k]
+            held[path] = (version, v.day)
+            k += 1
+        yield d, {p: h for p, h in held.items() if truth[p].version(d) is not None}
+
+
 def expected_freshness_by_day(
     unchanged_chance: Callable[[str, int, int], float | None],
     truth: Truth,
@@ -171,27 +188,11 @@ def expected_freshness_by_day(
     the same known pages as :func:`freshness_by_day`, the mean of
     ``unchanged_chance(path, day of its last fetch, day)``. None when no page is known
     or the model does not describe one of them."""
-    fetches = list(_fetches(truth, visits))
     out: dict[int, float | None] = {}
-    held: dict[str, int] = {}  # path -> the day of its last fetch
-    k = 0
-    for d in sorted(days):
-        while k < len(fetches) and fetches[k][0].day <= d:
-            v, path, _version = fetches[k]
-            held[path] = v.day
-            k += 1
-        total = 0.0
-        known = 0
-        for path, since in held.items():
-            if truth[path].version(d) is None:
-                continue  # gone: not a known page
-            chance = unchanged_chance(path, since, d)
-            if chance is None:
-                known = -1
-                break
-            known += 1
-            total += chance
-        out[d] = total / known if known > 0 else None
+    for d, known in _held_by_day(truth, visits, days):
+        chances = [unchanged_chance(path, since, d) for path, (_, since) in known.items()]
+        ok = bool(chances) and None not in chances
+        out[d] = sum(chances) / len(chances) if ok else None  # type: ignore[arg-type]
     return out
 
 
@@ -205,24 +206,14 @@ def freshness_by_day(
 ) -> dict[int, float | None]:
     """The true freshness of the known pages at the end of each of ``days`` (``kinds``,
     ``sections``: only those pages count)."""
-    fetches = list(_fetches(truth, visits))
     out: dict[int, float | None] = {}
-    held: dict[str, int] = {}
-    k = 0
-    for d in sorted(days):
-        while k < len(fetches) and fetches[k][0].day <= d:
-            _, path, version = fetches[k]
-            held[path] = version
-            k += 1
-        fresh = known = 0
-        for path, version in held.items():
-            t = truth[path]
-            now = t.version(d)
-            if now is None or not _keep(t, kinds, sections):
-                continue
-            known += 1
-            fresh += version == now
-        out[d] = fresh / known if known else None
+    for d, known in _held_by_day(truth, visits, days):
+        kept = [
+            (truth[p].version(d), v)
+            for p, (v, _) in known.items()
+            if _keep(truth[p], kinds, sections)
+        ]
+        out[d] = sum(now == v for now, v in kept) / len(kept) if kept else None
     return out
 
 
