@@ -35,9 +35,24 @@ import numpy as np
 #: backends.
 SCHEMA_VERSION = 8
 
+#: The schema of the first release (v0.1.0): the oldest a store may be written in. The
+#: versions before it were never released (1-7 were all made before the first tag), so
+#: no step leads up from them: such a store is refused (:func:`pre_release_store`).
+BASELINE_SCHEMA_VERSION = 8
+
 
 class HistoryStoreError(RuntimeError):
     """The store cannot be opened, read or written; the message names it."""
+
+
+def pre_release_store(location: str, version: int) -> HistoryStoreError:
+    """The one-line refusal of a store written by a build before the first release."""
+    return HistoryStoreError(
+        f"{location} was written by a pre-release build of scrapy-recrawl (schema version "
+        f"{version}; this release reads {BASELINE_SCHEMA_VERSION} to {SCHEMA_VERSION}) and "
+        "cannot be upgraded: empty it with `scrapy recrawl-reset SPIDER` (its history is "
+        "lost), or keep using the build that wrote it"
+    )
 
 
 class FlushFailed(HistoryStoreError):
