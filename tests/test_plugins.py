@@ -11,8 +11,13 @@ from scrapy.settings import Settings
 
 from scrapy_recrawl.content.plugin import ContentPlugin
 from scrapy_recrawl.content.store import CONTENT_TERMINALS
+from scrapy_recrawl.plugin_terminals import (
+    default_registry,
+    registry_from_settings,
+    scorer_from_settings,
+)
 from scrapy_recrawl.plugins import check_plugins, plugin_classes
-from scrapy_recrawl.scoring import Scorer, Terminal, default_registry, registry_from_settings
+from scrapy_recrawl.scoring import Terminal
 from scrapy_recrawl.settings import RecrawlSettingError
 
 from .helpers import LocalSite, Page, run_crawl
@@ -95,7 +100,7 @@ def test_the_builtin_plugins_declare_the_terminals_they_fill():
 
 def test_a_third_party_terminal_parses_only_when_its_plugin_is_listed():
     listed = Settings({"RECRAWL_SCORER": "depth * t", "RECRAWL_PLUGINS": {DEPTH: 400}})
-    scorer = Scorer.from_settings(listed)
+    scorer = scorer_from_settings(listed)
     assert scorer.terminals_needed == {"depth", "t"}
     assert scorer.registry.get("depth").provider == DEPTH
     # not listed (or switched off): the one-line "unknown name" refusal
@@ -104,21 +109,21 @@ def test_a_third_party_terminal_parses_only_when_its_plugin_is_listed():
         {"RECRAWL_SCORER": "depth * t", "RECRAWL_PLUGINS": {DEPTH: None}},
     ):
         with pytest.raises(RecrawlSettingError) as err:
-            Scorer.from_settings(Settings(settings))
+            scorer_from_settings(Settings(settings))
         msg = str(err.value)
         assert msg.startswith("RECRAWL_SCORER='depth * t': unknown name 'depth' is not allowed")
         assert "\n" not in msg
     with pytest.raises(RecrawlSettingError, match="did you mean 'NAD'"):
-        Scorer.from_settings(Settings({"RECRAWL_SCORER": "NADx * t"}))
+        scorer_from_settings(Settings({"RECRAWL_SCORER": "NADx * t"}))
     # a typo of the plug-in's terminal is told the plug-in's name
     typo = Settings({"RECRAWL_SCORER": "detph * t", "RECRAWL_PLUGINS": {DEPTH: 400}})
     with pytest.raises(RecrawlSettingError, match=r"unknown name 'detph'.*did you mean 'depth'"):
-        Scorer.from_settings(typo)
+        scorer_from_settings(typo)
 
 
 def test_a_third_party_terminal_is_computed_turns_its_plugin_on_and_is_documented():
     listed = Settings({"RECRAWL_SCORER": "depth", "RECRAWL_PLUGINS": {DEPTH: 400}})
-    scorer = Scorer.from_settings(listed)
+    scorer = scorer_from_settings(listed)
     state = {
         "n": np.zeros(3),
         "last_visit_cycle": np.zeros(3),
@@ -161,7 +166,7 @@ class _OldStyle:
 def test_a_plugin_terminal_must_be_a_new_terminal_object(plugin, message):
     settings = Settings({"RECRAWL_SCORER": "t", "RECRAWL_PLUGINS": {plugin: 400}})
     with pytest.raises(RecrawlSettingError, match=f"RECRAWL_PLUGINS.*{message}"):
-        Scorer.from_settings(settings)
+        scorer_from_settings(settings)
 
 
 @pytest.mark.slow
