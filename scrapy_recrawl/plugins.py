@@ -6,7 +6,7 @@ merges ``DOWNLOADER_MIDDLEWARES`` (``None`` switches one off). A listed class
 is built only when the crawl needs it (:meth:`RecrawlPlugin.enabled`: its
 settings, or the scorer using one of its terminals). The terminals the listed
 plug-ins declare join the core's in the crawl's terminal registry
-(:func:`~scrapy_recrawl.scoring.registry.registry_from_settings`), which the
+(:func:`~scrapy_recrawl.plugin_terminals.registry_from_settings`), which the
 scorer is parsed against once per crawler. The schedulers and the middleware
 see plug-ins only through the capabilities of :mod:`scrapy_recrawl.core.plugins`.
 """
@@ -20,8 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .core.plugins import BagKeeper, ColumnProvider, ProbeSource, Selector
+from .plugin_terminals import (
+    load_plugin,
+    path_of,
+    plugin_paths,
+    registry_from_settings,
+    scorer_from_settings,
+)
 from .scoring import Scorer
-from .scoring.registry import load_plugin, path_of, plugin_paths, registry_from_settings
 from .settings import RecrawlSettingError
 
 logger = logging.getLogger(__name__)
@@ -97,7 +103,7 @@ def scorer_for_crawler(crawler: Any) -> Scorer:
     terminals), which it then computes its terminals with."""
     scorer = _SCORERS.get(crawler)
     if scorer is None:
-        scorer = _SCORERS[crawler] = Scorer.from_settings(crawler.settings)
+        scorer = _SCORERS[crawler] = scorer_from_settings(crawler.settings)
     return scorer
 
 

@@ -98,15 +98,15 @@ def _warn(settings: Any) -> None:
 def _check(settings: Any) -> None:
     from .change import ChangeDetector
     from .core.cycle import CycleConfig
+    from .plugin_terminals import scorer_from_settings
     from .plugins import check_plugins
-    from .scoring import Scorer
     from .skip import skip_mode
     from .stored_request import StoredRequests
 
     for name in DEFAULTS:
         get(settings, name)  # each string of the kind it should be (settings.KINDS)
     CycleConfig.from_settings(settings)
-    check_plugins(settings, Scorer.from_settings(settings).terminals_needed)
+    check_plugins(settings, scorer_from_settings(settings).terminals_needed)
     ChangeDetector.from_settings(settings)
     get(settings, "RECRAWL_CONDITIONAL_GET", bool)
     on_store_loss(settings)
