@@ -529,11 +529,3 @@ def load_groups(path: str) -> np.ndarray:
         names = [str(p) for p in data["pages"]] if "pages" in data.files else None
         pages = int(data["changes"].shape[0])
     return history_groups(names, pages)
-
-
-def replay_many(
-    changes: np.ndarray, policies: Mapping[str, Scorer | str] | list[str], **kwargs: object
-) -> dict[str, ReplayResult]:
-    """:func:`simulate` for several policies on the same history (same kwargs)."""
-    items = policies.items() if isinstance(policies, Mapping) else ((p, p) for p in policies)
-    return {label: simulate(changes, pol, **kwargs) for label, pol in items}  # type: ignore[arg-type]

@@ -167,10 +167,6 @@ def terminal_set(
 # --------------------------------------------------------------------------- shape
 
 
-def is_function(tree: Tree) -> bool:
-    return isinstance(tree, tuple)
-
-
 def depth(tree: Tree) -> int:
     """Longest root-to-leaf path in edges (a lone terminal: 0)."""
     if not isinstance(tree, tuple):
