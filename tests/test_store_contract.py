@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from scrapy_recrawl.history import SqliteHistoryStore
 from scrapy_recrawl.history.redis import RedisHistoryStore
-
 from scrapy_recrawl.testing import StoreContract
 
 
