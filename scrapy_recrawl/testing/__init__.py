@@ -22,7 +22,7 @@ except ImportError as exc:  # pragma: no cover - the message is the point
 from typing import Any
 
 from ..core.plugins import plugin_problems
-from .fixtures import make_sqlite_store, redis_store, sqlite_store
+from .fixtures import make_sqlite_store, redis_store, redis_store_at, sqlite_store
 from .store_contract import StoreContract, fp
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "fp",
     "make_sqlite_store",
     "redis_store",
+    "redis_store_at",
     "sqlite_store",
 ]
 

@@ -12,6 +12,7 @@ Use them from a ``conftest.py`` (``from scrapy_recrawl.testing import sqlite_sto
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -70,16 +71,23 @@ def _delete_prefix(url: str, prefix: str) -> None:
         client.close()
 
 
-@pytest.fixture
-def redis_store() -> Iterator[HistoryStore]:
-    """An open, empty Redis history store (16 shards, the default) under a key prefix
-    of its own on ``RECRAWL_TEST_REDIS_URL``'s server; its keys deleted after the test."""
-    url = redis_url()
+@contextlib.contextmanager
+def redis_store_at(url: str, *, shards: int = 16) -> Iterator[HistoryStore]:
+    """An open, empty Redis history store on the server at ``url``, under a key prefix
+    of its own; closed, and its keys deleted, on leaving."""
     prefix = f"recrawl-test-{uuid.uuid4().hex}"
-    store = RedisHistoryStore(url, key=prefix)
+    store = RedisHistoryStore(url, key=prefix, shards=shards)
     try:
         store.open()
         yield store
         store.close()
     finally:
         _delete_prefix(url, prefix)
+
+
+@pytest.fixture
+def redis_store() -> Iterator[HistoryStore]:
+    """An open, empty Redis history store (16 shards, the default) on
+    ``RECRAWL_TEST_REDIS_URL``'s server (:func:`redis_store_at`)."""
+    with redis_store_at(redis_url()) as store:
+        yield store
