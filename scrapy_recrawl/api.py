@@ -52,6 +52,7 @@ from .history.base import (
 )
 from .history.sqlite import SqliteHistoryStore
 from .scoring.registry import Terminal, optional_column
+from .settings import RecrawlSettingError
 
 __all__ = [
     "API_VERSION",
@@ -67,6 +68,7 @@ __all__ = [
     "Plugin",
     "ProbeSource",
     "RecrawlPlugin",
+    "RecrawlSettingError",
     "Selection",
     "Selector",
     "SqliteHistoryStore",
