@@ -302,6 +302,12 @@ def test_declarations_that_cannot_be_right_are_one_line_each():
     # every method of a capability but no declaration: the crawl would not call it
     silent = type("_Silent", (_Declared,), {"capabilities": frozenset({"columns"})})
     assert "has visited() but does not declare 'visit_hook'" in _one_line(silent)
+    # no declaration at all: the line says what to declare for the methods it has
+    undeclared = type("_NoDeclaration", (_Declared,), {"capabilities": None})
+    assert (
+        "declares no capabilities (it has the methods of 'columns', 'visit_hook', never "
+        "called without capabilities = frozenset({'columns', 'visit_hook'}))"
+    ) in _one_line(undeclared)
     # selects and the selector declaration say one thing
     selects = type("_Selects", (_Declared,), {"selects": True})
     assert "selects = True but 'selector' is not in its capabilities" in _one_line(selects)

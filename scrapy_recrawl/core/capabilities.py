@@ -130,10 +130,19 @@ def problems(
     declared: list[str] = []
     meant: set[str] = set()  # known names an unknown one is a typo of: said with it
     if raw is None:
-        say(
-            f"plug-in {name} declares no capabilities (capabilities = () when it offers "
-            f"none of {', '.join(sorted(capabilities))})"
+        # what its methods would offer: the declaration to write, so none goes uncalled
+        offers = sorted(
+            cap
+            for cap, proto in capabilities.items()
+            if (wanted := protocol_members(proto)) and all(hasattr(cls, m) for m in wanted)
         )
+        fix = (
+            f"it has the methods of {', '.join(map(repr, offers))}, never called without "
+            f"capabilities = frozenset({{{', '.join(map(repr, offers))}}})"
+            if offers
+            else f"capabilities = () when it offers none of {', '.join(sorted(capabilities))}"
+        )
+        say(f"plug-in {name} declares no capabilities ({fix})")
     elif isinstance(raw, str) or not all(isinstance(c, str) for c in raw):
         say(f"plug-in {name}: capabilities must be a collection of names, not {raw!r}")
         raw = None  # unreadable: nothing more is said of what it declares
