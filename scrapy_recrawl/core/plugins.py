@@ -83,7 +83,7 @@ class RecrawlPlugin(Protocol):
     #: True exactly when it declares ``"selector"``: it replaces the scorer's pick, and
     #: two such plug-ins on in one crawl are refused at start-up
     selects: ClassVar[bool]
-    #: the settings of its own (``MY_PLUGIN_THING``), which the start-up check of
+    #: its own ``RECRAWL_*`` settings (``RECRAWL_MY_THING``), which the start-up check of
     #: unknown ``RECRAWL_*`` names then knows (docs/project-settings.md)
     setting_names: ClassVar[Collection[str]]
 
