@@ -9,7 +9,7 @@ A **plug-in** is a class named in ``RECRAWL_PLUGINS``: it meets
 :class:`RecrawlPlugin` (:class:`Plugin` gives the defaults), says the API version
 it targets (``api_version = "1"``) and declares its capabilities
 (``capabilities = frozenset({"columns", "visit_hook"})``), each a protocol of
-:data:`CAPABILITIES`: :class:`ColumnProvider` (``"columns"``: the columns its
+:data:`PLUGIN_CAPABILITIES`: :class:`ColumnProvider` (``"columns"``: the columns its
 :class:`Terminal`\\ s are computed from), :class:`Selector` (``"selector"``),
 :class:`ProbeSource` (``"probes"``), :class:`BagKeeper` (``"bag_keeper"``) and
 :class:`VisitHook` (``"visit_hook"``: every recorded visit and its change
@@ -28,7 +28,7 @@ from .core.budget import Budget
 from .core.plugins import (
     API_VERSION,
     API_VERSIONS,
-    CAPABILITIES,
+    PLUGIN_CAPABILITIES,
     BagKeeper,
     ColumnProvider,
     Plugin,
@@ -57,7 +57,7 @@ from .settings import RecrawlSettingError
 __all__ = [
     "API_VERSION",
     "API_VERSIONS",
-    "CAPABILITIES",
+    "PLUGIN_CAPABILITIES",
     "BagKeeper",
     "Budget",
     "ColumnProvider",

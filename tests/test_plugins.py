@@ -347,7 +347,13 @@ def test_the_public_api_names_what_a_plugin_author_uses():
     import scrapy_recrawl.api as api
 
     assert api.API_VERSION in api.API_VERSIONS
-    assert set(api.CAPABILITIES) == {"columns", "selector", "probes", "bag_keeper", "visit_hook"}
+    assert set(api.PLUGIN_CAPABILITIES) == {
+        "columns",
+        "selector",
+        "probes",
+        "bag_keeper",
+        "visit_hook",
+    }
     for name in api.__all__:
         assert getattr(api, name) is not None, name
     assert api.HistoryStore is HistoryStore and api.Visit is Visit

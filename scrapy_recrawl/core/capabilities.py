@@ -3,7 +3,7 @@
 As pluggy checks each hook implementation against its specification when it is
 registered: a plug-in class says which plug-in API version it targets
 (``api_version``) and which capabilities it offers (``capabilities``, names of
-:data:`scrapy_recrawl.core.plugins.CAPABILITIES`); :func:`problems` compares the
+:data:`scrapy_recrawl.core.plugins.PLUGIN_CAPABILITIES`); :func:`problems` compares the
 class with the protocols behind those names and returns one line per mistake,
 each naming the class and the method or capability at fault:
 

@@ -10,7 +10,7 @@ author imports these names from :mod:`scrapy_recrawl.api` (docs/plugins.md).
 Every plug-in class offers :class:`RecrawlPlugin` (its terminals, whether this
 crawl needs it, how to build it), says which plug-in API version it targets
 (``api_version``, :data:`API_VERSION`) and *declares* the capabilities it
-offers (``capabilities``, names of :data:`CAPABILITIES`); the crawl calls an
+offers (``capabilities``, names of :data:`PLUGIN_CAPABILITIES`); the crawl calls an
 instance only through the capabilities it declares (:func:`declared`):
 
 * ``"columns"``, :class:`ColumnProvider` -- adds per-URL columns before each
@@ -71,7 +71,7 @@ class RecrawlPlugin(Protocol):
 
     #: the plug-in API version it targets (one of :data:`API_VERSIONS`)
     api_version: ClassVar[str]
-    #: the capabilities its instances offer (names of :data:`CAPABILITIES`); the crawl
+    #: the capabilities its instances offer (names of :data:`PLUGIN_CAPABILITIES`); the crawl
     #: calls only these. An instance may narrow them for one crawl by setting its own
     #: ``capabilities`` (a subset), as the content plug-in drops ``"bag_keeper"`` when
     #: no bag of words is needed
@@ -165,7 +165,7 @@ class VisitHook(Protocol):
 
 
 #: capability name -> the protocol an instance declaring it offers
-CAPABILITIES: Mapping[str, type] = {
+PLUGIN_CAPABILITIES: Mapping[str, type] = {
     "columns": ColumnProvider,
     "selector": Selector,
     "probes": ProbeSource,
@@ -201,7 +201,7 @@ def declared(plugin: Any, capability: str) -> bool:
     """Whether ``plugin`` (a class or an instance) declares ``capability``: the one way
     the crawl decides which capabilities of a plug-in it calls. An unknown name is a
     ValueError (a typo in the package's own call sites, caught by its tests)."""
-    if capability not in CAPABILITIES:
+    if capability not in PLUGIN_CAPABILITIES:
         raise ValueError(f"unknown plug-in capability {capability!r}")
     return capability in getattr(plugin, "capabilities", ())
 
@@ -218,7 +218,7 @@ def plugin_problems(cls: Any) -> list[str]:
     return _check.problems(
         cls,
         RecrawlPlugin,
-        CAPABILITIES,
+        PLUGIN_CAPABILITIES,
         API_VERSIONS,
         attributes=("terminals",),
         selector="selector",

@@ -21,6 +21,16 @@ class TestPerSpiderStore(StoreContract):
         store.open()
         return store
 
+    def make_read_only(
+        self, store: HistoryStore, tmp_path: Path, request: pytest.FixtureRequest
+    ) -> HistoryStore:
+        """The same spider's store opened again for reading only, as an offline command
+        (``scrapy recrawl-report``) opens it."""
+        settings = Settings({"EXAMPLE_STORE_DIR": str(tmp_path / "stores")})
+        reader = PerSpiderSqliteStore.from_settings(settings, spider="news", read_only=True)
+        reader.open()
+        return reader
+
 
 def test_each_spider_has_a_file_of_its_own(tmp_path: Path) -> None:
     settings = Settings({"EXAMPLE_STORE_DIR": str(tmp_path)})
