@@ -20,7 +20,7 @@ def _keys(url: str) -> list[bytes]:
 
 def test_the_redis_store_is_open_empty_and_its_keys_go_afterwards(redis_db):
     with redis_store_at(redis_db.url) as store:
-        assert isinstance(store, HistoryStore) and len(store) == 0 and store.cycle == 0
+        assert len(store) == 0 and store.cycle == 0
         store.record(Visit(fp(1), "http://h/a", 0.0, 200))
         store.flush()
         assert len(store) == 1 and _keys(redis_db.url)  # written under its own prefix
