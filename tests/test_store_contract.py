@@ -1,11 +1,10 @@
-"""The store contract suite (tests/store_contract.py) against each backend."""
+"""The store contract suite (scrapy_recrawl.testing) against each backend."""
 
 from __future__ import annotations
 
 from scrapy_recrawl.history import SqliteHistoryStore
 from scrapy_recrawl.history.redis import RedisHistoryStore
-
-from .store_contract import StoreContract
+from scrapy_recrawl.testing import StoreContract
 
 
 class TestSqliteStore(StoreContract):

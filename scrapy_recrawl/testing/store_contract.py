@@ -4,10 +4,16 @@ As Scrapy's tests/test_downloadermiddleware_httpcache.py does for its cache
 storages: :class:`StoreContract` holds every behaviour the middleware, the
 schedulers and the plug-ins rely on (scrapy_recrawl.history.base.HistoryStore);
 a backend's test is a short subclass that says how to make an open, empty store.
-A third-party backend can subclass it too.
+A third-party backend can subclass it too (docs/plugins.md). The tests take the
+store as ``Any``: they call it as the crawl does, and read a record they just wrote
+without a None check.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -23,21 +29,23 @@ class StoreContract:
     """Subclass and implement :meth:`make_store` (an open, empty store)."""
 
     @pytest.fixture
-    def store(self, tmp_path, request):
+    def store(self, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[HistoryStore]:
         store = self.make_store(tmp_path, request)
         yield store
         store.close()
 
-    def make_store(self, tmp_path, request) -> HistoryStore:  # pragma: no cover
+    def make_store(
+        self, tmp_path: Path, request: pytest.FixtureRequest
+    ) -> HistoryStore:  # pragma: no cover
         raise NotImplementedError
 
     # -- the record of a URL -----------------------------------------------------
 
-    def test_is_a_history_store(self, store):
+    def test_is_a_history_store(self, store: Any) -> None:
         assert isinstance(store, HistoryStore)
         assert store.cycle == 0 and len(store) == 0 and store.location
 
-    def test_a_first_visit_makes_a_record_with_the_next_id(self, store):
+    def test_a_first_visit_makes_a_record_with_the_next_id(self, store: Any) -> None:
         a = store.record(Visit(fp(1), "http://h/a", 10.0, 200))
         b = store.record(Visit(fp(2), "http://h/b", 11.0, 200))
         # ids are given in order (1, 2 in SQLite; a sharded Redis counts per shard)
@@ -47,7 +55,7 @@ class StoreContract:
         rec = store.get(fp(2))
         assert rec is not None and rec.url == "http://h/b" and rec.visits == 1 and rec.n == 0
 
-    def test_observations_update_the_estimators(self, store):
+    def test_observations_update_the_estimators(self, store: Any) -> None:
         store.record(Visit(fp(1), "http://h/a", 0.0, 200))
         for t, changed in enumerate((True, False, True), start=1):
             store.advance_cycle()
@@ -56,7 +64,7 @@ class StoreContract:
         assert (rec.n, rec.X, rec.visits) == (3, 2, 4)
         assert rec.last_visit_cycle == 3 and rec.last_change_cycle == 3
 
-    def test_validators_requests_and_bodies_come_back(self, store):
+    def test_validators_requests_and_bodies_come_back(self, store: Any) -> None:
         request = {"url": "http://h/a", "method": "GET", "meta": {"tag": "kept"}}
         store.record(
             Visit(
@@ -72,7 +80,7 @@ class StoreContract:
         assert body is not None and body.body == b"<html>x</html>" and body.status == 200
         assert store.urls(np.array([rec.id])) == ["http://h/a"]
 
-    def test_arrays_have_every_column_by_id(self, store):
+    def test_arrays_have_every_column_by_id(self, store: Any) -> None:
         ids = [store.record(Visit(fp(i), f"http://h/{i}", float(i), 200)).id for i in range(1, 6)]
         store.record(Visit(fp(3), "http://h/3", 9.0, 404, gone=True))
         store.flush()
@@ -83,7 +91,7 @@ class StoreContract:
         gone = dict(zip(arrays.ids.tolist(), arrays.columns["gone"].tolist(), strict=True))
         assert [gone[i] for i in ids] == [False, False, True, False, False]
 
-    def test_arrays_give_the_first_cycle_and_the_last_change_cycle(self, store):
+    def test_arrays_give_the_first_cycle_and_the_last_change_cycle(self, store: Any) -> None:
         """first_cycle: the cycle a URL was first recorded in; last_change_cycle: the
         cycle of the visit that last saw it changed (-1: none) -- what the `lam` and
         `tc` terminals read, with the simulator's meaning (core/simulate.py)."""
@@ -107,7 +115,7 @@ class StoreContract:
         assert [int(last_change[row[i]]) for i in ids] == [1, -1, -1]
         assert first.dtype == last_change.dtype == np.int64
 
-    def test_the_visit_log_and_its_cycles(self, store):
+    def test_the_visit_log_and_its_cycles(self, store: Any) -> None:
         a = store.record(Visit(fp(1), "http://h/a", 0.0, 200)).id
         for cycle in range(1, 4):
             store.advance_cycle()
@@ -124,7 +132,9 @@ class StoreContract:
             [[1, 0, 1, np.nan], [np.nan] * 4],
         )
 
-    def test_failed_downloads_count_failed_cycles_and_an_answer_resets_them(self, store):
+    def test_failed_downloads_count_failed_cycles_and_an_answer_resets_them(
+        self, store: Any
+    ) -> None:
         """Schema version 4: status 0 is a failed download; attempts in one cycle are one
         failure (history/state.py: fold_failure); any answer resets the count."""
         a = store.record(Visit(fp(1), "http://h/a", 0.0, 200)).id
@@ -153,12 +163,12 @@ class StoreContract:
         assert store.arrays().columns["failures"].tolist() == [0, 0]
         assert store.visit_log(url_ids=[a])["changed"].tolist() == [-1] * 9
 
-    def test_cycles_advance(self, store):
+    def test_cycles_advance(self, store: Any) -> None:
         assert store.advance_cycle() == 1 and store.advance_cycle() == 2 and store.cycle == 2
 
     # -- the frontier ----------------------------------------------------------
 
-    def test_the_frontier_keeps_priority_then_age_and_no_duplicates(self, store):
+    def test_the_frontier_keeps_priority_then_age_and_no_duplicates(self, store: Any) -> None:
         items = [(fp(i), {"url": f"http://h/{i}"}, p) for i, p in ((1, 0), (2, 5), (3, 0))]
         assert store.push_frontier(items) == 3
         assert store.push_frontier(items[:1]) == 0 and store.frontier_size() == 3
@@ -168,13 +178,13 @@ class StoreContract:
 
     # -- side storage --------------------------------------------------------------
 
-    def test_a_store_remembers_the_spider_that_claimed_it_first(self, store):
+    def test_a_store_remembers_the_spider_that_claimed_it_first(self, store: Any) -> None:
         assert store.owner() is None  # a new store is nobody's yet
         assert store.claim("news") == "news"
         assert store.claim("blog") == "news"  # the first claim wins; the owner is returned
         assert store.owner() == "news"
 
-    def test_side_storage_puts_gets_deletes_and_lists(self, store):
+    def test_side_storage_puts_gets_deletes_and_lists(self, store: Any) -> None:
         store.side_put("plugin_a", [(3, b"three"), (1, b"one")])
         store.side_put("plugin_b", [(1, b"other")])
         assert store.side_get("plugin_a", [1, 2, 3]) == [b"one", None, b"three"]
@@ -185,7 +195,7 @@ class StoreContract:
         assert list(store.side_items("plugin_b")) == [(1, b"other")]
         assert list(store.side_items("empty")) == []
 
-    def test_side_push_keeps_the_newest_and_returns_what_was_there(self, store):
+    def test_side_push_keeps_the_newest_and_returns_what_was_there(self, store: Any) -> None:
         assert store.side_push("bags", 7, b"v1", 2) == []
         assert store.side_push("bags", 7, b"v2", 2) == [b"v1"]
         assert store.side_push("bags", 7, b"v3", 2) == [b"v2", b"v1"]
@@ -195,13 +205,13 @@ class StoreContract:
         assert unpack_list(store.side_get("bags", [7])[0]) == [b"", b"v3"]
 
     @pytest.mark.parametrize("table", ["", "Upper", "1st", "a-b", "x" * 41, "a:b"])
-    def test_side_storage_refuses_a_bad_table_name(self, store, table):
+    def test_side_storage_refuses_a_bad_table_name(self, store: Any, table: str) -> None:
         with pytest.raises(ValueError, match="side-storage table"):
             store.side_put(table, [(1, b"x")])
 
     # -- starting afresh (scrapy recrawl-reset) -------------------------------------
 
-    def test_clear_empties_the_store_and_it_stays_usable(self, store):
+    def test_clear_empties_the_store_and_it_stays_usable(self, store: Any) -> None:
         store.record(Visit(fp(1), "http://h/a", 0.0, 200, body=b"<p>a</p>", headers={}))
         store.advance_cycle()
         store.record(Visit(fp(1), "http://h/a", 1.0, 200, changed=True))
