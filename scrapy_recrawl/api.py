@@ -18,7 +18,9 @@ class against its declaration when it loads it (:func:`plugin_problems`, one log
 line each).
 
 A **backend** is a class named in ``RECRAWL_STORE_CLASS`` that meets
-:class:`HistoryStore` (:class:`SqliteHistoryStore`, the built-in one, to build on);
+:class:`HistoryStore` (:class:`SqliteHistoryStore`, the built-in one, to build on) and
+declares its optional capabilities (:data:`STORE_CAPABILITIES`: :class:`FencedStore`,
+:class:`FileStore`, reached through :func:`fenced` and :func:`file_store`);
 :mod:`scrapy_recrawl.testing` holds the contract suite it should pass.
 """
 
@@ -42,6 +44,11 @@ from .core.plugins import (
 )
 from .core.selection import Selection
 from .history.base import (
+    CAPABILITIES as STORE_CAPABILITIES,
+)
+from .history.base import (
+    FencedStore,
+    FileStore,
     FlushFailed,
     HistoryArrays,
     HistoryStore,
@@ -49,6 +56,8 @@ from .history.base import (
     StoredBody,
     UrlRecord,
     Visit,
+    fenced,
+    file_store,
 )
 from .history.sqlite import SqliteHistoryStore
 from .scoring.registry import Terminal, optional_column
@@ -58,9 +67,12 @@ __all__ = [
     "API_VERSION",
     "API_VERSIONS",
     "PLUGIN_CAPABILITIES",
+    "STORE_CAPABILITIES",
     "BagKeeper",
     "Budget",
     "ColumnProvider",
+    "FencedStore",
+    "FileStore",
     "FlushFailed",
     "HistoryArrays",
     "HistoryStore",
@@ -78,6 +90,8 @@ __all__ = [
     "Visit",
     "VisitHook",
     "declared",
+    "fenced",
+    "file_store",
     "optional_column",
     "plugin_problems",
     "uses_terminals",

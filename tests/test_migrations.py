@@ -1,14 +1,13 @@
-"""Stores written by earlier releases open and upgrade, losing nothing.
+"""Redis stores written by earlier builds open and upgrade, losing nothing.
 
-The fixtures in tests/fixtures/ (see its README.md): schema version 1, written by
-scrapy-recrawl 0.1.0 with make_v1_stores.py; schema version 2, written by the
-release before stores knew their spider (commit d96f17e) with make_v2_stores.py.
+The fixtures in tests/fixtures/ (see its README.md). The SQLite store's steps before
+the first release are gone (a store of those builds is refused:
+tests/test_sqlite_baseline.py, with the migration machinery's test); the Redis ones
+go with the Redis store's baseline.
 """
 
 from __future__ import annotations
 
-import shutil
-import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -50,47 +49,6 @@ def _check_history(store) -> None:
     assert bags.bags(3) == []
 
 
-def test_a_version_1_sqlite_store_upgrades(tmp_path):
-    path = tmp_path / "history.sqlite3"
-    shutil.copy(FIXTURES / "store_v1.sqlite3", path)
-    with SqliteHistoryStore(path) as store:
-        _check_history(store)
-        probes = ProbeStore(store)
-        active = probes.active()
-        assert [st.url_id for st in active] == [1]
-        assert active[0].first_sig == b"sig-first" and active[0].prev_sig == b"sig-prev"
-        np.testing.assert_array_equal(active[0].features, np.arange(64, dtype=float))
-        ids, baskets = probes.baskets()
-        assert ids.tolist() == [2] and baskets.tolist() == [3]
-        # kept up to version 3, then dropped by version 4: models were pickles
-        assert store.side_get("basket_model", [1]) == [None]
-    db = sqlite3.connect(path)
-    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    version = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
-    db.close()
-    assert int(version) == SCHEMA_VERSION == 8
-    assert not tables & {"content_bags", "basket_probes", "basket_model"}
-
-
-def test_a_failed_migration_leaves_the_store_as_it_was(tmp_path, monkeypatch):
-    from scrapy_recrawl.history import sqlite_schema
-
-    path = tmp_path / "history.sqlite3"
-    shutil.copy(FIXTURES / "store_v1.sqlite3", path)
-
-    def broken(db):
-        db.execute("DROP TABLE content_bags")
-        raise sqlite3.OperationalError("disk I/O error")
-
-    monkeypatch.setitem(sqlite_schema.MIGRATIONS, 1, broken)
-    with pytest.raises(Exception, match="disk I/O error"):
-        SqliteHistoryStore(path).open()
-    db = sqlite3.connect(path)
-    assert db.execute("SELECT COUNT(*) FROM content_bags").fetchone()[0] == 2
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "1"
-    db.close()
-
-
 def test_a_version_1_redis_store_upgrades(redis_db):  # noqa: F811
     client = redis_db.client()
     load_typed(client, FIXTURES / "store_v1.redis.json")
@@ -126,35 +84,6 @@ def _check_v2(store) -> None:
     assert store.side_get("basket_model", [1]) == [None]  # dropped by version 4
 
 
-def test_a_version_2_sqlite_store_upgrades_and_is_adopted_by_its_first_spider(tmp_path, caplog):
-    path = tmp_path / "history.sqlite3"
-    shutil.copy(FIXTURES / "store_v2.sqlite3", path)
-    with SqliteHistoryStore(path) as store:
-        _check_v2(store)
-        assert store.owner() is None  # written before stores knew their spider
-        with caplog.at_level("WARNING"):
-            claim_store(store, "news", {})
-        assert store.owner() == "news"
-    adopted = [r.getMessage() for r in caplog.records if "adopts" in r.getMessage()]
-    assert len(adopted) == 1 and "'news'" in adopted[0] and str(path) in adopted[0]
-    db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
-        str(SCHEMA_VERSION),
-    )
-    db.close()
-    caplog.clear()
-    with SqliteHistoryStore(path) as store:
-        _check_v2(store)
-        claim_store(store, "news", {})  # its own: nothing said
-        assert not caplog.records
-        with pytest.raises(HistoryStoreError, match="belongs to the spider 'news', not 'blog'"):
-            claim_store(store, "blog", {})
-        claim_store(store, "blog", {"RECRAWL_SHARED_STORE": True})  # shared on purpose
-        assert store.owner() == "news"
-    errors = [r for r in caplog.records if r.levelname == "ERROR"]
-    assert len(errors) == 1 and "RECRAWL_SHARED_STORE" in errors[0].getMessage()
-
-
 def test_a_version_2_redis_store_upgrades_and_is_adopted(redis_db, caplog):  # noqa: F811
     client = redis_db.client()
     load_typed(client, FIXTURES / "store_v2.redis.json")
@@ -183,24 +112,6 @@ def test_a_new_store_is_claimed_silently(tmp_path, caplog):
 # -- schema version 3: requests and the basket model were pickles ----------------------
 
 
-class _Marker:
-    """A pickle that would create a file when unpickled (os.system)."""
-
-    def __init__(self, path):
-        self.path = path
-
-    def __reduce__(self):
-        import os
-
-        return (os.system, (f"touch {self.path}",))
-
-
-def _evil(path) -> bytes:
-    import pickle
-
-    return pickle.dumps({"url": "http://h/evil", "meta": {"x": _Marker(path)}}, protocol=4)
-
-
 def _check_v3(store, caplog) -> None:
     assert len(store) == 3 and store.cycle == 3
     assert store.arrays().columns["n"].tolist() == [2, 2, 2]
@@ -219,20 +130,6 @@ def _check_v3(store, caplog) -> None:
     assert store.pop_frontier(10) == [scrub_previous(_v3_request(9))]
 
 
-def test_a_version_3_sqlite_store_keeps_its_requests_as_data(tmp_path, caplog):
-    path = tmp_path / "history.sqlite3"
-    shutil.copy(FIXTURES / "store_v3.sqlite3", path)
-    with caplog.at_level("WARNING"), SqliteHistoryStore(path) as store:
-        _check_v3(store, caplog)
-    db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
-        str(SCHEMA_VERSION),
-    )
-    blobs = [r[0] for r in db.execute("SELECT request FROM requests")]
-    db.close()
-    assert blobs and not any(b.startswith(b"\x80") for b in blobs)  # no pickle left
-
-
 def test_a_version_3_redis_store_keeps_its_requests_as_data(redis_db, caplog):  # noqa: F811
     client = redis_db.client()
     load_typed(client, FIXTURES / "store_v3.redis.json")
@@ -245,70 +142,7 @@ def test_a_version_3_redis_store_keeps_its_requests_as_data(redis_db, caplog):  
     client.close()
 
 
-def test_a_pickle_needing_code_is_dropped_by_the_migration_never_run(
-    tmp_path,
-    redis_db,  # noqa: F811
-    caplog,
-):
-    marker = tmp_path / "ran"
-    path = tmp_path / "history.sqlite3"
-    shutil.copy(FIXTURES / "store_v3.sqlite3", path)
-    db = sqlite3.connect(path)
-    db.execute("UPDATE requests SET request = ? WHERE url_id = 3", (_evil(marker),))
-    db.execute("UPDATE frontier SET request = ?", (_evil(marker),))
-    db.commit()
-    db.close()
-    client = redis_db.client()
-    load_typed(client, FIXTURES / "store_v3.redis.json")
-    client.hset("books:history:req", 3, _evil(marker))
-    for field in client.hkeys("books:history:frontier:req"):
-        client.hset("books:history:frontier:req", field, _evil(marker))
-    stores = [SqliteHistoryStore(path), RedisHistoryStore(redis_db.url, key="books:history")]
-    for store in stores:
-        caplog.clear()
-        with caplog.at_level("WARNING"), store:
-            assert store.requests(np.array([1, 2, 3])) == [
-                scrub_previous(_v3_request(u)) for u in (0, 1)
-            ] + [None]
-            assert store.frontier_size() == 0 and store.pop_frontier(10) == []
-            assert store.urls(np.array([3])) == ["http://h/2"]  # the URL stays
-        said = [r.getMessage() for r in caplog.records if "needed code" in r.getMessage()]
-        assert len(said) == 1 and said[0].startswith("recrawl: 2 stored request(s)")
-    assert not marker.exists()
-    assert not client.exists("books:history:frontier:fp")
-
-
 # -- schema version 4: failed downloads are counted ------------------------------------
-
-
-def test_a_version_3_sqlite_store_gains_failure_counts_and_keeps_every_row(tmp_path):
-    path = tmp_path / "history.sqlite3"
-    shutil.copy(FIXTURES / "store_v3.sqlite3", path)
-    db = sqlite3.connect(path)
-    before = db.execute("SELECT * FROM urls ORDER BY id").fetchall()
-    visits = db.execute("SELECT * FROM visits ORDER BY id").fetchall()
-    db.close()
-    assert len(before) == 3
-    with SqliteHistoryStore(path) as store:
-        assert store.owner() == "books" and store.cycle == 3
-        arrays = store.arrays()
-        assert arrays.columns["failures"].tolist() == [0, 0, 0]
-        assert arrays.columns["last_failure_cycle"].tolist() == [-1, -1, -1]
-        assert arrays.columns["n"].tolist() == [2, 2, 2]
-        rec = store.record(Visit(bytes([0]) * 20, "http://h/0", 2000.0, 0))
-        assert (rec.failures, rec.last_failure_cycle, rec.n) == (1, 3, 2)
-    db = sqlite3.connect(path)
-    # the change window (version 7) is the last column: the columns before it here
-    after = [r[:-1] for r in db.execute("SELECT * FROM urls ORDER BY id")]
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
-        str(SCHEMA_VERSION),
-    )
-    assert db.execute("SELECT * FROM visits ORDER BY id").fetchall()[: len(visits)] == visits
-    db.close()
-    # every old column as it was (the visit above changed row 1's visits, status, failures)
-    assert [r[:-2] for r in after[1:]] == before[1:] and [r[-2:] for r in after[1:]] == [
-        (0, -1)
-    ] * 2
 
 
 def test_a_version_3_redis_store_widens_its_rows_and_keeps_every_value(redis_db):  # noqa: F811
@@ -371,59 +205,6 @@ def test_the_redis_migration_starts_again_when_an_old_release_writes_meanwhile(r
     client.close()
 
 
-def _same_value(a, b) -> bool:
-    if isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b):
-        return True
-    return a == b
-
-
-def test_a_version_4_redis_store_keeps_every_value(redis_db, tmp_path):  # noqa: F811
-    """Version 5's layout (history/redis_bulk.py: migrate_4_to_5) holds every value the
-    version-4 store held: compared with the same history in SQLite (made by the same
-    release, tests/fixtures/make_v4_stores.py), which version 5 leaves as it was."""
-    client = redis_db.client()
-    load_typed(client, FIXTURES / "store_v4.redis.json")
-    assert client.hget("books:history:meta", "schema_version") == b"4"
-    epoch = client.hget("books:history:meta", "epoch").decode()
-    tables = ("content_bags", "content_dists", "basket_probes", "basket_model")
-    side = {
-        t: sorted((int(k), v) for k, v in client.hgetall(f"books:history:side:{t}").items())
-        for t in tables
-    }
-    path = tmp_path / "history.sqlite3"
-    shutil.copy(FIXTURES / "store_v4.sqlite3", path)
-    with (
-        SqliteHistoryStore(path) as want,
-        RedisHistoryStore(redis_db.url, key="books:history") as got,
-    ):
-        assert got.epoch == epoch and got.shards == 1  # the same store, ids kept
-        assert got.owner() == want.owner() == "books"
-        assert got.cycle == want.cycle == 4 and len(got) == len(want) == 5
-        for u in range(5):
-            a, b = got.get(bytes([u]) * 20), want.get(bytes([u]) * 20)
-            for field in b.__dataclass_fields__:
-                assert _same_value(getattr(a, field), getattr(b, field)), (u, field)
-            assert got.body(bytes([u]) * 20) == want.body(bytes([u]) * 20)
-        ids = np.arange(1, 6)
-        assert got.requests(ids) == want.requests(ids) and got.urls(ids) == want.urls(ids)
-        x, y = got.arrays(), want.arrays()
-        assert x.ids.tolist() == y.ids.tolist() and x.cycle == y.cycle
-        for name, col in y.columns.items():
-            np.testing.assert_array_equal(x.columns[name], col, err_msg=name)
-        for name, col in want.visit_log().items():
-            np.testing.assert_array_equal(got.visit_log()[name], col, err_msg=name)
-        np.testing.assert_array_equal(got.visit_log(since_cycle=3)["cycle"], [3] * 5 + [4] * 5)
-        np.testing.assert_array_equal(got.change_window(ids, 3), want.change_window(ids, 3))
-        for table in tables:  # as the Redis store kept them (SQLite's model was fit apart)
-            assert list(got.side_items(table)) == side[table] != [], table
-        assert got.frontier_size() == want.frontier_size() == 2
-        assert got.pop_frontier(5) == want.pop_frontier(5)
-        rec = got.record(Visit(bytes([3]) * 20, "http://h/3", 2000.0, 200))
-        assert (rec.id, rec.failures, rec.visits) == (4, 0, 5)  # ids go on where they were
-    assert client.keys("books:history:*") == []  # the version-4 keys are gone
-    assert client.hget("{books:history}:meta", "schema_version") == str(SCHEMA_VERSION).encode()
-
-
 def test_an_interrupted_migration_to_5_runs_again_and_fences_off_the_old_release(
     redis_db,  # noqa: F811
     monkeypatch,
@@ -472,32 +253,6 @@ def _check_v5(store) -> None:
     assert store.requests(_v5_ids(store)) == [v5_spider_part(u) for u in range(4)]
     assert store.arrays().columns["n"].tolist() == [2, 2, 2, 2]  # the history kept
     assert store.pop_frontier(5) == [v5_spider_part(8), v5_spider_part(9)]
-
-
-def test_a_version_5_sqlite_store_is_scrubbed_of_credentials(tmp_path):
-    path = tmp_path / "history.sqlite3"
-    shutil.copy(FIXTURES / "store_v5.sqlite3", path)
-    path.chmod(0o644)  # as the previous release created it
-    assert _secrets_in(path.read_bytes()) == list(V5_SECRETS)  # the fixture holds them all
-    with SqliteHistoryStore(path) as store:
-        _check_v5(store)
-    db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
-        str(SCHEMA_VERSION),
-    )
-    db.close()
-    for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}.lock")):
-        if name.exists():  # free pages and the WAL included: the file was rebuilt
-            assert _secrets_in(name.read_bytes()) == [], name
-            assert name.stat().st_mode & 0o077 == 0, name  # its owner's only now
-
-
-def test_a_version_5_sqlite_store_read_by_an_offline_command_is_scrubbed_in_memory(tmp_path):
-    path = tmp_path / "history.sqlite3"
-    shutil.copy(FIXTURES / "store_v5.sqlite3", path)
-    with SqliteHistoryStore(path, read_only=True) as store:
-        assert store.requests(np.arange(1, 5)) == [v5_spider_part(u) for u in range(4)]
-    assert store.file_schema_version == 5  # the file left as it was, for the next crawl
 
 
 def test_a_version_5_redis_store_is_scrubbed_of_credentials(redis_deployment):  # noqa: F811

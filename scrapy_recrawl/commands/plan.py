@@ -302,7 +302,7 @@ class Command(RecrawlCommand):
             hosts = group_codes(urls)  # the priors' groups
             # the Last-Modified ages the crawl's estimate reads too (last_modified.py)
             ages = prior_ages(store, arrays.ids, urls, arrays.cycle)
-            where = getattr(store, "location", "the history store")
+            where = store.location
         finally:
             store.close()
         cols = arrays.columns

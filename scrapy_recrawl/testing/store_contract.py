@@ -4,9 +4,11 @@ As Scrapy's tests/test_downloadermiddleware_httpcache.py does for its cache
 storages: :class:`StoreContract` holds every behaviour the middleware, the
 schedulers and the plug-ins rely on (scrapy_recrawl.history.base.HistoryStore);
 a backend's test is a short subclass that says how to make an open, empty store.
-A third-party backend can subclass it too (docs/plugins.md). The tests take the
-store as ``Any``: they call it as the crawl does, and read a record they just wrote
-without a None check.
+A third-party backend can subclass it too (docs/plugins.md):
+:meth:`StoreContract.make_store` (an open, empty store) and
+:meth:`StoreContract.make_read_only` (the same store, opened for reading only) are all
+it says. The tests take the store as ``Any``: they call it as the crawl does, and read
+a record they just wrote without a None check.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from scrapy_recrawl.history import HistoryStore, Visit
+from scrapy_recrawl.history import HistoryStore, HistoryStoreError, Visit
+from scrapy_recrawl.history.base import CAPABILITIES, capability_gaps, fenced, file_store
 
 
 def fp(i: int) -> bytes:
@@ -39,11 +42,68 @@ class StoreContract:
     ) -> HistoryStore:  # pragma: no cover
         raise NotImplementedError
 
-    # -- the record of a URL -----------------------------------------------------
+    def make_read_only(
+        self, store: Any, tmp_path: Path, request: pytest.FixtureRequest
+    ) -> HistoryStore:  # pragma: no cover
+        """``store``'s data opened again, for reading only (as the offline commands
+        open it), while ``store`` stays open."""
+        raise NotImplementedError
+
+    # -- what the crawl and the commands read of any store ------------------------
 
     def test_is_a_history_store(self, store: Any) -> None:
         assert isinstance(store, HistoryStore)
         assert store.cycle == 0 and len(store) == 0 and store.location
+        assert isinstance(store.label, str) and store.label  # a short name for messages
+        assert store.read_only is False and isinstance(store.store_bodies, bool)
+        assert store.buffered_visits == 0 and store.unreadable_values == 0
+
+    def test_capabilities_are_declared_and_what_they_promise_is_there(self, store: Any) -> None:
+        """Declared, never probed: a frozenset of known names, and each declared one's
+        members present (the check RECRAWL_STORE_CLASS's loader makes too)."""
+        assert isinstance(store.capabilities, frozenset)
+        assert store.capabilities <= CAPABILITIES.keys()
+        assert capability_gaps(store) == []
+        assert (fenced(store) is store) == ("fenced" in store.capabilities)
+        assert (file_store(store) is store) == ("file" in store.capabilities)
+
+    def test_buffered_visits_count_what_is_not_written_yet(self, store: Any) -> None:
+        for i in range(1, 3):
+            store.record(Visit(fp(i), f"http://h/{i}", float(i), 200))
+        assert 0 <= store.buffered_visits <= 2
+        store.flush()
+        assert store.buffered_visits == 0
+
+    def test_a_read_only_store_reads_and_refuses_every_write(
+        self, store: Any, tmp_path: Path, request: pytest.FixtureRequest
+    ) -> None:
+        store.record(Visit(fp(1), "http://h/a", 1.0, 200))
+        store.claim("news")
+        store.flush()
+        reader = self.make_read_only(store, tmp_path, request)
+        try:
+            assert reader.read_only is True
+            assert reader.knows(fp(1)) and len(reader) == 1 and reader.owner() == "news"
+            writes = {
+                "record": lambda: reader.record(Visit(fp(2), "http://h/b", 2.0, 200)),
+                "advance_cycle": reader.advance_cycle,
+                "claim": lambda: reader.claim("blog"),
+                "push_frontier": lambda: reader.push_frontier([(fp(3), {"url": "http://h/c"}, 0)]),
+                "side_put": lambda: reader.side_put("plugin_a", [(1, b"x")]),
+                "side_push": lambda: reader.side_push("bags", 1, b"x", 2),
+                "clear": reader.clear,
+            }
+            for name, write in writes.items():
+                with pytest.raises(HistoryStoreError) as refused:
+                    write()
+                assert reader.location in str(refused.value), name  # it names the store
+        finally:
+            reader.close()
+        assert len(store) == 1 and store.cycle == 0 and store.owner() == "news"
+        assert not store.knows(fp(2)) and store.frontier_size() == 0
+        assert list(store.side_items("plugin_a")) == []
+
+    # -- the record of a URL -----------------------------------------------------
 
     def test_a_first_visit_makes_a_record_with_the_next_id(self, store: Any) -> None:
         a = store.record(Visit(fp(1), "http://h/a", 10.0, 200))
@@ -79,6 +139,12 @@ class StoreContract:
         body = store.body(fp(1))
         assert body is not None and body.body == b"<html>x</html>" and body.status == 200
         assert store.urls(np.array([rec.id])) == ["http://h/a"]
+
+    def test_urls_of_an_id_the_store_never_gave_raise_keyerror(self, store: Any) -> None:
+        rec = store.record(Visit(fp(1), "http://h/a", 1.0, 200))
+        store.flush()
+        with pytest.raises(KeyError):
+            store.urls(np.array([rec.id, 10_000_019]))
 
     def test_arrays_have_every_column_by_id(self, store: Any) -> None:
         ids = [store.record(Visit(fp(i), f"http://h/{i}", float(i), 200)).id for i in range(1, 6)]
@@ -183,6 +249,13 @@ class StoreContract:
         assert store.claim("news") == "news"
         assert store.claim("blog") == "news"  # the first claim wins; the owner is returned
         assert store.owner() == "news"
+
+    def test_clear_forgets_the_owner(self, store: Any) -> None:
+        store.claim("news")
+        store.record(Visit(fp(1), "http://h/a", 0.0, 200))
+        store.clear()
+        assert store.owner() is None  # nobody's, as a new store: the next spider adopts it
+        assert store.claim("blog") == "blog" and store.owner() == "blog"
 
     def test_side_storage_puts_gets_deletes_and_lists(self, store: Any) -> None:
         store.side_put("plugin_a", [(3, b"three"), (1, b"one")])
