@@ -92,7 +92,7 @@ def scorer_for_crawler(crawler: Any) -> Scorer:
     against the crawl's terminal registry (the core's and the listed plug-ins'
     terminals), which it then computes its terminals with (the crawler's runtime keeps
     it: runtime.py)."""
-    return CrawlerRuntime.of(crawler).scorer
+    return CrawlerRuntime.of(crawler).part(Scorer, lambda: Scorer.from_settings(crawler.settings))
 
 
 def plugins_for_crawler(crawler: Any, store: Any, terminals_needed: Collection[str]) -> Plugins:

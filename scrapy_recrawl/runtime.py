@@ -15,8 +15,8 @@ The runtime owns:
   (store_loss.py), closed once -- by :meth:`CrawlerRuntime.release_store` (the
   scheduler's ``close()``) or when the engine stops -- after the hooks of
   :meth:`CrawlerRuntime.before_close`; or the refusal it met (another spider's store);
-* the **scorer** (``RECRAWL_SCORER`` parsed once) and the parts the modules above it
-  keep per crawl (:meth:`CrawlerRuntime.part`): the plug-ins (plugins.py), the cycle
+* the parts the modules above it keep per crawl (:meth:`CrawlerRuntime.part`): the
+  **scorer** (``RECRAWL_SCORER`` parsed once) and the plug-ins (plugins.py), the cycle
   tally (cycle_summary.py), the hubs' tally (hubs.py), the Last-Modified tally
   (last_modified.py);
 * whether the crawl is **off** (scope.py: a Scrapy command that only looks at a URL),
@@ -41,7 +41,6 @@ from scrapy.utils.misc import load_object
 from . import history
 from .history import SCHEMA_VERSION, HistoryStore, HistoryStoreError
 from .history.ownership import StoreRefused, claim_store, describe, warn_old_default
-from .scoring import Scorer
 from .store_loss import watch_store_loss
 
 logger = logging.getLogger("scrapy_recrawl.history")
@@ -70,7 +69,6 @@ class CrawlerRuntime:
         #: closes the open store once (released early, or when the engine stops)
         self._closer: Callable[..., None] | None = None
         self._before_close: list[Callable[[], int]] = []
-        self._scorer: Scorer | None = None
         self._parts: dict[type, Any] = {}
         self._off: Any = _UNDECIDED
         #: startup.watch_failed_close() connected its handlers for this crawler
@@ -93,20 +91,14 @@ class CrawlerRuntime:
     # -- parts the modules above keep per crawl ------------------------------
 
     def part(self, cls: type[P], make: Callable[[], P] | None = None) -> P:
-        """The crawl's one ``cls`` (a tally, the plug-ins), made on first use by ``make``
-        (default: ``cls()``) and kept for the crawler's life."""
+        """The crawl's one ``cls`` (the scorer, the plug-ins, a tally), made on first use
+        by ``make`` (default: ``cls()``) and kept for the crawler's life. The module that
+        defines a part says how it is made (its accessor: ``scorer_for_crawler``,
+        ``tally_for_crawler``, ...): the runtime imports none of them."""
         found = self._parts.get(cls)
         if found is None:
             found = self._parts[cls] = make() if make is not None else cls()
         return found  # type: ignore[no-any-return]
-
-    @property
-    def scorer(self) -> Scorer:
-        """``RECRAWL_SCORER`` parsed once, against the crawl's terminal registry (the
-        core's and the listed plug-ins' terminals)."""
-        if self._scorer is None:
-            self._scorer = Scorer.from_settings(self.crawler.settings)
-        return self._scorer
 
     def off_reason(self, decide: Callable[[], str | None]) -> str | None:
         """Why the crawl neither reads nor writes the history (scope.py), decided once by

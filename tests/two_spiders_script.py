@@ -17,6 +17,7 @@ from scrapy_recrawl.hubs import HubTally
 from scrapy_recrawl.last_modified import LastModifiedTally
 from scrapy_recrawl.plugins import Plugins
 from scrapy_recrawl.runtime import ATTRIBUTE, CrawlerRuntime
+from scrapy_recrawl.scoring import Scorer
 
 args = json.loads(sys.argv[1])
 closed_hooks: dict[str, list[str]] = {"alpha": [], "beta": []}
@@ -76,11 +77,11 @@ def held(name: str, crawler) -> dict:
     return {
         "runtime": id(runtime),
         "runtime_crawler_is_this": runtime.crawler is crawler,
-        "scorer": runtime.scorer.name,
+        "scorer": runtime.part(Scorer).name,
         "plugins": [type(p).__name__ for p in runtime.part(Plugins).instances],
         "parts": {
             cls.__name__: id(runtime.part(cls))
-            for cls in (CycleTally, HubTally, LastModifiedTally, Plugins)
+            for cls in (Scorer, CycleTally, HubTally, LastModifiedTally, Plugins)
         },
         "tally_stats_are_this_crawlers": runtime.part(CycleTally).stats is crawler.stats,
         "fetched": stats.get("recrawl/last_cycle/fetched"),
