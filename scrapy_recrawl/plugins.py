@@ -14,7 +14,6 @@ see plug-ins only through the capabilities of :mod:`scrapy_recrawl.core.plugins`
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +26,7 @@ from .plugin_terminals import (
     registry_from_settings,
     scorer_from_settings,
 )
+from .runtime import CrawlerRuntime
 from .scoring import Scorer
 from .settings import RecrawlSettingError
 
@@ -93,26 +93,23 @@ def check_plugins(settings: Any, terminals_needed: Collection[str]) -> list[Any]
     return wanted
 
 
-_PLUGINS: weakref.WeakKeyDictionary[Any, Plugins] = weakref.WeakKeyDictionary()
-_SCORERS: weakref.WeakKeyDictionary[Any, Scorer] = weakref.WeakKeyDictionary()
-
-
 def scorer_for_crawler(crawler: Any) -> Scorer:
     """RECRAWL_SCORER parsed once per crawler, for the scheduler and the middleware,
     against the crawl's terminal registry (the core's and the listed plug-ins'
-    terminals), which it then computes its terminals with."""
-    scorer = _SCORERS.get(crawler)
-    if scorer is None:
-        scorer = _SCORERS[crawler] = scorer_from_settings(crawler.settings)
-    return scorer
+    terminals), which it then computes its terminals with (the crawler's runtime keeps
+    it: runtime.py)."""
+    return CrawlerRuntime.of(crawler).part(
+        Scorer, lambda: scorer_from_settings(crawler.settings)
+    )
 
 
 def plugins_for_crawler(crawler: Any, store: Any, terminals_needed: Collection[str]) -> Plugins:
-    """The one set of plug-ins shared by this crawler's scheduler and middleware."""
-    plugins = _PLUGINS.get(crawler)
-    if plugins is None:
+    """The one set of plug-ins shared by this crawler's scheduler and middleware, built
+    by the first that asks and kept by the crawler's runtime (runtime.py)."""
+
+    def build() -> Plugins:
         needed = frozenset(terminals_needed)
         classes = check_plugins(crawler.settings, needed)
-        plugins = Plugins([cls.from_crawler(crawler, store, needed) for cls in classes])
-        _PLUGINS[crawler] = plugins
-    return plugins
+        return Plugins([cls.from_crawler(crawler, store, needed) for cls in classes])
+
+    return CrawlerRuntime.of(crawler).part(Plugins, build)

@@ -236,14 +236,15 @@ def test_a_redis_refusing_config_is_not_warned_about(caplog):
 
 
 def test_a_quiet_crawl_notices_a_lost_store_at_the_check_on_its_clock(redis_db):  # noqa: F811
-    """history/epoch.py's timer, on an injected clock: a store emptied while nothing is
+    """store_loss.py's timer, on an injected clock: a store emptied while nothing is
     written is noticed at the next check, CHECK_SECONDS later, and not before; the
     timer stops with the spider."""
     from scrapy import Spider, signals
     from scrapy.utils.test import get_crawler
     from twisted.internet.task import Clock
 
-    from scrapy_recrawl.history.epoch import CHECK_SECONDS, watch_store_loss
+    from scrapy_recrawl.history.epoch import CHECK_SECONDS
+    from scrapy_recrawl.store_loss import watch_store_loss
 
     crawler = get_crawler(Spider)
     clock = Clock()

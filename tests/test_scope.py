@@ -48,7 +48,7 @@ def test_only_the_spiders_pages_are_pages():
     assert not_a_page(page, HtmlResponse(url, body=b"<html></html>", request=page)) is None
 
 
-class _Crawler:  # what off_reason() reads of a crawler (weakly referenced, as one)
+class _Crawler:  # what off_reason() reads of a crawler (its runtime is kept on it, as on one)
     def __init__(self, spidercls, spider=None, crawling=True):
         self.spidercls, self.spider, self.crawling = spidercls, spider, crawling
 
