@@ -18,7 +18,15 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from .core.plugins import BagKeeper, ColumnProvider, ProbeSource, Selector
+from .core.plugins import (
+    BagKeeper,
+    ColumnProvider,
+    ProbeSource,
+    Selector,
+    VisitHook,
+    declared,
+    offering,
+)
 from .plugin_terminals import (
     load_plugin,
     path_of,
@@ -47,22 +55,26 @@ class Plugins:
 
     @property
     def column_providers(self) -> list[ColumnProvider]:
-        return [p for p in self.instances if isinstance(p, ColumnProvider)]
+        return offering(self.instances, "columns")
 
     @property
     def selector(self) -> Selector | None:
-        found = [p for p in self.instances if isinstance(p, Selector)]
+        found = offering(self.instances, "selector")
         return found[0] if found else None
 
     @property
     def probe_source(self) -> ProbeSource | None:
-        found = [p for p in self.instances if isinstance(p, ProbeSource)]
+        found = offering(self.instances, "probes")
         return found[0] if found else None
 
     @property
     def bag_keeper(self) -> BagKeeper | None:
-        found = [p for p in self.instances if isinstance(p, BagKeeper)]
+        found = offering(self.instances, "bag_keeper")
         return found[0] if found else None
+
+    @property
+    def visit_hooks(self) -> list[VisitHook]:
+        return offering(self.instances, "visit_hook")
 
 
 def check_plugins(settings: Any, terminals_needed: Collection[str]) -> list[Any]:
@@ -73,7 +85,7 @@ def check_plugins(settings: Any, terminals_needed: Collection[str]) -> list[Any]
     wanted = [cls for _, cls in listed if cls.enabled(settings, needed)]
     for cls in wanted:
         cls.check_settings(settings)
-    selectors = [cls.__name__ for cls in wanted if getattr(cls, "selects", False)]
+    selectors = [cls.__name__ for cls in wanted if declared(cls, "selector")]
     if len(selectors) > 1:
         raise RecrawlSettingError(
             f"RECRAWL_PLUGINS: two plug-ins replace the scorer's pick ({', '.join(selectors)}); "
@@ -98,9 +110,7 @@ def scorer_for_crawler(crawler: Any) -> Scorer:
     against the crawl's terminal registry (the core's and the listed plug-ins'
     terminals), which it then computes its terminals with (the crawler's runtime keeps
     it: runtime.py)."""
-    return CrawlerRuntime.of(crawler).part(
-        Scorer, lambda: scorer_from_settings(crawler.settings)
-    )
+    return CrawlerRuntime.of(crawler).part(Scorer, lambda: scorer_from_settings(crawler.settings))
 
 
 def plugins_for_crawler(crawler: Any, store: Any, terminals_needed: Collection[str]) -> Plugins:

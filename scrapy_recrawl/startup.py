@@ -89,9 +89,15 @@ def unknown_setting_messages(settings: Any) -> list[str]:
 
 def _warn(settings: Any) -> None:
     from .core.budget import parse_budget
+    from .core.plugins import warn_problems
+    from .plugins import plugin_classes
 
     for message in unknown_setting_messages(settings):
         logger.warning("recrawl: %s", message)
+    try:
+        warn_problems(plugin_classes(settings))  # what a listed class declares, checked
+    except RecrawlSettingError:
+        pass  # a bad RECRAWL_PLUGINS path: the check says it (_check)
     _, deprecated = parse_budget(get(settings, "RECRAWL_BUDGET"))
     if deprecated:
         logger.warning("recrawl: %s", deprecated)
