@@ -48,7 +48,6 @@ from scrapy_recrawl.history.redis import RedisHistoryStore
 from scrapy_recrawl.insight.cycles import cycle_rows, estimate_by_cycle
 from scrapy_recrawl.insight.log import VisitLog
 
-from .fixtures.redis_typed import load_typed
 from .fixtures.v7_visits import CYCLES as V7_CYCLES
 from .fixtures.v7_visits import URLS as V7_URLS
 from .fixtures.v7_visits import plan as v7_plan
@@ -221,18 +220,6 @@ def test_a_version_7_sqlite_store_upgrades_and_its_report_fits_every_cycle(tmp_p
     version = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
     db.close()
     assert version == (str(SCHEMA_VERSION),) == ("8",)
-
-
-def test_a_version_7_redis_store_upgrades_and_its_report_fits_every_cycle(redis_db):
-    client = redis_db.client()
-    load_typed(client, FIXTURES / "store_v7.redis.json")
-    assert client.hget("{books:history}:meta", "schema_version") == b"7"
-    with RedisHistoryStore(redis_db.url, key="books:history") as store:
-        assert store.owner() == "books"
-        check_v7_store(store)
-    assert client.hget("{books:history}:meta", "schema_version") == str(SCHEMA_VERSION).encode()
-    assert SCHEMA_VERSION == 8
-    client.close()
 
 
 # ------------------------------------------------------------------ what Redis hands back

@@ -336,7 +336,7 @@ def test_record_returns_the_fold_the_server_made_and_batches_stay_in_flight(redi
         numbers = (theirs.visits, theirs.n, theirs.X, theirs.sad, theirs.gad, theirs.aad_sum)
         results.append((s.record(v), numbers))
         assert s.buffered_visits <= 8  # the buffer, and one batch in flight
-    assert s._inflight is not None  # the last full batch: sent, not yet answered
+    assert s._writer.inflight is not None  # the last full batch: sent, not yet answered
     got = s.get(fps[0])  # waits for it, and flushes the rest
     assert s.buffered_visits == 0
     assert (got.visits, got.n, got.X) == (4, 3, ref.get(fps[0]).X)

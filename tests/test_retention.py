@@ -23,10 +23,8 @@ from scrapy_recrawl.history import (
     open_store,
 )
 from scrapy_recrawl.history.records import window_from_log
-from scrapy_recrawl.history.redis import RedisHistoryStore
 from scrapy_recrawl.settings import RecrawlSettingError
 
-from .fixtures.redis_typed import load_typed
 from .fixtures.v6_visits import URLS, observations
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -212,21 +210,3 @@ def test_a_version_6_sqlite_store_upgrades_with_each_urls_window_and_the_index(t
     assert [r[:-1] for r in after_urls[1:]] == before_urls[1:]
     assert db.execute("SELECT * FROM visits ORDER BY id").fetchall()[:-1] == before_visits
     db.close()
-
-
-def test_a_version_6_redis_store_opens_as_version_7_and_agrees_with_sqlite(redis_db, tmp_path):
-    """Version 7 changed the SQLite store only: the Redis step marks the version (its
-    rows have kept the window since version 5), and both give the same windows."""
-    client = redis_db.client()
-    load_typed(client, FIXTURES / "store_v6.redis.json")
-    assert client.hget("{books:history}:meta", "schema_version") == b"6"
-    with RedisHistoryStore(redis_db.url, key="books:history") as store:
-        assert len(store) == URLS and store.cycle == 8
-        ids, expected = _v6_expected_windows(store)
-        np.testing.assert_array_equal(store.change_window(ids, 5), expected)
-        rec = store.get(bytes([1]) * 20, signature=False)
-    assert client.hget("{books:history}:meta", "schema_version") == str(SCHEMA_VERSION).encode()
-    shutil.copy(FIXTURES / "store_v6.sqlite3", tmp_path / "h.sqlite3")
-    with SqliteHistoryStore(tmp_path / "h.sqlite3") as sqlite_store:
-        assert sqlite_store.get(bytes([1]) * 20, signature=False).cwin == rec.cwin
-    client.close()

@@ -1,8 +1,8 @@
 """Reading the pickles of schema version 3 once, for the migration to version 4, safely.
 
 Schema version 3 stored each URL's request dict and the frontier's entries as
-pickles. The migration (``sqlite_schema._v4_requests_as_data``,
-``redis_schema.v4_requests_as_data``) re-encodes them as data
+pickles. The migration (``sqlite_schema._v4_requests_as_data``; the Redis store no
+longer opens a store that old) re-encodes them as data
 (:mod:`~scrapy_recrawl.history.request_codec`). It reads them with an unpickler
 that refuses **every** global: no class, function or module can be named, so no
 code runs -- only builtin containers and scalars (dict, list, tuple, set, str,
