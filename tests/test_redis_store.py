@@ -383,3 +383,35 @@ def test_a_redis_url_of_another_scheme_is_refused_naming_where_it_came_from(sett
         redis_location(Settings(settings))
     assert str(err.value).startswith(f"{named}: a Redis URL starts with redis://, rediss://")
     assert "pw" not in str(err.value)
+
+
+# -- the store contract's members (issue 30: history/base.py) ---------------------------
+
+
+def test_the_store_declares_what_the_crawl_reads(redis_db):
+    s = RedisHistoryStore(redis_db.url, key="books:history", store_bodies=False)
+    assert s.label == "books:history" and s.capabilities == frozenset({"fenced"})
+    assert s.read_only is False and s.store_bodies is False
+    with s:
+        assert s.buffered_visits == 0 and s.unreadable_values == 0
+        s.record(visit())
+        assert s.buffered_visits == 1
+        s.flush()
+        assert s.buffered_visits == 0
+        # the "fenced" members: epoch, its check, the loss hook, the lease
+        assert s.epoch and s.on_lost is None
+        s.check_epoch()
+        holder = s.hold(30)
+        assert set(s.holders(30)) == {holder}
+
+
+def test_urls_of_an_unknown_id_is_a_key_error_and_clear_leaves_no_owner(store):
+    store.record(visit())
+    uid = store.get(FP).id
+    assert store.urls([uid]) == ["https://example.com/a"]
+    with pytest.raises(KeyError, match=r"no URL ids \[99\]"):
+        store.urls([uid, 99])
+    store.claim("books")
+    assert store.owner() == "books"
+    store.clear()
+    assert store.owner() is None and len(store) == 0

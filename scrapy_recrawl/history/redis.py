@@ -33,7 +33,7 @@ done by its parts, one job each: :mod:`.redis_session` (connection, schema versi
 :mod:`.redis_migrate`, epoch and loss), :mod:`.redis_ids` (URL ids, dictionaries),
 :mod:`.redis_writer` (the buffer, :mod:`.redis_pipeline` the round trip),
 :mod:`.redis_reader` (one URL), :mod:`.redis_scan` (every URL, the log),
-:mod:`.redis_side` (frontier, side storage), :mod:`.redis_lease` (the crawl lease).
+:mod:`.redis_side` (owner, frontier, side storage), :mod:`.redis_lease` (the crawl lease).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from .redis_record import PendingRecord
 from .redis_scan import BulkReader
 from .redis_schema import DEFAULT_SHARDS, Layout
 from .redis_session import RedisSession
-from .redis_side import FrontierAndSide
+from .redis_side import StoreKeys
 from .redis_writer import VisitWriter
 
 __all__ = ["PendingRecord", "RedisHistoryStore"]
@@ -119,7 +119,7 @@ class RedisHistoryStore:
         )
         self._point = PointReader(self._session, self._ids, self._writer)
         self._bulk = BulkReader(self._session, self._ids, self._writer, self._point)
-        self._side = FrontierAndSide(self._session)
+        self._side = StoreKeys(self._session)
         self._lease = StoreLease(self._session)
         self._session.on_fresh = self._fresh
 
@@ -377,35 +377,15 @@ class RedisHistoryStore:
     # -- whose history (the ``spider`` field of {p}:meta) ------------------------------
 
     def owner(self) -> str | None:
-        session = self._session
-        name = session.call("read", lambda c: c.hget(session.k("meta"), "spider"))
-        return name.decode() if name is not None else None
+        return self._side.owner()
 
     def claim(self, spider: str) -> str:
-        session = self._session
-        session.writable(f"claim it for the spider {spider!r}")
-        meta = session.k("meta")
-
-        def claim(c: Any) -> Any:
-            pipe = c.pipeline()  # MULTI/EXEC: the first claim wins, every process sees it
-            pipe.hsetnx(meta, "spider", spider)
-            pipe.hget(meta, "spider")
-            return pipe.execute()[1]
-
-        owner = bytes(session.call("write to", claim)).decode()
-        session.claimed = owner
-        return owner
+        return self._side.claim(spider)
 
     def unclaimed_at(self, prefix: str) -> bool:
         """Whether the same Redis holds a store nobody owns under ``prefix`` (the
         shared one an earlier release kept under ``recrawl``); nothing is written."""
-        for meta in (Layout(prefix, 1).store("meta"), f"{prefix}:meta"):
-            version, owner = self._session.call(
-                "read", lambda c, m=meta: c.hmget(m, ["schema_version", "spider"])
-            )
-            if version is not None:
-                return owner is None
-        return False
+        return self._side.unclaimed_at(prefix)
 
     # -- the frontier and side storage ------------------------------------------
 

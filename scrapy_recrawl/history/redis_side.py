@@ -1,6 +1,7 @@
-"""The Redis store's frontier (new URLs waiting for a budget) and side storage (what
-plug-ins keep), each a hash or sorted set of the store's own slot; every write a
-guarded script (no epoch round trip first, no gap after it).
+"""The Redis store's own keys beside the rows: whose history it is (the ``spider``
+field of ``{p}:meta``), its frontier (new URLs waiting for a budget) and side storage
+(what plug-ins keep), each a hash or sorted set of the store's own slot; every write a
+guarded script or a MULTI/EXEC (no epoch round trip first, no gap after it).
 """
 
 from __future__ import annotations
@@ -11,17 +12,51 @@ from typing import Any
 
 from .records import check_table, unpack_list
 from .redis_ids import decode_data
+from .redis_schema import Layout
 from .redis_session import RedisSession
 from .request_codec import encode_stored
 
 _INT_FIELD = re.compile(rb"-?[0-9]{1,19}")
 
 
-class FrontierAndSide:
-    """The store's frontier and side tables (module docstring)."""
+class StoreKeys:
+    """The store's owner, frontier and side tables (module docstring)."""
 
     def __init__(self, session: RedisSession) -> None:
         self.session = session
+
+    # -- whose history ---------------------------------------------------------
+
+    def owner(self) -> str | None:
+        session = self.session
+        name = session.call("read", lambda c: c.hget(session.k("meta"), "spider"))
+        return name.decode() if name is not None else None
+
+    def claim(self, spider: str) -> str:
+        session = self.session
+        session.writable(f"claim it for the spider {spider!r}")
+        meta = session.k("meta")
+
+        def claim(c: Any) -> Any:
+            pipe = c.pipeline()  # MULTI/EXEC: the first claim wins, every process sees it
+            pipe.hsetnx(meta, "spider", spider)
+            pipe.hget(meta, "spider")
+            return pipe.execute()[1]
+
+        owner = bytes(session.call("write to", claim)).decode()
+        session.claimed = owner
+        return owner
+
+    def unclaimed_at(self, prefix: str) -> bool:
+        """Whether the same Redis holds a store nobody owns under ``prefix``; nothing is
+        written (both key layouts: ``{<prefix>}:meta``, and ``<prefix>:meta`` before 5)."""
+        for meta in (Layout(prefix, 1).store("meta"), f"{prefix}:meta"):
+            version, owner = self.session.call(
+                "read", lambda c, m=meta: c.hmget(m, ["schema_version", "spider"])
+            )
+            if version is not None:
+                return owner is None
+        return False
 
     # -- the frontier --------------------------------------------------------
 
