@@ -9,6 +9,10 @@ Redis Cluster, and the client is a ``redis.cluster.RedisCluster`` (the arguments
 on to every node's connections). A mismatch -- a cluster named but a single Redis
 found, or the reverse -- is one :class:`RedisModeError` naming the setting, raised when
 the client first connects (docs/distributed.md, "Redis Cluster").
+
+:func:`redis_from_settings` and :func:`redis_location` take Scrapy settings, for the
+callers that still hand them over (frontier/, the store built with ``settings=``): they
+ask redis_settings.py for the arguments when called (no import of Scrapy here).
 """
 
 from __future__ import annotations
