@@ -415,3 +415,31 @@ def test_urls_of_an_unknown_id_is_a_key_error_and_clear_leaves_no_owner(store):
     assert store.owner() == "books"
     store.clear()
     assert store.owner() is None and len(store) == 0
+
+
+def test_a_store_on_plain_connection_arguments_imports_no_scrapy(redis_db):
+    """history/ connects from plain redis-py arguments: neither Scrapy, scrapy-redis nor
+    Twisted is imported to open, write and read a store (issue 30, item 5)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")])}
+    code = (
+        "import sys\n"
+        "from scrapy_recrawl.history.base import Visit\n"
+        "from scrapy_recrawl.history.redis import RedisHistoryStore\n"
+        f"s = RedisHistoryStore(connection={{'url': {redis_db.url!r}}}, key='plain')\n"
+        "s.open(); s.record(Visit(b'x' * 20, 'http://h/', 1.0, 200)); s.flush()\n"
+        "assert len(s) == 1 and s.urls([s.get(b'x' * 20).id]) == ['http://h/']\n"
+        "s.close()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('scrapy', 'scrapy_redis', 'twisted')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
