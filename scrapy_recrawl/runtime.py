@@ -195,7 +195,7 @@ class CrawlerRuntime:
             stop_watch()
             hooks, self._before_close = self._before_close, []
             unrecorded = sum(hook() for hook in hooks)
-            pending = int(getattr(store, "buffered_visits", 0))
+            pending = store.buffered_visits
             why: str | None = None
             try:
                 store.close()

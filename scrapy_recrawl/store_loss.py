@@ -19,7 +19,7 @@ from scrapy import signals
 from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.task import LoopingCall
 
-from .history.base import HistoryStoreError
+from .history.base import HistoryStoreError, fenced
 from .history.epoch import CHECK_SECONDS, STORE_LOST_REASON, StoreLost
 
 logger = logging.getLogger("scrapy_recrawl.history")
@@ -28,25 +28,22 @@ logger = logging.getLogger("scrapy_recrawl.history")
 def watch_store_loss(crawler: Any, store: Any, *, clock: Any = None) -> Callable[[], None]:
     """Stop ``crawler``'s crawl, with one error line, when its store is lost, and check the
     store's epoch every :data:`CHECK_SECONDS` while the spider is open (a store without an
-    epoch, e.g. SQLite, is not watched). A store that offers ``hold(seconds)`` is held for
-    the crawl from now (its lease, history/epoch.py), for ``RECRAWL_REDIS_WORKER_TIMEOUT``
+    epoch, e.g. SQLite, is not watched). A fenced store (``"fenced"`` declared:
+    history/base.py FencedStore) is held for the crawl from now (its lease, history/epoch.py), for ``RECRAWL_REDIS_WORKER_TIMEOUT``
     after each check; the checks then come at least three times within that timeout, so
     a live crawl never looks gone. Returns what stops the checks: called when the store
     is closed before the spider (the scheduler's close() releases it). ``clock``: the
     check's timer's (Twisted's IReactorTime; None: the reactor), a test's
     ``twisted.internet.task.Clock``."""
-    check: Callable[[], None] | None = getattr(store, "check_epoch", None)
-    if check is None:
+    fence = fenced(store)
+    if fence is None:
         return lambda: None
+    check = fence.check_epoch
+    from .history.redis_liveness import worker_timeout
 
-    every = CHECK_SECONDS
-    hold: Callable[[float], Any] | None = getattr(store, "hold", None)
-    if hold is not None:
-        from .history.redis_liveness import worker_timeout
-
-        timeout = worker_timeout(crawler.settings)
-        hold(timeout)
-        every = max(0.1, min(CHECK_SECONDS, timeout / 3))  # (a timer, not a busy loop)
+    timeout = worker_timeout(crawler.settings)
+    fence.hold(timeout)  # held for the crawl: its lease, refreshed by each check
+    every = max(0.1, min(CHECK_SECONDS, timeout / 3))  # (a timer, not a busy loop)
 
     said: list[StoreLost] = []
 

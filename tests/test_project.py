@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_recrawl.history import SCHEMA_VERSION, SqliteHistoryStore
+from scrapy_recrawl.history import SCHEMA_VERSION, SqliteHistoryStore, Visit
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
-from .fixtures.redis_typed import load_typed
 from .helpers import LocalSite, Page
 from .pre_release import store_file
 from .project import crawl, make_project, scrapy
@@ -248,24 +247,37 @@ def test_an_old_shared_store_is_pointed_out_never_moved_and_refused(tmp_path):
     assert _digest(old) == digest
 
 
+def _old_shared_redis_store(url: str) -> None:
+    """What an earlier scrapy-recrawl kept under the prefix ``recrawl``, shared by every
+    spider of the project: three cycles of history nobody claimed (a store from before
+    the release itself is refused: only its layout of today can be adopted)."""
+    with RedisHistoryStore(url, key="recrawl") as store:
+        for cycle in range(3):
+            store.advance_cycle()
+            for u in range(3):
+                changed = None if cycle == 0 else bool((u + cycle) % 2)
+                store.record(Visit(bytes([u]) * 20, f"http://h/{u}", 1000.0 + cycle, 200, changed))
+        assert store.owner() is None
+
+
 def test_the_old_shared_redis_prefix_is_pointed_out_then_adopted(tmp_path, redis_db):  # noqa: F811
     project = make_project(tmp_path)
     client = redis_db.client()
-    load_typed(client, FIXTURES / "store_v2.redis.json")  # the previous release's keys
-    old = {k: client.dump(k) for k in client.keys("recrawl:*")}
+    _old_shared_redis_store(redis_db.url)
+    old = {k: client.dump(k) for k in client.keys("{recrawl[}#]*")}
+    assert old
     settings = {"SCHEDULER": "scrapy_recrawl.RedisRecrawlScheduler", "REDIS_URL": redis_db.url}
     with _site("a") as site:
         run = crawl(project, "alpha", site.url + "/", **settings)
         told = [line for line in run.log.splitlines() if "key prefix 'recrawl'" in line]
         assert len(told) == 1, run.log[-3000:]
         assert "'alpha:history'" in told[0] and "RECRAWL_REDIS_KEY = 'recrawl'" in told[0]
-        assert {k: client.dump(k) for k in client.keys("recrawl:*")} == old  # untouched
+        assert {k: client.dump(k) for k in client.keys("{recrawl[}#]*")} == old  # untouched
         run = _crawl_old_store(project, "alpha", site, **settings, RECRAWL_REDIS_KEY="recrawl")
         assert "the spider 'alpha' adopts it" in run.log
         assert run.stats["recrawl/cycle"] == 4
         again = crawl(project, "alpha", site.url + "/", **settings)
         assert "key prefix 'recrawl'" not in again.log  # adopted: no more word
-    # migrated to schema version 5 (docs/distributed.md): the store's keys under {recrawl}
     assert client.hget("{recrawl}:meta", "spider") == b"alpha"
     assert client.hget("{recrawl}:meta", "schema_version") == str(SCHEMA_VERSION).encode()
     client.close()

@@ -4,9 +4,7 @@ read-only flag of the offline commands."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import inspect
 import os
 
 import pytest
@@ -18,39 +16,6 @@ from scrapy_recrawl.settings import RecrawlSettingError
 from scrapy_recrawl.testing import StoreContract, fp
 
 from .cli_project import make_project, scrapy_in_process
-
-#: the Redis store gains the contract's new members (label, read_only, capabilities;
-#: KeyError for an unknown id) on another branch of issue 30 ("redisplit"): until it is
-#: merged, the tests of them are expected to fail on Redis; once its constructor takes
-#: read_only, they run as any other (and this goes)
-_REDIS_PENDING = pytest.mark.xfail(
-    "read_only" not in inspect.signature(RedisHistoryStore.__init__).parameters,
-    reason="the Redis store's contract members come with the redisplit branch (issue 30)",
-    strict=True,
-)
-
-
-def _pending(test):
-    @functools.wraps(test)
-    def run(self, *args, **kwargs):
-        return test(self, *args, **kwargs)
-
-    return _REDIS_PENDING(run)
-
-
-class RedisPending:
-    """The contract's tests of the members the Redis store gains on the redisplit branch."""
-
-    test_is_a_history_store = _pending(StoreContract.test_is_a_history_store)
-    test_capabilities_are_declared_and_what_they_promise_is_there = _pending(
-        StoreContract.test_capabilities_are_declared_and_what_they_promise_is_there
-    )
-    test_a_read_only_store_reads_and_refuses_every_write = _pending(
-        StoreContract.test_a_read_only_store_reads_and_refuses_every_write
-    )
-    test_urls_of_an_id_the_store_never_gave_raise_keyerror = _pending(
-        StoreContract.test_urls_of_an_id_the_store_never_gave_raise_keyerror
-    )
 
 
 class TestSqliteStore(StoreContract):
@@ -68,7 +33,7 @@ class TestSqliteStore(StoreContract):
         assert store.label == "history.sqlite3" and store.capabilities == {"file"}
 
 
-class TestRedisStore(RedisPending, StoreContract):
+class TestRedisStore(StoreContract):
     def make_store(self, tmp_path, request):
         server = request.getfixturevalue("redis_db")
         # one shard: ids are given in order, as the contract's examples spell them
@@ -191,7 +156,7 @@ def test_recrawl_report_builds_a_third_party_store_for_its_spider_read_only(tmp_
     assert set(os.listdir(tmp_path)) - set(files) <= {"pages.sqlite3-wal", "pages.sqlite3-shm"}
 
 
-class TestRedisStoreSharded(RedisPending, StoreContract):
+class TestRedisStoreSharded(StoreContract):
     """16 shards (RECRAWL_REDIS_SHARDS's default): a URL's id comes from its shard's
     counter, so the contract's examples are read with the ids the store gave."""
 
@@ -208,7 +173,7 @@ class TestRedisStoreSharded(RedisPending, StoreContract):
         return reader
 
 
-class TestRedisClusterStore(RedisPending, StoreContract):
+class TestRedisClusterStore(StoreContract):
     """The one code path on a real three-master Redis Cluster (tests/redis_cluster.py):
     every script's keys in one slot, the shards spread over the nodes."""
 

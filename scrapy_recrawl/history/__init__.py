@@ -118,19 +118,9 @@ def open_store(
             shards=DEFAULTS["RECRAWL_REDIS_SHARDS"] if shards is None else shards,
             flush_every=options["flush_every"],
             flush_seconds=options["flush_seconds"],
+            read_only=read_only,
         )
-        # BRIDGE (issue 30): the Redis store declares the contract's members itself, and
-        # takes read_only=, on the redisplit branch; until that merge they are given
-        # here (a no-op once it has them). Remove this, the ignore below, and pass
-        # read_only=read_only to the constructor, at that merge.
-        if not hasattr(redis_store, "capabilities"):
-            for name, value in (
-                ("label", redis_store.key),
-                ("read_only", False),
-                ("capabilities", frozenset({"fenced"})),
-            ):
-                setattr(redis_store, name, value)
-        return redis_store  # type: ignore[return-value]
+        return redis_store
     if spec.startswith("sqlite:///"):
         # as SQLAlchemy spells it: sqlite:///relative.db, sqlite:////absolute.db
         path = spec[len("sqlite:///") :]

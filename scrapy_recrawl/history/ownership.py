@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..settings import RecrawlSettingError, get
-from .base import HistoryStore, HistoryStoreError
+from .base import HistoryStore, HistoryStoreError, fenced
 
 logger = logging.getLogger("scrapy_recrawl.history")
 
@@ -136,8 +136,9 @@ def default_sqlite_path(spider: str | None) -> str:
 
 def describe(store: HistoryStore) -> str:
     """The store as messages name it: its location, and its key prefix on a shared server."""
-    key = getattr(store, "key", None)
-    return f"{store.location} (key prefix {key!r})" if isinstance(key, str) else store.location
+    if fenced(store) is not None:  # a shared server: the label is the key prefix
+        return f"{store.location} (key prefix {store.label!r})"
+    return store.location
 
 
 def claim_store(store: HistoryStore, spider: str, settings: Any) -> None:

@@ -317,7 +317,7 @@ def from_store(store: object, *, monitor_share: float, seed: int, min_cycles: in
     the most page-cycles. Column 0 is the window's first fetch (a baseline, not an
     observation), column j the change observed at the window's j-th cycle.
     """
-    where = getattr(store, "location", repr(store))
+    where = store.location
     sample = MonitorSample.of(store, monitor_share or 0.0, seed)
     if not sample.recorded and sample.empty:
         raise HistoryError(
