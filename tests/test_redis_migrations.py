@@ -238,4 +238,12 @@ def test_a_crawl_and_a_command_refuse_a_pre_release_store_in_one_line(tmp_path, 
         assert "(key 'alpha:history')" in said[0] and "schema version 7;" in said[0]
         assert "recrawl-reset" in said[0]
     assert _dump(client) == before
+    # what the line says to do works: the store's keys go, unread, and it opens afresh
+    reset = scrapy(project, "recrawl-reset", "alpha", "--yes", settings=settings)
+    assert reset.returncode == 0, reset.log[-3000:]
+    assert "pre-release build" in reset.stdout and "Traceback" not in reset.log
+    left = [k for k in client.keys("*") if b"alpha:history" in k]
+    assert left and all(k.endswith(b":meta") for k in left)  # a new store's, nothing else
+    with RedisHistoryStore(redis_db.url, key="alpha:history") as store:
+        assert len(store) == 0 and store.cycle == 0
     client.close()

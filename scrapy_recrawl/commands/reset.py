@@ -77,10 +77,12 @@ class Command(RecrawlCommand):
                 return
             store.open()
         except PreReleaseStore as exc:
-            if file is None or opts.boilerplate or opts.compact:
+            if opts.boilerplate or opts.compact:
                 self._fail(f"cannot open the history store of spider {name!r}: {exc}")
-            else:  # unreadable by this release: emptied without reading it
+            elif file is not None:  # unreadable by this release: emptied without reading it
                 self._reset_pre_release(file.path, exc, name, opts)
+            else:  # a shared server's: its keys deleted, both layouts, nothing read
+                self._clear_pre_release(store, exc, name, opts)
             return
         except (RecrawlSettingError, HistoryStoreError) as exc:
             self._fail(f"cannot open the history store of spider {name!r}: {exc}")
@@ -168,6 +170,38 @@ class Command(RecrawlCommand):
         )
         return True
 
+    def _confirm_pre_release(self, refused: Any, name: str, opts: argparse.Namespace) -> bool:
+        print(
+            f"The history of spider {name!r} is {refused.location}, written by a pre-release "
+            f"build (schema version {refused.version}): this release cannot read it."
+        )
+        if not opts.yes and not sys.stdin.isatty():
+            self._fail("no terminal to confirm on: nothing deleted (pass --yes)")
+            return False
+        if not opts.yes and not _confirm("Delete it? [y/N] "):
+            self._fail("nothing deleted")
+            return False
+        return True
+
+    def _clear_pre_release(
+        self, store: Any, refused: Any, name: str, opts: argparse.Namespace
+    ) -> None:
+        """A Redis store written by a build before the first release: its keys (either
+        key layout) deleted by the store's clear(), which reads none of them; the key
+        prefix is the spider's own (RECRAWL_REDIS_KEY's %(spider)s)."""
+        from scrapy_recrawl.history import HistoryStoreError
+
+        if not self._confirm_pre_release(refused, name, opts):
+            return
+        try:
+            store.clear()
+        except HistoryStoreError as exc:
+            self._fail(str(exc))
+            return
+        finally:
+            store.close()
+        print(f"Reset: the next `scrapy crawl {name}` starts at cycle 1.")
+
     def _reset_pre_release(
         self, path: str, refused: Any, name: str, opts: argparse.Namespace
     ) -> None:
@@ -187,15 +221,7 @@ class Command(RecrawlCommand):
                 f"deleted (reset it with `scrapy recrawl-reset {owner}`)"
             )
             return
-        print(
-            f"The history of spider {name!r} is {location}, written by a pre-release build "
-            f"(schema version {refused.version}): this release cannot read it."
-        )
-        if not opts.yes and not sys.stdin.isatty():
-            self._fail("no terminal to confirm on: nothing deleted (pass --yes)")
-            return
-        if not opts.yes and not _confirm("Delete it? [y/N] "):
-            self._fail("nothing deleted")
+        if not self._confirm_pre_release(refused, name, opts):
             return
         lock = StoreLock(path, location)
         try:
