@@ -175,8 +175,9 @@ class DistributedFrontier(CycleFrontier):
             return True
 
     def start_taken(self, request: Request) -> str | None:
-        assert self.dupefilter is not None, "no cycle adopted"
-        fp = self.dupefilter.request_fingerprint(request)  # type: ignore[attr-defined]
+        df: Any = self.dupefilter  # the cycle's shared set (scrapy-redis's interface)
+        assert df is not None, "no cycle adopted"
+        fp = df.request_fingerprint(request)
         mine = self.shared.claim_start(self.cycle, fp)
         if mine is not None:
             return None if mine else "start_claimed_elsewhere"
