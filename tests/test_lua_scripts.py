@@ -12,8 +12,8 @@ from scrapy_recrawl import lua
 
 FRONTIER = Path(lua.__file__).resolve().parent.parent / "frontier"
 
-#: what only Lua source has: a call into Redis from a script, a Lua local
-LUA_SOURCE = re.compile(r"redis\.call\(|redis\.error_reply\(|^\s*local \w+", re.M)
+#: what only Lua source has: a call into Redis from a script, a Lua local assigned
+LUA_SOURCE = re.compile(r"redis\.call\(|redis\.error_reply\(|^\s*local \w+(?:, \w+)* = ", re.M)
 
 
 @pytest.mark.parametrize("name", lua.names())
