@@ -16,6 +16,9 @@ PACKAGE = Path(lua.__file__).resolve().parent.parent
 def test_the_package_ships_its_scripts():
     names = lua.names()
     assert "history_record" in names and "liveness_stamp" in names
+    assert {"frontier_command", "frontier_fence", "frontier_fetched", "frontier_reserve"} <= set(
+        names
+    )
     for name in names:
         assert lua.load(name).strip(), name
 
@@ -60,11 +63,12 @@ def _python_strings(path: Path) -> list[str]:
 
 @pytest.mark.parametrize(
     "module",
-    sorted((PACKAGE / "history").glob("*.py")),
-    ids=lambda p: p.name,
+    sorted([*(PACKAGE / "history").glob("*.py"), *(PACKAGE / "frontier").glob("*.py")]),
+    ids=lambda p: f"{p.parent.name}/{p.name}",
 )
-def test_no_python_module_of_history_holds_lua_source(module):
-    """Lua lives in .lua files: no string of a history/ module calls Redis from Lua."""
+def test_no_python_module_holds_lua_source(module):
+    """Lua lives in .lua files: no string of a history/ or frontier/ module calls Redis
+    from Lua."""
     for text in _python_strings(module):
         assert "redis.call(" not in text and "redis.pcall(" not in text, module.name
         assert "redis.error_reply(" not in text, module.name

@@ -77,11 +77,11 @@ def test_scrapys_commands_that_look_at_one_url_are_recognised():
 
 
 def _frontier() -> LocalFrontier:
-    signals = SimpleNamespace(send_catch_log=lambda *a, **k: None)
+    # what first_fetch() uses of its scheduler (frontier/base.py: SchedulerHost)
     host = SimpleNamespace(
-        crawler=SimpleNamespace(signals=signals),
-        spider=None,
-        fingerprinter=RequestFingerprinter(),
+        recrawl_queue=list,
+        fingerprint=RequestFingerprinter().fingerprint,
+        dropped=lambda request: None,
         inc_stat=lambda *a, **k: None,
     )
     return LocalFrontier(host)  # type: ignore[arg-type]

@@ -26,6 +26,7 @@ import numpy as np
 
 from scrapy_recrawl.core.groups import history_groups
 from scrapy_recrawl.core.selection import monitor_mask
+from scrapy_recrawl.history.base import HistoryStore
 from scrapy_recrawl.history.cycle_log import monitor_samples
 from scrapy_recrawl.history.state import good_status
 
@@ -307,7 +308,9 @@ class MonitorSample:
         )
 
 
-def from_store(store: object, *, monitor_share: float, seed: int, min_cycles: int = 3) -> History:
+def from_store(
+    store: HistoryStore, *, monitor_share: float, seed: int, min_cycles: int = 3
+) -> History:
     """The monitoring sample's complete histories from an open history store.
 
     Rows: URLs of the sample (:class:`MonitorSample`: the rule each cycle's plan
