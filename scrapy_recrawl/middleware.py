@@ -75,14 +75,13 @@ from .history import (
     StoreRefused,
     UrlRecord,
     Visit,
-    before_close,
     cycle_log,
-    store_for_crawler,
 )
 from .history.state import fold_failure, gone_status
 from .hubs import META_HUB_PAGE, hubs_for_crawler
 from .last_modified import tally_for_crawler as last_modified_tally
 from .plugins import plugins_for_crawler, scorer_for_crawler
+from .runtime import before_close, store_for_crawler
 from .scope import not_a_page, off_reason, warn_http_cache
 from .settings import RecrawlSettingError, get
 from .skip import skip_mode, unchanged

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .history.redis_connection import cluster_mode, connect, location_of
+
 
 def _settings_dict(settings: Any, name: str) -> dict[str, Any]:
     if settings is None:
@@ -51,3 +53,17 @@ def connection_args(settings: Any, url: str | None = None) -> tuple[dict[str, An
 
         params["redis_cls"] = load_object(params["redis_cls"])
     return params, source
+
+
+def redis_from_settings(settings: Any, url: str | None = None) -> tuple[Any, str]:
+    """A client as scrapy-redis builds it from ``settings`` (or for ``url``), and where
+    it points: the distributed frontier's."""
+    params, source = connection_args(settings, url)
+    return connect(params, cluster=cluster_mode(settings), source=source)
+
+
+def redis_location(settings: Any, url: str | None = None) -> str:
+    """Where :func:`redis_from_settings` would connect, for messages, without
+    connecting."""
+    params, source = connection_args(settings, url)
+    return location_of(params, cluster=cluster_mode(settings), source=source)

@@ -38,7 +38,7 @@ from scrapy import signals
 from scrapy.exceptions import CloseSpider
 from scrapy.utils.misc import load_object
 
-from . import history
+from . import stores
 from .history import SCHEMA_VERSION, HistoryStore, HistoryStoreError
 from .history.ownership import StoreRefused, claim_store, describe, warn_old_default
 from .store_loss import watch_store_loss
@@ -136,8 +136,8 @@ class CrawlerRuntime:
             raise RuntimeError("the history store is opened for a spider: none is known yet")
         settings = crawler.settings
         # looked up in its module at call time: a test suite may point it at its own stores
-        store = history.open_store(settings, spider.name)
-        history.check_directory(store, spider.name, settings)
+        store = stores.open_store(settings, spider.name)
+        stores.check_directory(store, spider.name, settings)
         store.open()
         warn_old_default(store, spider.name, settings)
         try:

@@ -11,14 +11,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from scrapy_recrawl.history import (
-    HistoryStoreError,
-    SqliteHistoryStore,
-    Visit,
-    open_store,
-)
+from scrapy_recrawl.history import HistoryStoreError, SqliteHistoryStore, Visit
 from scrapy_recrawl.history.state import observe
 from scrapy_recrawl.settings import RecrawlSettingError
+from scrapy_recrawl.stores import open_store
 
 FP = b"\x01" * 20
 

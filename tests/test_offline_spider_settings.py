@@ -24,8 +24,9 @@ from scrapy.settings import Settings
 
 from scrapy_recrawl.core.selection import monitor_mask
 from scrapy_recrawl.estimate.probes import ProbeState, ProbeStore
-from scrapy_recrawl.history import SqliteHistoryStore, Visit, open_store
+from scrapy_recrawl.history import SqliteHistoryStore, Visit
 from scrapy_recrawl.history.cycle_log import monitor_samples
+from scrapy_recrawl.stores import open_store
 
 from .cli_project import make_project, scrapy
 from .helpers import LocalSite, Page

@@ -10,11 +10,12 @@ import logging
 
 import pytest
 
-from scrapy_recrawl.history import SCHEMA_VERSION, StoreLost, open_store
+from scrapy_recrawl.history import SCHEMA_VERSION, StoreLost
 from scrapy_recrawl.history import redis_session as redis_module
 from scrapy_recrawl.history.base import Visit
 from scrapy_recrawl.history.redis import RedisHistoryStore
 from scrapy_recrawl.settings import RecrawlSettingError
+from scrapy_recrawl.stores import open_store
 
 from .redis_server import RedisServer
 

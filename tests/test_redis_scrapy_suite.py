@@ -46,7 +46,7 @@ PLUGIN = textwrap.dedent(
     import scrapy.core.scheduler
     import scrapy.settings.default_settings as default_settings
 
-    import scrapy_recrawl.history as history
+    import scrapy_recrawl.stores as stores
     import scrapy_recrawl.frontier.distributed as distributed
     from scrapy_recrawl.frontier.redis import SpiderKeys
     from scrapy_recrawl.redis_scheduler import RedisRecrawlScheduler
@@ -76,7 +76,7 @@ PLUGIN = textwrap.dedent(
             return self.settings.getdict(name)
 
 
-    _open_store = history.open_store
+    _open_store = stores.open_store
 
 
     def open_store(settings, spider=None):
@@ -85,7 +85,7 @@ PLUGIN = textwrap.dedent(
         return _open_store(Override(settings), spider)
 
 
-    history.open_store = open_store
+    stores.open_store = open_store
     _spider_keys = distributed.spider_keys
 
 

@@ -12,16 +12,11 @@ import random
 import numpy as np
 import pytest
 
-from scrapy_recrawl.history import (
-    HistoryStoreError,
-    SqliteHistoryStore,
-    UrlRecord,
-    Visit,
-    open_store,
-)
+from scrapy_recrawl.history import HistoryStoreError, SqliteHistoryStore, UrlRecord, Visit
 from scrapy_recrawl.history.redis import PendingRecord, RedisHistoryStore
 from scrapy_recrawl.history.state import observe
 from scrapy_recrawl.settings import RecrawlSettingError
+from scrapy_recrawl.stores import open_store
 
 from .redis_server import free_port
 

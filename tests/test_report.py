@@ -26,11 +26,11 @@ from scrapy import Request
 from scrapy.settings import Settings
 from scrapy.utils.request import fingerprint
 
-from scrapy_recrawl.history import open_store
 from scrapy_recrawl.insight.cycles import cycle_rows
 from scrapy_recrawl.insight.log import VisitLog
 from scrapy_recrawl.insight.plot import figure
 from scrapy_recrawl.learn.histories import load
+from scrapy_recrawl.stores import open_store
 
 from .cli_project import make_project, scrapy, scrapy_in_process
 from .helpers import LocalSite, Page

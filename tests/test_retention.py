@@ -15,13 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scrapy_recrawl.history import (
-    SqliteHistoryStore,
-    Visit,
-    open_store,
-)
+from scrapy_recrawl.history import SqliteHistoryStore, Visit
 from scrapy_recrawl.history.records import window_from_log
 from scrapy_recrawl.settings import RecrawlSettingError
+from scrapy_recrawl.stores import open_store
 
 #: the record columns of the urls table a trim must leave as they are
 _RECORD = (

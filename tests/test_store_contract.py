@@ -10,9 +10,10 @@ import os
 import pytest
 from scrapy.settings import Settings
 
-from scrapy_recrawl.history import SqliteHistoryStore, Visit, open_store
+from scrapy_recrawl.history import SqliteHistoryStore, Visit
 from scrapy_recrawl.history.redis import RedisHistoryStore
 from scrapy_recrawl.settings import RecrawlSettingError
+from scrapy_recrawl.stores import open_store
 from scrapy_recrawl.testing import StoreContract, fp
 
 from .cli_project import make_project, scrapy_in_process

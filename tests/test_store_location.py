@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from scrapy_recrawl.history import SCHEMA_VERSION, check_directory, open_store
+from scrapy_recrawl.history import SCHEMA_VERSION
 from scrapy_recrawl.settings import RecrawlSettingError
+from scrapy_recrawl.stores import check_directory, open_store
 
 from .cli_project import make_project, scrapy
 from .helpers import LocalSite, Page

@@ -133,9 +133,9 @@ class RecrawlCommand(ScrapyCommand):
 
         ``read_only`` (the default): a SQLite store is opened without a lock and never
         created, migrated or changed (history/sqlite_readonly.py)."""
-        from scrapy_recrawl.history import open_store
         from scrapy_recrawl.settings import RecrawlSettingError
         from scrapy_recrawl.startup import unknown_setting_messages
+        from scrapy_recrawl.stores import open_store
 
         # a misspelled RECRAWL_STORE would read the default store without a word
         for message in unknown_setting_messages(self.settings):

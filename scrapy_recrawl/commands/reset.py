@@ -64,10 +64,11 @@ class Command(RecrawlCommand):
         name = args[0]
         assert self.settings is not None
         settings = spider_settings(self.settings, name)  # custom_settings included
-        from scrapy_recrawl.history import HistoryStoreError, open_store
+        from scrapy_recrawl.history import HistoryStoreError
         from scrapy_recrawl.history.base import PreReleaseStore, file_store
         from scrapy_recrawl.history.class_path import scheduler_uses_redis
         from scrapy_recrawl.settings import RecrawlSettingError
+        from scrapy_recrawl.stores import open_store
 
         try:
             store = open_store(settings, name)  # the spider's own (its %(spider)s defaults)

@@ -432,7 +432,8 @@ def live_workers(settings: Any, spider: str) -> tuple[str, list[str], float]:
     ``RECRAWL_REDIS_WORKER_TIMEOUT`` seconds, by its own clock. A crawl that ended
     cleanly has left; one that was killed counts until that timeout has passed.
     Returns (where, their worker ids: host:pid:token, the timeout)."""
-    from ..history.redis_connection import cluster_mode, redis_from_settings
+    from ..history.redis_connection import cluster_mode
+    from ..redis_settings import redis_from_settings
 
     timeout = worker_timeout(settings)
     names = spider_keys(settings, spider, cluster_mode(settings))
@@ -453,7 +454,8 @@ def reset_spider(settings: Any, spider: str) -> tuple[str, int]:
     settings (``RECRAWL_REDIS_SCHEDULER_KEY``, ``SCHEDULER_QUEUE_KEY``,
     ``SCHEDULER_DUPEFILTER_KEY``); no other spider's key is touched.
     """
-    from ..history.redis_connection import cluster_mode, redis_from_settings
+    from ..history.redis_connection import cluster_mode
+    from ..redis_settings import redis_from_settings
 
     names = spider_keys(settings, spider, cluster_mode(settings))
     skey, dupes = names.scheduler, names.dupefilter

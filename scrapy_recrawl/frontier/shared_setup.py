@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..history import HistoryStoreError
-from ..history.redis_connection import cluster_mode, redis_from_settings
+from ..history.redis_connection import cluster_mode
 from ..history.redis_liveness import worker_timeout
+from ..redis_settings import redis_from_settings
 from ..settings import RecrawlSettingError, get
 from . import serializer as request_serializer
 from .queues import queue_and_dupefilter

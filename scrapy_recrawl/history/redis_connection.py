@@ -10,9 +10,8 @@ on to every node's connections). A mismatch -- a cluster named but a single Redi
 found, or the reverse -- is one :class:`RedisModeError` naming the setting, raised when
 the client first connects (docs/distributed.md, "Redis Cluster").
 
-:func:`redis_from_settings` and :func:`redis_location` take Scrapy settings, for the
-callers that still hand them over (frontier/, the store built with ``settings=``): they
-ask redis_settings.py for the arguments when called (no import of Scrapy here).
+:data:`DEFAULT_PARAMS` are scrapy-redis's defaults, for a store built from a bare URL
+(a test, a script): the same timeouts as every connection the crawl makes.
 """
 
 from __future__ import annotations
@@ -25,6 +24,15 @@ from .base import HistoryStoreError
 
 #: the setting that says the Redis is a cluster (settings.py)
 CLUSTER_SETTING = "RECRAWL_REDIS_CLUSTER"
+
+#: scrapy-redis's ``defaults.REDIS_PARAMS`` (tests/test_redis_connection_defaults.py holds
+#: them equal): what a connection made from a bare URL gets, as one made from settings
+DEFAULT_PARAMS: dict[str, Any] = {
+    "socket_timeout": 30,
+    "socket_connect_timeout": 30,
+    "retry_on_timeout": True,
+    "encoding": "utf-8",
+}
 
 
 class RedisModeError(HistoryStoreError):
@@ -153,26 +161,6 @@ def _checked(params: Mapping[str, Any], source: str) -> dict[str, Any]:
         _check_scheme(str(out["url"]), source)
     out["decode_responses"] = False
     return out
-
-
-def redis_from_settings(settings: Any, url: str | None = None) -> tuple[Any, str]:
-    """A client as scrapy-redis builds it from ``settings`` (or for ``url``): kept for
-    the callers that hand over Scrapy settings (frontier/, the store built from
-    settings); scrapy_recrawl/redis_settings.py reads them (scrapy-redis's way), this
-    package only connects."""
-    from ..redis_settings import connection_args
-
-    params, source = connection_args(settings, url)
-    return connect(params, cluster=cluster_mode(settings), source=source)
-
-
-def redis_location(settings: Any, url: str | None = None) -> str:
-    """Where :func:`redis_from_settings` would connect, for messages, without
-    connecting."""
-    from ..redis_settings import connection_args
-
-    params, source = connection_args(settings, url)
-    return location_of(params, cluster=cluster_mode(settings), source=source)
 
 
 def _cluster_client(params: dict[str, Any]) -> tuple[Any, str]:

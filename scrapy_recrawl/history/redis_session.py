@@ -18,14 +18,12 @@ from . import redis_migrate, redis_scripts
 from .base import HistoryStoreError
 from .epoch import StoreLost, new_epoch
 from .redis_connection import (
+    DEFAULT_PARAMS,
     _redis_errors,
     client_location,
     cluster_mode,
     connect,
     location_of,
-    redacted,
-    redis_from_settings,
-    redis_location,
 )
 from .redis_liveness import NOW_LUA, STAMP_LUA
 from .redis_schema import LOST_ERROR, Layout
@@ -55,26 +53,30 @@ class RedisSession:
         url: str | None,
         settings: Any,
         connection: Mapping[str, Any] | None,
+        source: str,
         client: Any,
         shards: int,
         on_loss: str,
         read_only: bool,
     ) -> None:
         self.key = key
-        self._url = url
         self._settings = settings
+        if connection is None and client is None:
+            if url is None:
+                raise TypeError(
+                    "a Redis history store needs a url, connection arguments "
+                    "(scrapy_recrawl.redis_settings.connection_args) or a client"
+                )
+            connection = {**DEFAULT_PARAMS, "url": url}  # scrapy-redis's defaults
         self._connection = connection
+        self._source = source
         self._client = client
         self.read_only = read_only
         if client is not None:
             self.location = _location(client)
-        elif connection is not None:
-            self.location = location_of(connection, cluster=cluster_mode(settings))
-        elif url is not None and settings is None:
-            self.location = redacted(url)
         else:
-            # where scrapy-redis's settings point; resolved without connecting
-            self.location = redis_location(settings, url)
+            assert connection is not None
+            self.location = location_of(connection, cluster=cluster_mode(settings), source=source)
         #: shards of a store this process creates (an existing one keeps its own)
         self.new_shards = max(1, int(shards))
         self.layout = Layout(key, self.new_shards)
@@ -158,13 +160,9 @@ class RedisSession:
         if self._client is not None:
             return self._client
         try:
-            if self._connection is not None:
-                cluster = cluster_mode(self._settings)
-                self._client, _ = connect(self._connection, cluster=cluster)
-            else:
-                self._client, location = redis_from_settings(self._settings, self._url)
-                if self._url is None:
-                    self.location = location
+            assert self._connection is not None  # (a store given a client has one)
+            cluster = cluster_mode(self._settings)
+            self._client, _ = connect(self._connection, cluster=cluster, source=self._source)
         except _redis_errors() as exc:
             raise HistoryStoreError(
                 f"cannot reach the history store at {self.location} (RECRAWL_STORE, "
@@ -263,7 +261,7 @@ class RedisSession:
         return client
 
     def disconnect(self, client: Any) -> None:
-        if self._connection is not None or self._url is not None or self._settings is not None:
+        if self._connection is not None:
             client.close()  # ours: release its connections
 
     # -- identity (history/epoch.py) -------------------------------------------

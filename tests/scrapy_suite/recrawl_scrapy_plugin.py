@@ -40,7 +40,7 @@ import pytest
 import scrapy.core.scheduler
 import scrapy.settings.default_settings as default_settings
 
-import scrapy_recrawl.history as history
+import scrapy_recrawl.stores as stores
 from scrapy_recrawl.addon import MIDDLEWARE_ORDER
 from scrapy_recrawl.scheduler import RecrawlScheduler
 
@@ -72,7 +72,7 @@ RecrawlScheduler.open = _counting_open  # type: ignore[method-assign]
 
 _tmp_root = tempfile.mkdtemp(prefix="recrawl-scrapy-suite-")
 _counter = itertools.count()
-_original_open_store = history.open_store
+_original_open_store = stores.open_store
 
 
 class _StoreOverride:
@@ -106,8 +106,8 @@ def _open_job_store(settings: Any, spider: str | None = None) -> Any:
     return _original_open_store(_StoreOverride(settings, _store_path(settings, spider)), spider)
 
 
-# the runtime (runtime.py) looks open_store up in its module at call time: the job's store.
-history.open_store = _open_job_store
+# the runtime (runtime.py) looks open_store up in stores.py at call time: the job's store.
+stores.open_store = _open_job_store
 
 
 @pytest.fixture(autouse=True)

@@ -59,7 +59,7 @@ def test_the_directory_setting_is_required() -> None:
 
 
 def test_the_crawl_builds_it_from_recrawl_store_class(tmp_path: Path) -> None:
-    from scrapy_recrawl.history import open_store
+    from scrapy_recrawl.stores import open_store
 
     settings = Settings(
         {
