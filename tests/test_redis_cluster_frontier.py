@@ -18,8 +18,9 @@ from scrapy.settings import Settings
 
 from scrapy_recrawl.frontier import queues, serializer
 from scrapy_recrawl.frontier.redis import reset_spider, spider_keys
-from scrapy_recrawl.history.redis_connection import RedisModeError, redis_from_settings
+from scrapy_recrawl.history.redis_connection import RedisModeError
 from scrapy_recrawl.history.request_codec import decode_request
+from scrapy_recrawl.redis_settings import redis_from_settings
 from scrapy_recrawl.settings import RecrawlSettingError
 
 from .cli_project import make_project, scrapy
@@ -230,7 +231,7 @@ def test_reset_deletes_the_spiders_tagged_keys_on_a_cluster(redis_deployment):  
 
 
 def test_the_location_of_a_cluster_is_known_without_connecting():
-    from scrapy_recrawl.history.redis_connection import redis_location
+    from scrapy_recrawl.redis_settings import redis_location
 
     # nothing listens there: a cluster client built from these settings would fail
     settings = Settings({"REDIS_URL": "redis://:pw@127.0.0.1:1/0", "RECRAWL_REDIS_CLUSTER": True})

@@ -371,7 +371,7 @@ def test_a_request_over_64_kb_is_kept_beside_the_blobs_and_read_back(store):
 def test_a_redis_url_of_another_scheme_is_refused_naming_where_it_came_from(settings, named):
     from scrapy.settings import Settings
 
-    from scrapy_recrawl.history.redis_connection import redis_location
+    from scrapy_recrawl.redis_settings import redis_location
     from scrapy_recrawl.settings import RecrawlSettingError
 
     with pytest.raises(RecrawlSettingError) as err:

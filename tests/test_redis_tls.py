@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from scrapy.settings import Settings
 
-from scrapy_recrawl.history.redis_connection import redis_from_settings, redis_location
 from scrapy_recrawl.history.redis_tls import HANDSHAKE_SECONDS
+from scrapy_recrawl.redis_settings import redis_from_settings, redis_location
 
 from .cli_project import make_project, scrapy
 

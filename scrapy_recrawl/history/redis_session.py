@@ -24,6 +24,7 @@ from .redis_connection import (
     cluster_mode,
     connect,
     location_of,
+    redacted,
 )
 from .redis_liveness import NOW_LUA, STAMP_LUA
 from .redis_schema import LOST_ERROR, Layout
@@ -74,6 +75,8 @@ class RedisSession:
         self.read_only = read_only
         if client is not None:
             self.location = _location(client)
+        elif url is not None:
+            self.location = redacted(url)
         else:
             assert connection is not None
             self.location = location_of(connection, cluster=cluster_mode(settings), source=source)
