@@ -13,7 +13,9 @@ it targets (``api_version = "1"``) and declares its capabilities
 :class:`Terminal`\\ s are computed from), :class:`Selector` (``"selector"``),
 :class:`ProbeSource` (``"probes"``), :class:`BagKeeper` (``"bag_keeper"``) and
 :class:`VisitHook` (``"visit_hook"``: every recorded visit and its change
-signal). The crawl calls only what is declared (:func:`declared`), and checks a
+signal). A listed plug-in's terminals reach a scorer through the registry built from
+the settings (:func:`registry_from_settings`, :func:`scorer_from_settings`): the
+scoring package alone knows only the core's. The crawl calls only what is declared (:func:`declared`), and checks a
 class against its declaration when it loads it (:func:`plugin_problems`, one log
 line each).
 
@@ -60,6 +62,7 @@ from .history.base import (
     file_store,
 )
 from .history.sqlite import SqliteHistoryStore
+from .plugin_terminals import registry_from_settings, scorer_from_settings
 from .scoring.registry import Terminal, optional_column
 from .settings import RecrawlSettingError
 
@@ -94,5 +97,7 @@ __all__ = [
     "file_store",
     "optional_column",
     "plugin_problems",
+    "registry_from_settings",
+    "scorer_from_settings",
     "uses_terminals",
 ]

@@ -6,8 +6,7 @@ import numpy as np
 from recrawl_example_plugin import ChangeStreak
 from scrapy.settings import Settings
 
-from scrapy_recrawl.api import HistoryStore, Visit
-from scrapy_recrawl.scoring import Scorer
+from scrapy_recrawl.api import HistoryStore, Visit, scorer_from_settings
 from scrapy_recrawl.testing import assert_plugin, fp
 
 LISTED = {"RECRAWL_PLUGINS": {"recrawl_example_plugin.ChangeStreak": 500}}
@@ -42,7 +41,7 @@ def test_the_visit_hook_counts_changes_in_a_row(sqlite_store: HistoryStore) -> N
 
 
 def test_the_terminal_parses_once_the_plugin_is_listed_and_ranks_by_the_column() -> None:
-    scorer = Scorer.from_settings(Settings({"RECRAWL_SCORER": "streak", **LISTED}))
+    scorer = scorer_from_settings(Settings({"RECRAWL_SCORER": "streak", **LISTED}))
     assert scorer.terminals_needed == {"streak"}
     assert ChangeStreak.enabled(Settings(LISTED), scorer.terminals_needed)
     state = {"n": np.zeros(3), "change_streak": np.array([0.0, 4.0, 1.0])}
