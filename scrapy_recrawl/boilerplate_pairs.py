@@ -56,14 +56,8 @@ class PairFetcher:
         self.store = store
         self.detector = detector
         self._inc = inc
-        self.learn: bool = get(settings, "RECRAWL_LEARN_BOILERPLATE", bool)
-        pairs: int = get(
-            settings,
-            "RECRAWL_BOILERPLATE_PAIRS",
-            int,
-            lambda v: v >= 1,
-            "a number of pairs >= 1 per section of a site",
-        )
+        self.learn: bool = get(settings, "RECRAWL_LEARN_BOILERPLATE")
+        pairs: int = get(settings, "RECRAWL_BOILERPLATE_PAIRS")
         self.model = BoilerplateModel(pairs)
         self._pending: dict[int, _Pending] = {}
         for problem in self.model.load(store.side_items(TABLE)):

@@ -122,7 +122,7 @@ class HubSpiderMiddleware(BaseSpiderMiddleware):
     (module docstring). Off (NotConfigured) when the add-on is off."""
 
     def __init__(self, crawler: Any) -> None:
-        if not get(crawler.settings, "RECRAWL_ENABLED", bool):
+        if not get(crawler.settings, "RECRAWL_ENABLED"):
             raise NotConfigured
         super().__init__(crawler)
 

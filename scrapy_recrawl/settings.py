@@ -143,6 +143,24 @@ _WORDS = {
 _NUM = (int, float)
 
 
+def _increasing_positive(least: int) -> Callable[[Any], bool]:
+    """At least ``least`` finite positive numbers (not booleans), strictly increasing."""
+
+    def check(value: Any) -> bool:
+        try:
+            xs = [float(x) for x in value]
+        except (TypeError, ValueError):
+            return False
+        return (
+            len(xs) >= least
+            and not any(isinstance(x, bool) for x in value)
+            and all(math.isfinite(x) and x > 0 for x in xs)
+            and all(a < b for a, b in zip(xs, xs[1:], strict=False))
+        )
+
+    return check
+
+
 def _strings(value: Any) -> bool:
     """A list of names or XPaths: every item a non-empty string."""
     return all(isinstance(x, str) and x.strip() for x in value)
@@ -273,14 +291,22 @@ SETTINGS: dict[str, Setting] = _declare(
         "RECRAWL_PROBE_OFFSETS",
         [4, 6, 9, 14, 21, 32, 48, 72],
         _numbers,
-        None,
-        None,
-        "a list of numbers",
+        (list, tuple),
+        _increasing_positive(1),
+        "increasing positive numbers of hours after the first fetch, "
+        "e.g. [4, 6, 9, 14, 21, 32, 48, 72]",
     ),
     # most of a cycle's budget that due probes may take first
     _n("RECRAWL_PROBE_SHARE", 0.25, lambda v: 0 < v <= 1, "a share of the cycle budget in (0, 1]"),
     # loop-time baskets: recrawl intervals, hours
-    Setting("RECRAWL_BASKETS", [4, 12, 24, 72, 168], _numbers, None, None, "a list of numbers"),
+    Setting(
+        "RECRAWL_BASKETS",
+        [4, 12, 24, 72, 168],
+        _numbers,
+        (list, tuple),
+        _increasing_positive(2),
+        "at least 2 increasing positive recrawl intervals in hours, e.g. [4, 12, 24, 72, 168]",
+    ),
     # hours: `due`'s interval for a page not classified yet
     _n("RECRAWL_BASKET_DEFAULT", 24.0, lambda v: v > 0, "a recrawl interval in hours > 0"),
     # None: the model `scrapy recrawl-baskets` saved in the store
@@ -390,11 +416,13 @@ SETTINGS: dict[str, Setting] = _declare(
     Setting("RECRAWL_PRIOR", None, _optional(_numbers), None, None, "two numbers (a, b) or None"),
     _i("RECRAWL_SEED", 0),
     # -- the `nutch` preset (Nutch's AdaptiveFetchSchedule defaults, in cycles of one day)
-    _n("RECRAWL_NUTCH_INTERVAL", 30.0, lambda v: v > 0, "cycles"),  # db.fetch.interval.default
+    _n(
+        "RECRAWL_NUTCH_INTERVAL", 30.0, lambda v: v > 0, "a number of cycles > 0"
+    ),  # db.fetch.interval.default
     # db.fetch.schedule.adaptive.min_interval: 60 s
-    _n("RECRAWL_NUTCH_MIN_INTERVAL", 1.0, lambda v: v > 0, "cycles"),
+    _n("RECRAWL_NUTCH_MIN_INTERVAL", 1.0, lambda v: v > 0, "a number of cycles > 0"),
     # db.fetch.schedule.adaptive.max_interval: 1 year
-    _n("RECRAWL_NUTCH_MAX_INTERVAL", 365.0, lambda v: v > 0, "cycles"),
+    _n("RECRAWL_NUTCH_MAX_INTERVAL", 365.0, lambda v: v > 0, "a number of cycles > 0"),
     _n("RECRAWL_NUTCH_INC_RATE", 0.4, lambda v: 0 <= v <= 10, "a rate 0..10"),  # inc_rate
     _n("RECRAWL_NUTCH_DEC_RATE", 0.2, lambda v: 0 <= v < 1, "a rate 0 <= r < 1"),  # dec_rate
     # the `burst` terminal: how fast a change's aftershocks decay, in cycles

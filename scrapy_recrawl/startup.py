@@ -51,7 +51,7 @@ _CHECKED_ATTRIBUTE = "_recrawl_checked"
 
 def enabled(settings: Any) -> bool:
     """``RECRAWL_ENABLED``: False turns the whole package off for this crawl."""
-    return bool(get(settings, "RECRAWL_ENABLED", bool))
+    return bool(get(settings, "RECRAWL_ENABLED"))
 
 
 def check_settings(settings: Any) -> None:
@@ -116,7 +116,7 @@ def _check(settings: Any) -> None:
     CycleConfig.from_settings(settings)
     check_plugins(settings, scorer_from_settings(settings).terminals_needed)
     ChangeDetector.from_settings(settings)
-    get(settings, "RECRAWL_CONDITIONAL_GET", bool)
+    get(settings, "RECRAWL_CONDITIONAL_GET")
     on_store_loss(settings)
     skip_mode(settings)
     StoredRequests.from_settings(settings)

@@ -41,32 +41,18 @@ def open_store(
     ``RECRAWL_STORE_CLASS`` names a backend of one's own, built with both
     (:func:`_third_party_store`).
     """
-    cls_path = get(settings, "RECRAWL_STORE_CLASS", str)
+    cls_path = get(settings, "RECRAWL_STORE_CLASS")
     if cls_path:
         return _third_party_store(cls_path, settings, spider=spider, read_only=read_only)
-    spec = get(settings, "RECRAWL_STORE", (str, os.PathLike))
+    spec = get(settings, "RECRAWL_STORE")
     options: dict[str, Any] = {
-        "store_bodies": get(settings, "RECRAWL_STORE_BODIES", bool),
-        "flush_every": get(
-            settings, "RECRAWL_FLUSH_EVERY", int, lambda v: v >= 1, "a positive number of visits"
-        ),
-        "flush_seconds": get(
-            settings,
-            "RECRAWL_FLUSH_SECONDS",
-            (int, float),
-            lambda v: v >= 0,
-            "a number of seconds >= 0",
-        ),
+        "store_bodies": get(settings, "RECRAWL_STORE_BODIES"),
+        "flush_every": get(settings, "RECRAWL_FLUSH_EVERY"),
+        "flush_seconds": get(settings, "RECRAWL_FLUSH_SECONDS"),
     }
     sqlite_options = {
         **options,
-        "log_maxlen": get(
-            settings,
-            "RECRAWL_SQLITE_LOG_MAXLEN",
-            int,
-            lambda v: v >= 0,
-            "visits >= 0 (0: no cap)",
-        ),
+        "log_maxlen": get(settings, "RECRAWL_SQLITE_LOG_MAXLEN"),
     }
     if spec is None and scheduler_uses_redis(settings):
         spec = "redis"  # RedisRecrawlScheduler: the store lives beside its frontier
@@ -80,13 +66,9 @@ def open_store(
         from .history.redis import RedisHistoryStore
         from .redis_settings import connection_args
 
-        key = get(settings, "RECRAWL_REDIS_KEY", str) or DEFAULTS["RECRAWL_REDIS_KEY"]
-        maxlen = get(
-            settings, "RECRAWL_REDIS_LOG_MAXLEN", int, lambda v: v >= 0, "entries >= 0 (0: no cap)"
-        )
-        shards = get(
-            settings, "RECRAWL_REDIS_SHARDS", int, lambda v: 1 <= v <= 1024, "1 to 1024 shards"
-        )
+        key = get(settings, "RECRAWL_REDIS_KEY") or DEFAULTS["RECRAWL_REDIS_KEY"]
+        maxlen = get(settings, "RECRAWL_REDIS_LOG_MAXLEN")
+        shards = get(settings, "RECRAWL_REDIS_SHARDS")
         # scrapy-redis's way: REDIS_PARAMS over its defaults, then REDIS_URL (or this URL)
         params, source = connection_args(settings, None if spec == "redis" else spec)
         redis_store = RedisHistoryStore(
@@ -135,7 +117,7 @@ def check_directory(store: HistoryStore, spider: str, settings: Any) -> None:
         return
     if os.path.abspath(file.path) == os.path.abspath(default_sqlite_path(spider)):
         return
-    spec = get(settings, "RECRAWL_STORE", (str, os.PathLike))
+    spec = get(settings, "RECRAWL_STORE")
     raise RecrawlSettingError(
         f"RECRAWL_STORE={os.fspath(spec) if spec is not None else file.path!r}: the "
         f"directory {directory} does not exist; create it, or leave RECRAWL_STORE unset "

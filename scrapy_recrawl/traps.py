@@ -38,7 +38,7 @@ logger = logging.getLogger("scrapy_recrawl.traps")
 
 
 def _cap(settings: Any, name: str) -> int:
-    return int(get(settings, name, int, lambda v: v >= 0, "a number of URLs (0: no cap)"))
+    return int(get(settings, name))  # declared in settings.py: URLs >= 0 (0: no cap)
 
 
 class TrapCaps:

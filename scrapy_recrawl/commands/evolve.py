@@ -372,8 +372,8 @@ class Command(RecrawlCommand):
         from scrapy_recrawl.settings import get
 
         settings: Any = self.settings
-        share = get(settings, "RECRAWL_MONITOR_SHARE", (int, float), expect="a share in [0, 1]")
-        seed = get(settings, "RECRAWL_SEED", int, expect="an integer")
+        share = get(settings, "RECRAWL_MONITOR_SHARE")
+        seed = get(settings, "RECRAWL_SEED")
         from scrapy_recrawl.history import HistoryStoreError
         from scrapy_recrawl.history.records import RecordError
 

@@ -242,9 +242,9 @@ class Command(RecrawlCommand):
         settings: Any = self.settings
         try:  # the crawl's plan-mode settings, unless the options say otherwise
             if opts.periods is None:
-                opts.periods = get(settings, "RECRAWL_PLAN_PERIODS", int)
+                opts.periods = get(settings, "RECRAWL_PLAN_PERIODS")
             if opts.buckets is None:
-                opts.buckets = get(settings, "RECRAWL_BUCKETS", int)
+                opts.buckets = get(settings, "RECRAWL_BUCKETS")
         except RecrawlSettingError as exc:
             raise UsageError(str(exc), print_help=False) from None
         if not 1 <= opts.buckets <= 256:
@@ -318,7 +318,7 @@ class Command(RecrawlCommand):
                 k = budget_pages(
                     get(settings, "RECRAWL_BUDGET"),
                     int(known.sum()),
-                    get(settings, "RECRAWL_BUDGET_MAX", int, lambda v: v >= 0, "pages >= 0"),
+                    get(settings, "RECRAWL_BUDGET_MAX"),
                 )
             else:
                 k = (

@@ -158,7 +158,9 @@ class Command(RecrawlCommand):
             kept = store.body(rec.fingerprint) if rec is not None else None
             return kept.body if kept is not None else None
 
-        current = list(self.settings.getlist("RECRAWL_IGNORE_XPATHS"))  # type: ignore[union-attr]
+        from scrapy_recrawl.settings import get
+
+        current = list(get(self.settings, "RECRAWL_IGNORE_XPATHS"))
         report = render.Report(
             source=store.location,
             spider=getattr(opts, "spider", None) or self._only_spider(),
@@ -227,8 +229,8 @@ class Command(RecrawlCommand):
             from scrapy_recrawl.learn.histories import MonitorSample
 
             # the sample each cycle's plan recorded; the settings' only for an older store
-            share = get(self.settings, "RECRAWL_MONITOR_SHARE", (int, float))
-            seed = get(self.settings, "RECRAWL_SEED", int)
+            share = get(self.settings, "RECRAWL_MONITOR_SHARE")
+            seed = get(self.settings, "RECRAWL_SEED")
             if MonitorSample.of(store, share, seed).empty:
                 raise InputError(
                     f"{store.location}: no monitoring sample to export (RECRAWL_MONITOR_SHARE "

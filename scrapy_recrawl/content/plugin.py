@@ -49,7 +49,7 @@ class ContentPlugin:
 
     @classmethod
     def enabled(cls, settings: Any, terminals_needed: frozenset[str]) -> bool:
-        chi2 = get(settings, "RECRAWL_CHANGE_TEST", str) == "chi2"
+        chi2 = get(settings, "RECRAWL_CHANGE_TEST") == "chi2"
         return chi2 or uses_terminals(cls, terminals_needed)
 
     @classmethod

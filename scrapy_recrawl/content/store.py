@@ -64,26 +64,22 @@ class ContentSettings:
 
     @classmethod
     def from_settings(cls, s: Any) -> ContentSettings:
-        test = get(s, "RECRAWL_CHANGE_TEST", str)
+        test = get(s, "RECRAWL_CHANGE_TEST")
         if test not in ("simhash", "chi2"):
             raise RecrawlSettingError(
                 f"RECRAWL_CHANGE_TEST={test!r}: expected 'simhash' (the default rule) or 'chi2'"
             )
         return cls(
             change_test=test,
-            chi2_p=float(
-                get(s, "RECRAWL_CHI2_P", (int, float), lambda v: 0 < v < 1, "a p-value in (0, 1)")
-            ),
-            bow_terms=get(s, "RECRAWL_BOW_TERMS", int, lambda v: 1 <= v <= 65535, "1..65535"),
-            window=win.check_window(get(s, "RECRAWL_WINDOW", int)),
-            experts=get(s, "RECRAWL_EXPERTS", int, lambda v: 1 <= v <= 255, "an int 1..255"),
-            max_lag=get(s, "RECRAWL_EXPERTS_LAG", int, lambda v: 1 <= v <= 255, "an int 1..255"),
-            candidates=get(
-                s, "RECRAWL_EXPERTS_CANDIDATES", int, lambda v: v >= 2, "an int >= 2 (URLs)"
-            ),
-            history=get(s, "RECRAWL_EXPERTS_HISTORY", int, lambda v: v >= 4, "an int >= 4"),
-            refresh=get(s, "RECRAWL_EXPERTS_REFRESH", int, lambda v: v >= 1, "an int >= 1"),
-            same_host=get(s, "RECRAWL_EXPERTS_SAME_HOST", bool),
+            chi2_p=float(get(s, "RECRAWL_CHI2_P")),
+            bow_terms=get(s, "RECRAWL_BOW_TERMS"),
+            window=win.check_window(get(s, "RECRAWL_WINDOW")),
+            experts=get(s, "RECRAWL_EXPERTS"),
+            max_lag=get(s, "RECRAWL_EXPERTS_LAG"),
+            candidates=get(s, "RECRAWL_EXPERTS_CANDIDATES"),
+            history=get(s, "RECRAWL_EXPERTS_HISTORY"),
+            refresh=get(s, "RECRAWL_EXPERTS_REFRESH"),
+            same_host=get(s, "RECRAWL_EXPERTS_SAME_HOST"),
         )
 
 

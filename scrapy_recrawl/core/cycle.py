@@ -61,40 +61,19 @@ class CycleConfig:
         # the one budget rule (core/budget.py); its deprecation note is logged once, at
         # start-up (startup.py), not at every read
         budget, _ = parse_budget(get(s, "RECRAWL_BUDGET"))
-        share = (int, float)
         return cls(
             budget=budget,
-            budget_max=get(
-                s, "RECRAWL_BUDGET_MAX", int, lambda v: v >= 0, "a number of pages (0: no maximum)"
-            ),
-            new_share=get(s, "RECRAWL_NEW_SHARE", share, lambda v: 0 <= v <= 1, "a share 0..1"),
-            new_share_max=get(
-                s, "RECRAWL_NEW_SHARE_MAX", share, lambda v: 0 <= v <= 1, "a share 0..1"
-            ),
-            warmup_cycles=get(
-                s, "RECRAWL_WARMUP_CYCLES", int, lambda v: v >= 0, "a number of cycles >= 0"
-            ),
-            continuous=get(s, "RECRAWL_CONTINUOUS", bool),
-            cycle_seconds=get(
-                s, "RECRAWL_CYCLE_SECONDS", share, lambda v: v > 0, "a number of seconds > 0"
-            ),
-            cycle_period=get(
-                s, "RECRAWL_CYCLE_PERIOD", share, lambda v: v > 0, "a number of seconds > 0"
-            ),
-            max_cycles=get(
-                s, "RECRAWL_MAX_CYCLES", int, lambda v: v >= 0, "a number of cycles (0: no limit)"
-            ),
-            monitor_share=get(
-                s, "RECRAWL_MONITOR_SHARE", share, lambda v: 0 <= v <= 1, "a share from 0 to 1"
-            ),
-            max_per_domain=get(
-                s,
-                "RECRAWL_MAX_PER_DOMAIN",
-                int,
-                lambda v: v >= 1,
-                "a number of pages >= 1, or None",
-            ),
-            seed=get(s, "RECRAWL_SEED", int, expect="an integer"),
+            budget_max=get(s, "RECRAWL_BUDGET_MAX"),
+            new_share=get(s, "RECRAWL_NEW_SHARE"),
+            new_share_max=get(s, "RECRAWL_NEW_SHARE_MAX"),
+            warmup_cycles=get(s, "RECRAWL_WARMUP_CYCLES"),
+            continuous=get(s, "RECRAWL_CONTINUOUS"),
+            cycle_seconds=get(s, "RECRAWL_CYCLE_SECONDS"),
+            cycle_period=get(s, "RECRAWL_CYCLE_PERIOD"),
+            max_cycles=get(s, "RECRAWL_MAX_CYCLES"),
+            monitor_share=get(s, "RECRAWL_MONITOR_SHARE"),
+            max_per_domain=get(s, "RECRAWL_MAX_PER_DOMAIN"),
+            seed=get(s, "RECRAWL_SEED"),
             adaptive_budget=check_adaptive_budget(get(s, "RECRAWL_ADAPTIVE_BUDGET")),
         )
 

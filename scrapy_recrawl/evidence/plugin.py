@@ -75,20 +75,10 @@ class EvidenceSettings:
     """The RECRAWL_* settings of this plug-in, read and checked once."""
 
     def __init__(self, settings: Any) -> None:
-        self.enabled: bool | None = get(settings, "RECRAWL_EVIDENCE", bool)
-        self.checks: int = get(
-            settings, "RECRAWL_SITEMAP_CHECKS", int, lambda v: v >= 1, "a number >= 1"
-        )
-        self.trust: float = get(
-            settings,
-            "RECRAWL_SITEMAP_TRUST",
-            (int, float),
-            lambda v: 0 <= v <= 1,
-            "a share from 0 to 1",
-        )
-        self.cycle_seconds: float = get(
-            settings, "RECRAWL_CYCLE_SECONDS", (int, float), lambda v: v > 0, "a number > 0"
-        )
+        self.enabled: bool | None = get(settings, "RECRAWL_EVIDENCE")
+        self.checks: int = get(settings, "RECRAWL_SITEMAP_CHECKS")
+        self.trust: float = get(settings, "RECRAWL_SITEMAP_TRUST")
+        self.cycle_seconds: float = get(settings, "RECRAWL_CYCLE_SECONDS")
         self.importance = importance.load_callable(settings)
 
 

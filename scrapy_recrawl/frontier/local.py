@@ -25,6 +25,7 @@ from ..core.meta import META_CYCLE, META_ID, META_KIND, META_RANK, META_SCORE
 from ..history import HistoryStoreError, StoreLost
 from ..history.base import fenced
 from ..scope import not_a_page
+from ..settings import get
 from .base import CycleFrontier, LocalHost, RequestQueue, Taken, recrawl_kind
 from .outage import Outage
 from .probes import ProbeDispatch
@@ -241,7 +242,7 @@ class LocalFrontier(CycleFrontier):
             self._outage = Outage(
                 self.host,
                 self.host.store.location,
-                self.host.settings.getfloat("RECRAWL_REDIS_OUTAGE_SECONDS"),
+                get(self.host.settings, "RECRAWL_REDIS_OUTAGE_SECONDS"),
             )
         # waited out (the roll-over tried again each second), or the spider closing
         if self._outage.failed(exc) and (self._retry_call is None or not self._retry_call.active()):

@@ -105,7 +105,7 @@ def spider_keys(settings: Any, spider: str, cluster: bool) -> SpiderKeys:
     name = "{" + spider + "}" if cluster else spider
     keys = SpiderKeys(
         scheduler=for_spider(
-            get(settings, "RECRAWL_REDIS_SCHEDULER_KEY", str), "RECRAWL_REDIS_SCHEDULER_KEY", name
+            get(settings, "RECRAWL_REDIS_SCHEDULER_KEY"), "RECRAWL_REDIS_SCHEDULER_KEY", name
         ),
         queue=(settings.get("SCHEDULER_QUEUE_KEY") or defaults.SCHEDULER_QUEUE_KEY)
         % {"spider": name},

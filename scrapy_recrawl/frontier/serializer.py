@@ -62,7 +62,7 @@ def choose(settings: Any) -> Any:
     """The queues' serializer: ``SCHEDULER_SERIALIZER`` (a module path or an object with
     ``loads``/``dumps``), this module when unset; a pickling one only with
     ``RECRAWL_ALLOW_PICKLE = True``. Whatever it is, what it loads is checked as data."""
-    allow = get(settings, "RECRAWL_ALLOW_PICKLE", bool)
+    allow = get(settings, "RECRAWL_ALLOW_PICKLE")
     named = settings.get("SCHEDULER_SERIALIZER") or DEFAULT
     serializer = named
     if isinstance(named, str):

@@ -47,17 +47,9 @@ def shared_setup(settings: Any) -> SharedSetup:
     from scrapy_redis import defaults
 
     try:
-        lock_seconds = get(
-            settings, "RECRAWL_REDIS_LOCK_SECONDS", (int, float), lambda v: v > 0, "seconds > 0"
-        )
+        lock_seconds = get(settings, "RECRAWL_REDIS_LOCK_SECONDS")
         timeout = worker_timeout(settings)
-        outage_seconds = get(
-            settings,
-            "RECRAWL_REDIS_OUTAGE_SECONDS",
-            (int, float),
-            lambda v: v >= 0,
-            "seconds >= 0",
-        )
+        outage_seconds = get(settings, "RECRAWL_REDIS_OUTAGE_SECONDS")
         # requests as data unless pickling is allowed on purpose (frontier/serializer.py)
         serializer = request_serializer.choose(settings)
     except RecrawlSettingError as exc:

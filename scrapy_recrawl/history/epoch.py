@@ -47,9 +47,7 @@ POLICIES = ("stop", "continue")
 
 def on_store_loss(settings: Any) -> str:
     """``RECRAWL_ON_STORE_LOSS``, checked: ``"stop"`` or ``"continue"``."""
-    value = get(
-        settings, "RECRAWL_ON_STORE_LOSS", str, lambda v: v in POLICIES, "'stop' or 'continue'"
-    )
+    value = get(settings, "RECRAWL_ON_STORE_LOSS")
     return str(value)
 
 

@@ -149,7 +149,7 @@ def claim_store(store: HistoryStore, spider: str, settings: Any) -> None:
     record its spider). A store of another spider raises :class:`StoreRefused`
     (logged first, one line) unless ``RECRAWL_SHARED_STORE`` is on.
     """
-    shared = get(settings, "RECRAWL_SHARED_STORE", bool)
+    shared = get(settings, "RECRAWL_SHARED_STORE")
     before = store.owner()
     if before is None:
         fresh = len(store) == 0 and store.cycle == 0
@@ -198,10 +198,10 @@ def warn_old_default(store: HistoryStore, spider: str, settings: Any) -> None:
     from .sqlite import SqliteHistoryStore
     from .sqlite_schema import owner_of
 
-    if get(settings, "RECRAWL_STORE_CLASS", str):
+    if get(settings, "RECRAWL_STORE_CLASS"):
         return
     if isinstance(store, SqliteHistoryStore):
-        if get(settings, "RECRAWL_STORE", (str, os.PathLike)) is not None:
+        if get(settings, "RECRAWL_STORE") is not None:
             return
         old = os.path.join(recrawl_dir(), OLD_DEFAULT)
         if not os.path.isfile(old) or owner_of(old) is not None:

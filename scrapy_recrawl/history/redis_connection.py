@@ -66,7 +66,7 @@ def cluster_mode(settings: Any) -> bool:
         return False
     from ..settings import get
 
-    return bool(get(settings, CLUSTER_SETTING, bool))
+    return bool(get(settings, CLUSTER_SETTING))
 
 
 def _wants_tls(params: dict[str, Any]) -> bool:

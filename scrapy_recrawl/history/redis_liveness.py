@@ -43,9 +43,7 @@ def worker_timeout(settings: Any) -> float:
     holder counts as gone."""
     from ..settings import get
 
-    return float(
-        get(settings, "RECRAWL_REDIS_WORKER_TIMEOUT", (int, float), lambda v: v > 0, "seconds > 0")
-    )
+    return float(get(settings, "RECRAWL_REDIS_WORKER_TIMEOUT"))
 
 
 def holder_id() -> str:

@@ -122,8 +122,8 @@ def _score_now(store: Any, s: UrlStory, settings: Any, budget: int | None) -> No
     if where.size == 0:
         return
     i = int(where[0])
-    share = float(get(settings, "RECRAWL_MONITOR_SHARE", (int, float)))
-    seed = int(get(settings, "RECRAWL_SEED", int))
+    share = float(get(settings, "RECRAWL_MONITOR_SHARE"))
+    seed = int(get(settings, "RECRAWL_SEED"))
     live, _ = candidate_mask(arrays)
     monitored = live & monitor_mask(arrays.ids, share, seed)
     s.monitored = bool(monitored[i])

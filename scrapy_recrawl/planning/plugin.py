@@ -32,15 +32,13 @@ def make_planner(settings: Any) -> Any:
         ) from None
     from . import PlanError, WebFountainPlanner
 
-    strategy = get(settings, "RECRAWL_PLAN_STRATEGY", str)
+    strategy = get(settings, "RECRAWL_PLAN_STRATEGY")
     try:
         return WebFountainPlanner(
             strategy,
-            periods=get(settings, "RECRAWL_PLAN_PERIODS", int, lambda v: v >= 1, "periods >= 1"),
-            plan_every=get(settings, "RECRAWL_PLAN_EVERY", int, lambda v: v >= 1, "cycles >= 1"),
-            n_buckets=get(
-                settings, "RECRAWL_BUCKETS", int, lambda v: 1 <= v <= 256, "1 to 256 buckets"
-            ),
+            periods=get(settings, "RECRAWL_PLAN_PERIODS"),
+            plan_every=get(settings, "RECRAWL_PLAN_EVERY"),
+            n_buckets=get(settings, "RECRAWL_BUCKETS"),
             prior=prior_from_settings(settings),
         )
     except PlanError as exc:
@@ -59,16 +57,7 @@ class WebFountainPlugin:
 
     @classmethod
     def enabled(cls, settings: Any, terminals_needed: frozenset[str]) -> bool:
-        return (
-            get(
-                settings,
-                "RECRAWL_PLANNER",
-                str,
-                lambda v: v == "webfountain",
-                "None or 'webfountain'",
-            )
-            is not None
-        )
+        return get(settings, "RECRAWL_PLANNER") is not None
 
     @classmethod
     def check_settings(cls, settings: Any) -> None:

@@ -263,15 +263,13 @@ class Scorer:
         RECRAWL_BURST_TAU). A crawl's scorer, whose terminals include those of the
         plug-ins RECRAWL_PLUGINS_BASE and RECRAWL_PLUGINS list, is
         :func:`scrapy_recrawl.plugin_terminals.scorer_from_settings`."""
-        spec = get(
-            settings, "RECRAWL_SCORER", str, expect="a preset name, an expression or a JSON path"
-        )
+        spec = get(settings, "RECRAWL_SCORER")
         prior = prior_from_settings(settings)
-        seed = get(settings, "RECRAWL_SEED", int, expect="an integer")
+        seed = get(settings, "RECRAWL_SEED")
         if registry is None:
             registry = core_registry_from_settings(settings)  # RECRAWL_NUTCH_* checked there
         scorer = cls.from_spec(spec, prior=prior, seed=seed, registry=registry)
-        check_window(scorer, spec, get(settings, "RECRAWL_WINDOW", int, expect="1..5"))
+        check_window(scorer, spec, get(settings, "RECRAWL_WINDOW"))
         _warn_related(scorer, spec, settings)
         return scorer
 
