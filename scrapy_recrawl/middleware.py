@@ -37,16 +37,15 @@ sitemaps a ``SitemapSpider`` reads and responses from Scrapy's HTTP cache pass
 untouched, and under ``scrapy shell`` / ``fetch`` / ``parse`` the middleware is off.
 ``RECRAWL_ENABLED = False`` leaves the middleware out (NotConfigured).
 
-This class is the Scrapy component (settings, signals, the ``process_*`` hooks); each
-job is one collaborator's: the validators out (validators.py), a 304 in
+RecrawlMiddleware is the Scrapy component (settings, signals, the ``process_*`` hooks);
+each job is one collaborator's: the validators out (validators.py), a 304 in
 (not_modified.py), a good body's change observation (change_observer.py), a visit
 into the store and the cycle's figures (visit_recorder.py), the store away
-(held_visits.py).
+(held_visits.py). Their log lines keep this module's logger name.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from scrapy import Request, Spider, signals
@@ -78,8 +77,6 @@ from .startup import check_settings, enabled, startup_failure, watch_failed_clos
 from .stored_request import StoredRequests
 from .validators import Validators, sent
 from .visit_recorder import VisitRecorder
-
-logger = logging.getLogger(__name__)
 
 
 def bag_keeper(plugins: Plugins) -> BagKeeper | None:
