@@ -42,6 +42,7 @@ from scrapy_recrawl.learn.config import EvolveConfig  # noqa: E402
 from scrapy_recrawl.learn.evolve import evolve  # noqa: E402
 from scrapy_recrawl.learn.fitness import IndexTieScorer  # noqa: E402
 from scrapy_recrawl.learn.search import fold_roles, split_folds  # noqa: E402
+from scrapy_recrawl.plugin_terminals import default_registry  # noqa: E402
 from scrapy_recrawl.scoring import Scorer  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "changes"
@@ -86,7 +87,9 @@ def speed(args: argparse.Namespace) -> None:
     agree = 0
     t1, c1 = time.perf_counter(), time.process_time()
     for cand in sample:
-        scorer = IndexTieScorer(Scorer.from_spec(cand.expression, prior=config.prior))
+        scorer = IndexTieScorer(
+            Scorer.from_spec(cand.expression, prior=config.prior, registry=default_registry())
+        )
         r = simulate(train, scorer, warmup=config.warmup, k=config.budget, prior=config.prior)
         agree += abs(r.mean_change_rate - cand.train) <= 1e-12
     naive_each = (time.perf_counter() - t1) / len(sample)
@@ -182,7 +185,9 @@ def quality(args: argparse.Namespace) -> None:
         out = {}
         for fitness, r in runs.items():
             for k in (0.01, 0.05):
-                s = Scorer.from_spec(r.expression, prior=r.config.prior)
+                s = Scorer.from_spec(
+                    r.expression, prior=r.config.prior, registry=default_registry()
+                )
                 rr = simulate(test, s, warmup=2, k=k, prior=r.config.prior)
                 out[(fitness, k)] = (rr.mean_change_rate, rr.mean_ndcg)
                 print(f"| {fitness} | {k:.0%} | {rr.mean_change_rate:.4f} | {rr.mean_ndcg:.4f} |")

@@ -81,7 +81,7 @@ sys.path.insert(0, str(ROOT))
 from scrapy_recrawl.core.simulate import ORACLE, load_groups, simulate  # noqa: E402
 from scrapy_recrawl.learn.config import replayable_presets  # noqa: E402
 from scrapy_recrawl.scoring import top_k_indices  # noqa: E402
-from scrapy_recrawl.scoring.registry import default_registry  # noqa: E402
+from scrapy_recrawl.scoring.registry import core_registry  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "changes"
 KW: dict[str, Any] = {"warmup": 2, "k": 0.05, "seed": 0}
@@ -159,7 +159,7 @@ def group_cochange(state: dict[str, np.ndarray], cycle: int) -> dict[str, np.nda
 def features(
     state: dict[str, np.ndarray], cycle: int, tr: Tracker, want: tuple[str, ...]
 ) -> dict[str, np.ndarray]:
-    term = default_registry().compute(state, cycle, needed=(*BASE, "tc"))
+    term = core_registry().compute(state, cycle, needed=(*BASE, "tc"))
     out = {k: term[k] for k in BASE}
     if "tc" in want:
         out["tc"] = term["tc"]
@@ -189,7 +189,7 @@ def weekdays(days: np.ndarray) -> np.ndarray:
 
 
 def _cgp_t(state: dict[str, np.ndarray], cycle: int) -> dict[str, np.ndarray]:
-    return default_registry().compute(state, cycle, needed=("CGp", "t", "tc"))
+    return core_registry().compute(state, cycle, needed=("CGp", "t", "tc"))
 
 
 def burst_policy(beta: float, tau: float) -> Any:

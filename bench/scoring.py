@@ -32,7 +32,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scrapy_recrawl.core.selection import with_budget  # noqa: E402
+from scrapy_recrawl.plugin_terminals import default_registry  # noqa: E402
 from scrapy_recrawl.scoring import PRESETS, Scorer, compute_terminals  # noqa: E402
+
+# the core's terminals and the built-in plug-ins' (basket's due, experts' Q), as a crawl has
+REGISTRY = default_registry()
 
 # 30 nodes as a GP tree (binary + - * /, unary log exp sqrt, leaves); see count below
 EXPR_30 = "log(1 + t) * (X + 0.5)/(n + 1) + exp(-GAD*t) * AAD - sqrt(hours)/(CG + 10) + SAD"
@@ -136,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         return np.argpartition(bare_vec, size - k)
 
     bare_all, all_terms = interleaved(
-        [bare_fn, lambda: compute_terminals(state, cycle, now)], args.repeat
+        [bare_fn, lambda: compute_terminals(state, cycle, now, registry=REGISTRY)], args.repeat
     )
 
     rows: list[tuple[str, str, int, float, float, float]] = []
@@ -154,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((label, str(scorer), nodes, bare, sec_a, sec_b))
 
     for name in PRESETS:
-        s = Scorer.from_spec(name)
+        s = Scorer.from_spec(name, registry=REGISTRY)
         run(name, s, gp_nodes(s.expression) if name != "rand" else 1)
     s30 = Scorer.from_spec(EXPR_30)
     run("30-node expression", s30, gp_nodes(EXPR_30))
@@ -170,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         f"(= 1x; median of the rows, range {bares[0] * 1e3:.2f}-{bares[-1] * 1e3:.2f} ms)"
     )
     print(
-        f"`compute_terminals`, all {len(compute_terminals(state, cycle, now))} terminals: {all_terms * 1e3:.1f} ms ({all_terms / bare_all:.1f}x)"
+        f"`compute_terminals`, all {len(compute_terminals(state, cycle, now, registry=REGISTRY))} terminals: {all_terms * 1e3:.1f} ms ({all_terms / bare_all:.1f}x)"
     )
     print()
     print(

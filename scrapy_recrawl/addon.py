@@ -61,13 +61,14 @@ class RecrawlAddon:
             # either of Scrapy's runners (later, the Twisted one adds a traceback). A crawl
             # makes its spider before applying its settings; `scrapy shell` has none yet,
             # and `fetch` / `parse` only look at a URL (scope.py): neither opens a store.
-            from .history import HistoryStoreError, StoreRefused, store_for_crawler
+            from .history import HistoryStoreError, StoreRefused
+            from .runtime import CrawlerRuntime
             from .scope import off_reason
 
             if off_reason(crawler) is not None:
                 return
             try:
-                store_for_crawler(crawler)
+                CrawlerRuntime.of(crawler).store()
             except StoreRefused as exc:
                 raise startup_failure(exc, logged=True) from None  # said once already
             except (HistoryStoreError, RecrawlSettingError) as exc:

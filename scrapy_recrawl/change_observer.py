@@ -72,7 +72,7 @@ class ChangeObserver:
         content_type = header(response, "Content-Type")
         old = self._old_signature(rec, fp, response.url)
         small = len(body) <= self.max_body_bytes
-        keep_body = small and self.store.store_bodies  # type: ignore[attr-defined]
+        keep_body = small and self.store.store_bodies
         if old is not None and old.kind == "deferred":
             if old.content_hash != detector.content_hash(body):
                 old = self._resolve_deferred(fp, response.url) or old

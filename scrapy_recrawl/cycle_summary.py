@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
 from collections import Counter
 from dataclasses import fields
 from typing import Any
@@ -39,6 +38,7 @@ from .history.base import HistoryStoreError
 from .history.cycle_log import COUNTS, CycleSummary, push_summary, save_freshness
 from .history.epoch import StoreLost
 from .last_modified import prior_ages
+from .runtime import CrawlerRuntime
 from .scoring.freshness import FreshnessEstimate, PriorAge, estimate_freshness
 
 logger = logging.getLogger("scrapy_recrawl.scheduler")
@@ -283,12 +283,9 @@ def _anything(s: CycleSummary) -> bool:
     return any(getattr(s, f.name) for f in fields(s) if f.name in COUNTS)
 
 
-_TALLIES: weakref.WeakKeyDictionary[Any, CycleTally] = weakref.WeakKeyDictionary()
-
-
 def tally_for_crawler(crawler: Any) -> CycleTally:
-    """The one tally shared by this crawler's scheduler (frontier) and middleware."""
-    tally = _TALLIES.get(crawler)
-    if tally is None:
-        tally = _TALLIES[crawler] = CycleTally(getattr(crawler, "stats", None))
-    return tally
+    """The one tally shared by this crawler's scheduler (frontier) and middleware (kept
+    by its runtime: runtime.py)."""
+    return CrawlerRuntime.of(crawler).part(
+        CycleTally, lambda: CycleTally(getattr(crawler, "stats", None))
+    )

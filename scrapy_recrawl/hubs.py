@@ -19,7 +19,6 @@ hubs to the cycle core, which makes the due ones recrawls first.
 
 from __future__ import annotations
 
-import weakref
 from collections import Counter
 from typing import Any
 
@@ -32,6 +31,7 @@ from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 from .core.hubs import HUB_TABLE, fold, is_hub
 from .history.cycle_log import start_url_ids
 from .history.records import RecordError, pack_record, unpack_record
+from .runtime import CrawlerRuntime
 from .settings import get
 
 #: on a refetched page's response: ``[url id, cycles since its previous fetch]``
@@ -63,14 +63,9 @@ class HubTally:
         return out
 
 
-_TALLIES: weakref.WeakKeyDictionary[Any, HubTally] = weakref.WeakKeyDictionary()
-
-
 def hubs_for_crawler(crawler: Any) -> HubTally:
-    tally = _TALLIES.get(crawler)
-    if tally is None:
-        tally = _TALLIES[crawler] = HubTally()
-    return tally
+    """The one hub tally of this crawler (kept by its runtime: runtime.py)."""
+    return CrawlerRuntime.of(crawler).part(HubTally)
 
 
 def keep(store: Any, tally: HubTally) -> int:

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import weakref
 from collections.abc import Sequence
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -47,6 +46,7 @@ import numpy as np
 from .change.boilerplate import section_key
 from .core.groups import group_keys
 from .history.records import RecordError, pack_list, pack_record, unpack_list, unpack_record
+from .runtime import CrawlerRuntime
 
 logger = logging.getLogger("scrapy_recrawl.last_modified")
 
@@ -132,14 +132,9 @@ class LastModifiedTally:
         return out
 
 
-_TALLIES: weakref.WeakKeyDictionary[Any, LastModifiedTally] = weakref.WeakKeyDictionary()
-
-
 def tally_for_crawler(crawler: Any) -> LastModifiedTally:
-    tally = _TALLIES.get(crawler)
-    if tally is None:
-        tally = _TALLIES[crawler] = LastModifiedTally()
-    return tally
+    """The one Last-Modified tally of this crawler (kept by its runtime: runtime.py)."""
+    return CrawlerRuntime.of(crawler).part(LastModifiedTally)
 
 
 def keep(store: Any, tally: LastModifiedTally) -> int:

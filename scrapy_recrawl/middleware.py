@@ -60,16 +60,11 @@ from .change_observer import ChangeObserver
 from .core.plugins import BagKeeper
 from .cycle_summary import CycleTally
 from .held_visits import HeldVisits, StoreAway
-from .history import (
-    HistoryStore,
-    HistoryStoreError,
-    StoreRefused,
-    before_close,
-    store_for_crawler,
-)
+from .history import HistoryStore, HistoryStoreError, StoreRefused
 from .history.state import gone_status
 from .not_modified import NotModified
 from .plugins import Plugins, plugins_for_crawler, scorer_for_crawler
+from .runtime import before_close, store_for_crawler
 from .scope import not_a_page, off_reason, warn_http_cache
 from .settings import RecrawlSettingError, get
 from .skip import ignore_unchanged, skip_mode

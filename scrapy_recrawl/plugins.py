@@ -6,7 +6,7 @@ merges ``DOWNLOADER_MIDDLEWARES`` (``None`` switches one off). A listed class
 is built only when the crawl needs it (:meth:`RecrawlPlugin.enabled`: its
 settings, or the scorer using one of its terminals). The terminals the listed
 plug-ins declare join the core's in the crawl's terminal registry
-(:func:`~scrapy_recrawl.scoring.registry.registry_from_settings`), which the
+(:func:`~scrapy_recrawl.plugin_terminals.registry_from_settings`), which the
 scorer is parsed against once per crawler. The schedulers and the middleware
 see plug-ins only through the capabilities of :mod:`scrapy_recrawl.core.plugins`.
 """
@@ -14,14 +14,28 @@ see plug-ins only through the capabilities of :mod:`scrapy_recrawl.core.plugins`
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from .core.plugins import BagKeeper, ColumnProvider, ProbeSource, Selector
+from .core.plugins import (
+    BagKeeper,
+    ColumnProvider,
+    ProbeSource,
+    Selector,
+    VisitHook,
+    declared,
+    offering,
+)
+from .plugin_terminals import (
+    load_plugin,
+    path_of,
+    plugin_paths,
+    registry_from_settings,
+    scorer_from_settings,
+)
+from .runtime import CrawlerRuntime
 from .scoring import Scorer
-from .scoring.registry import load_plugin, path_of, plugin_paths, registry_from_settings
 from .settings import RecrawlSettingError
 
 logger = logging.getLogger(__name__)
@@ -41,22 +55,26 @@ class Plugins:
 
     @property
     def column_providers(self) -> list[ColumnProvider]:
-        return [p for p in self.instances if isinstance(p, ColumnProvider)]
+        return offering(self.instances, "columns")
 
     @property
     def selector(self) -> Selector | None:
-        found = [p for p in self.instances if isinstance(p, Selector)]
+        found = offering(self.instances, "selector")
         return found[0] if found else None
 
     @property
     def probe_source(self) -> ProbeSource | None:
-        found = [p for p in self.instances if isinstance(p, ProbeSource)]
+        found = offering(self.instances, "probes")
         return found[0] if found else None
 
     @property
     def bag_keeper(self) -> BagKeeper | None:
-        found = [p for p in self.instances if isinstance(p, BagKeeper)]
+        found = offering(self.instances, "bag_keeper")
         return found[0] if found else None
+
+    @property
+    def visit_hooks(self) -> list[VisitHook]:
+        return offering(self.instances, "visit_hook")
 
 
 def check_plugins(settings: Any, terminals_needed: Collection[str]) -> list[Any]:
@@ -67,7 +85,7 @@ def check_plugins(settings: Any, terminals_needed: Collection[str]) -> list[Any]
     wanted = [cls for _, cls in listed if cls.enabled(settings, needed)]
     for cls in wanted:
         cls.check_settings(settings)
-    selectors = [cls.__name__ for cls in wanted if getattr(cls, "selects", False)]
+    selectors = [cls.__name__ for cls in wanted if declared(cls, "selector")]
     if len(selectors) > 1:
         raise RecrawlSettingError(
             f"RECRAWL_PLUGINS: two plug-ins replace the scorer's pick ({', '.join(selectors)}); "
@@ -87,26 +105,21 @@ def check_plugins(settings: Any, terminals_needed: Collection[str]) -> list[Any]
     return wanted
 
 
-_PLUGINS: weakref.WeakKeyDictionary[Any, Plugins] = weakref.WeakKeyDictionary()
-_SCORERS: weakref.WeakKeyDictionary[Any, Scorer] = weakref.WeakKeyDictionary()
-
-
 def scorer_for_crawler(crawler: Any) -> Scorer:
     """RECRAWL_SCORER parsed once per crawler, for the scheduler and the middleware,
     against the crawl's terminal registry (the core's and the listed plug-ins'
-    terminals), which it then computes its terminals with."""
-    scorer = _SCORERS.get(crawler)
-    if scorer is None:
-        scorer = _SCORERS[crawler] = Scorer.from_settings(crawler.settings)
-    return scorer
+    terminals), which it then computes its terminals with (the crawler's runtime keeps
+    it: runtime.py)."""
+    return CrawlerRuntime.of(crawler).part(Scorer, lambda: scorer_from_settings(crawler.settings))
 
 
 def plugins_for_crawler(crawler: Any, store: Any, terminals_needed: Collection[str]) -> Plugins:
-    """The one set of plug-ins shared by this crawler's scheduler and middleware."""
-    plugins = _PLUGINS.get(crawler)
-    if plugins is None:
+    """The one set of plug-ins shared by this crawler's scheduler and middleware, built
+    by the first that asks and kept by the crawler's runtime (runtime.py)."""
+
+    def build() -> Plugins:
         needed = frozenset(terminals_needed)
         classes = check_plugins(crawler.settings, needed)
-        plugins = Plugins([cls.from_crawler(crawler, store, needed) for cls in classes])
-        _PLUGINS[crawler] = plugins
-    return plugins
+        return Plugins([cls.from_crawler(crawler, store, needed) for cls in classes])
+
+    return CrawlerRuntime.of(crawler).part(Plugins, build)

@@ -41,7 +41,7 @@ it lives -- this process, or a Redis shared by many -- is the scheduler's
 from __future__ import annotations
 
 import logging
-import time
+import os
 from typing import Any
 
 import numpy as np
@@ -53,32 +53,25 @@ from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.request import request_from_dict
 from twisted.internet.defer import Deferred
 
-from .core.budget import Budget
-from .core.cycle import CLOCK_SLACK, CycleConfig, CyclePlan, plan_cycle
-from .core.groups import GroupIndex
-from .core.meta import KIND_NEW, KIND_PROBE, META_CYCLE, META_KIND
+from .core.cycle import CycleConfig
+from .core.meta import KIND_NEW, META_CYCLE, META_KIND
 from .core.plugins import ProbeSource
-from .cycle_summary import CycleTally, tally_for_crawler
-from .frontier.base import CycleFrontier
+from .cycle_planner import CyclePlanner
+from .engine_link import EngineLink
+from .frontier.base import CycleFrontier, Dupefilter
 from .frontier.local import is_new as _is_new
 from .history import (
     HistoryStore,
     HistoryStoreError,
     StoreLost,
     StoreRefused,
-    cycle_log,
-    release_store,
-    store_for_crawler,
 )
 from .hubs import META_VIA, hubs_for_crawler
-from .hubs import keep as keep_hubs
-from .hubs import read as read_hubs
-from .last_modified import keep as keep_last_modified
-from .last_modified import tally_for_crawler as last_modified_tally
-from .plugins import Plugins, plugins_for_crawler, scorer_for_crawler
+from .plugins import Plugins, plugins_for_crawler
+from .recrawl_queue import RecrawlQueue
+from .runtime import close_refused, release_store, store_for_crawler
 from .scope import not_a_page, off_reason
 from .settings import RecrawlSettingError
-from .settings import get as get_setting
 from .startup import check_settings, enabled, startup_failure, watch_failed_close
 from .stored_request import StoredRequests
 from .traps import TrapCaps
@@ -97,14 +90,6 @@ def _is_start(request: Request) -> bool:
     return bool(request.meta.get("is_start_request")) and not any(
         k in request.meta for k in _RETRY_META
     )
-
-
-def _close_refused(spider: Spider) -> None:
-    # Scrapy closes a spider whose spider_opened handler raises CloseSpider: a clean
-    # stop with a reason (startup.FAILED_CLOSE_REASONS: exit 1), not a traceback
-    from scrapy.exceptions import CloseSpider
-
-    raise CloseSpider("recrawl_store_refused")
 
 
 class RecrawlScheduler(Scheduler):
@@ -135,13 +120,8 @@ class RecrawlScheduler(Scheduler):
         try:
             check_settings(crawler.settings)  # once per crawl; the add-on may have done it
             self.config = CycleConfig.from_settings(crawler.settings)
-            # each URL id's group (the pooled priors' column), read once per process
-            self.group_index = GroupIndex()
-            # Parsed now: a bad RECRAWL_SCORER stops the crawl before it starts.
-            self.scorer = scorer_for_crawler(crawler)
-            # as configured (a preset name or the expression), its default when unset:
-            # the name each cycle's plan keeps (_save_plan)
-            self.scorer_name = str(get_setting(crawler.settings, "RECRAWL_SCORER"))
+            # the cycle's decision and record (cycle_planner.py): the scorer parsed now
+            self.planner = CyclePlanner(crawler, self.config)
             # the URL-trap caps: known URLs per host, the frontier (traps.py)
             self.caps = TrapCaps(crawler.settings, crawler.stats)
         except RecrawlSettingError as exc:
@@ -153,10 +133,10 @@ class RecrawlScheduler(Scheduler):
         # the papers' plug-ins (core/plugins.py), built when the store is open
         self.plugins = Plugins()
         self.prober: ProbeSource | None = None
-        self._wake_call: Any = None
         self._clock: Any = None  # continuous mode's periods: the reactor unless a test sets one
         self._enqueue_error = False  # a request could not be queued: said once, closing
-        self._spread_known = False  # the scorer's spread checked (core/score_check.py)
+        # the engine's part: quiet? next request now, closing the spider (engine_link.py)
+        self.engine_link = EngineLink(crawler)
         # `scrapy shell`, `fetch`, `parse` ...: Scrapy's scheduler, no history, no cycle
         self.off = off_reason(crawler)
         if self.off is not None:
@@ -184,6 +164,11 @@ class RecrawlScheduler(Scheduler):
     @clock.setter
     def clock(self, value: Any) -> None:
         self._clock = value
+
+    @property
+    def settings(self) -> Any:
+        assert self.crawler is not None
+        return self.crawler.settings
 
     @property
     def fingerprinter(self) -> Any:
@@ -219,20 +204,23 @@ class RecrawlScheduler(Scheduler):
         except (HistoryStoreError, RecrawlSettingError) as exc:
             raise startup_failure(exc) from None
         self._open_plugins()
+        self.planner.open(self.store, self.plugins)
         if self.config.continuous:
             self.crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
+            # a recrawl in flight is not scored again until it is back (frontier/local.py)
+            self.crawler.signals.connect(
+                self._left_downloader, signal=signals.request_left_downloader
+            )
         try:
             self.frontier.open()
         except HistoryStoreError as exc:  # e.g. a shared cycle state that is not ours
             # one line, then the spider closes once open (exit 1), as a refused store does
             startup_failure(exc)
             self.off = "refused"
-            self.crawler.signals.connect(_close_refused, signal=signals.spider_opened)
+            self.crawler.signals.connect(close_refused, signal=signals.spider_opened)
         return result
 
     def close(self, reason: str) -> Deferred[None] | None:
-        if self._wake_call is not None and self._wake_call.active():
-            self._wake_call.cancel()
         if self.off is not None:
             return super().close(reason)
         try:
@@ -253,7 +241,7 @@ class RecrawlScheduler(Scheduler):
             len(self.mqs) > 0
             or (self.dqs is not None and len(self.dqs) > 0)
             or self.frontier.has_pending()
-            or self._probe_due()
+            or self.frontier.probe_due()
         )
 
     def __len__(self) -> int:
@@ -293,29 +281,41 @@ class RecrawlScheduler(Scheduler):
             exc,
         )
         logger.debug("recrawl: the queueing error's traceback", exc_info=exc)
-        engine = self.engine()
-        if engine is not None and engine.spider is not None:
-            from scrapy.utils.defer import deferred_from_coro
-
-            deferred_from_coro(engine.close_spider_async(reason=ENQUEUE_FAILED_REASON))
+        self.engine_link.close_spider(ENQUEUE_FAILED_REASON)
 
     def enqueue_now(self, request: Request) -> bool:
         """Enqueue ``request`` (the frontier calls it, or holds the request for later)."""
         if not_a_page(request) is not None:
             # bookkeeping (a sitemap, robots.txt, a POST, dont_recrawl): Scrapy's own
             # queues, as a continuation; never budgeted, never kept to recrawl
-            return super().enqueue_request(request)
+            return self._continuation(request)
         if _is_start(request):
             why = self.frontier.start_taken(request)
             if why is not None:  # fetched once per cycle, by one process
                 self.inc_stat(f"recrawl/{why}")
                 return False
         if not _is_new(request):
-            return super().enqueue_request(request)
+            return self._continuation(request)
         if not self._admit_new(request):
             return False
         self.inc_stat("recrawl/enqueued_new")
         self.frontier.push_new(request)
+        return True
+
+    def _dupefilter(self) -> Dupefilter:
+        """The dupefilter of the cycle's requests: the frontier's own when it keeps one
+        (a shared cycle's set in Redis), else Scrapy's (``DUPEFILTER_CLASS``)."""
+        own = self.frontier.dupefilter
+        return self.df if own is None else own
+
+    def _continuation(self, request: Request) -> bool:
+        """Into Scrapy's own queues, as its ``enqueue_request`` does, past the cycle's
+        dupefilter (unless ``dont_filter``)."""
+        df = self._dupefilter()
+        if not request.dont_filter and df.request_seen(request):
+            df.log(request, self.spider)
+            return False
+        self.push_scrapy(request)
         return True
 
     def _admit_new(self, request: Request) -> bool:
@@ -323,8 +323,9 @@ class RecrawlScheduler(Scheduler):
 
         A known URL is not fetched on the spider's say-so: the scorer decides.
         """
-        if self.df.request_seen(request):
-            self.df.log(request, self.spider)
+        df = self._dupefilter()
+        if df.request_seen(request):
+            df.log(request, self.spider)
             return False
         if self.store.knows(self.fingerprinter.fingerprint(request)):
             self.inc_stat("recrawl/known_skipped")
@@ -367,7 +368,10 @@ class RecrawlScheduler(Scheduler):
             self.inc_stat("scheduler/enqueued/memory")
         self.inc_stat("scheduler/enqueued")
 
-    def new_queue(self) -> Any:
+    def mark_seen(self, request: Request) -> None:
+        self._dupefilter().request_seen(request)
+
+    def new_url_queue(self) -> Any:
         assert self.crawler is not None and self.pqclass is not None
         # memory only: over-budget and leftover new requests persist in the store's frontier
         return build_from_crawler(
@@ -378,35 +382,28 @@ class RecrawlScheduler(Scheduler):
             start_queue_cls=None,
         )
 
-    def quiet(self) -> bool:
-        """Nothing downloading, scraping or left in start(): no new URL can turn up."""
-        engine = self.engine()
-        if engine is None:
-            return True
-        downloader = getattr(engine, "downloader", None)
-        scraper = getattr(engine, "scraper", None)
-        return (
-            not getattr(downloader, "active", None)
-            and (scraper is None or scraper.slot is None or scraper.slot.is_idle())
-            and getattr(engine, "_start", None) is None
+    def recrawl_queue(self) -> RecrawlQueue:
+        assert self.crawler is not None
+        return RecrawlQueue(self.crawler)
+
+    def drain_memory_queue(self) -> list[Request]:
+        return list(iter(self.mqs.pop, None))
+
+    def job_file(self, name: str) -> str | None:
+        return os.path.join(self.dqdir, name) if self.dqdir else None
+
+    def fingerprint(self, request: Request) -> bytes:
+        return self.fingerprinter.fingerprint(request)  # type: ignore[no-any-return]
+
+    def dropped(self, request: Request) -> None:
+        assert self.crawler is not None
+        self.crawler.signals.send_catch_log(
+            signals.request_dropped, request=request, spider=self.spider
         )
 
     def continuations(self) -> int:
         """Requests in Scrapy's own queues (start requests, redirects, retries)."""
         return super().__len__()
-
-    def wake(self) -> None:
-        """Ask the engine for the next request now (its own heartbeat is 5 s)."""
-        slot = getattr(self.engine(), "_slot", None)
-        if slot is not None:
-            slot.nextcall.schedule()
-
-    def engine(self) -> Any:
-        # Crawler.engine raises RuntimeError (not AttributeError) before the crawl starts
-        try:
-            return self.crawler.engine if self.crawler is not None else None
-        except (AttributeError, RuntimeError):
-            return None
 
     def rebuild_request(self, d: dict[str, Any] | None, url_id: int) -> Request:
         """The stored request of ``url_id``, or a plain GET of its URL (to the spider's
@@ -432,204 +429,16 @@ class RecrawlScheduler(Scheduler):
         # for having been seen: a JOBDIR dupefilter (requests.seen) already holds every
         # request this job enqueued, frontier ones included, and Scrapy's scheduler
         # does not filter its persisted pending requests a second time on resume.
-        self.df.request_seen(request)
+        self.mark_seen(request)
         return request
-
-    def plan_cycle(self, exclude: np.ndarray | None = None) -> CyclePlan:
-        """Start the next cycle in the store and let the cycle core decide it."""
-        store = self.store
-        store.advance_cycle()
-        arrays = store.arrays()
-        # the previous cycle's estimated freshness, from the columns read here anyway,
-        # each URL's host its group (the URLs of new ids read once: core/groups.py),
-        # in the stats and kept in that cycle's record (cycle_summary.py)
-        self.tally.open_cycle(store, arrays, self.group_index)
-        plan = plan_cycle(
-            arrays,
-            self.config,
-            self.scorer,
-            pending_new=store.frontier_size(),
-            # the crawl's wall clock (on Redis, the Redis's: cycle_summary.py)
-            now=self.tally.wall(),
-            exclude=exclude,
-            urls_of=store.urls,
-            providers=self.plugins.column_providers,
-            selector=self.plugins.selector,
-            groups=self.group_index,
-            hubs=read_hubs(store),
-            check_spread=not self._spread_known,
-        )
-        self._check_spread(plan)
-        self._check_clock(plan)
-        self._save_plan(plan)
-        return plan
-
-    def _check_clock(self, plan: CyclePlan) -> None:
-        """A wall clock that went back (a day, say) puts the store's newest visits in
-        the future: said at the cycle, with the stat; ``hours`` counts them from 0."""
-        if plan.clock_behind <= CLOCK_SLACK:
-            return
-        self.inc_stat("recrawl/clock_went_back")
-        if self.stats is not None:
-            self.stats.set_value("recrawl/clock_behind_seconds", round(plan.clock_behind))
-        logger.warning(
-            "recrawl: cycle %d: the wall clock reads %.0f s before the newest visit in the "
-            "history store at %s: it went back (set it right, e.g. with NTP); until it "
-            "catches up, pages visited 'later' count 0 hours since their visit",
-            plan.cycle,
-            plan.clock_behind,
-            self.store.location,
-        )
-
-    def _check_spread(self, plan: CyclePlan) -> None:
-        """Warn once if the scorer gives most URLs one score, or none, though their
-        history tells them apart (core/score_check.py); asked at each cycle until one
-        is conclusive, then never again in this crawl."""
-        spread = plan.selection.spread
-        if spread is None or not spread.conclusive:
-            return
-        self._spread_known = True
-        scorer = self.scorer
-        message = spread.warning(
-            "RECRAWL_SCORER",
-            self.scorer_name,
-            ", ".join(sorted(scorer.terminals_needed)),
-            expression=scorer.expression,
-        )
-        if message is not None:
-            logger.warning("recrawl: %s", message)
-
-    def _save_plan(self, plan: CyclePlan) -> None:
-        """Keep what the cycle was planned to do (history/cycle_log.py): here, where both
-        frontiers plan a cycle, once (on Redis by the process opening it, under the lock).
-
-        The picks kept are the scored recrawls, best first (the monitoring sample, scored
-        +inf, is no pick of the scorer's); the cut-off is the lowest of their scores, None
-        when the scorer picked nothing: a warm-up (everything is fetched) or plan mode
-        (a selector picked)."""
-        sel = plan.selection
-        ids, scores = sel.ids[sel.monitored :], sel.scores[sel.monitored :]
-        scored = not plan.warmup and self.plugins.selector is None and len(scores) > 0
-        # the cut-off is the scorer's: not lowered by the picks a plug-in made due now
-        own = scores[sel.due :]
-        cutoff = float(np.min(own)) if scored and len(own) and np.isfinite(own).all() else None
-        record = cycle_log.CyclePlan(
-            cycle=plan.cycle,
-            planned_at=self.tally.wall(),
-            # RECRAWL_BUDGET's pages, the monitoring sample apart; 0: no budget (a warm-up)
-            budget=plan.budget.pages or 0,
-            scorer=self.scorer_name,
-            candidates=sel.scored,
-            cutoff=cutoff,
-            picks=len(ids),
-            backlog=plan.backlog,
-            new_share=plan.budget.new or 0,
-            monitor=sel.monitored,
-            # the sample's membership (monitor_mask of every id): what recrawl-evolve
-            # and recrawl-report --export read back, with no setting repeated
-            monitor_share=float(plan.monitor_share),
-            monitor_seed=self.config.seed,
-        )
-        cycle_log.save_plan(self.store, record, ids if scored else None, scores if scored else None)
-
-    @property
-    def tally(self) -> CycleTally:
-        return tally_for_crawler(self.crawler)
-
-    def end_cycle(
-        self, cycle: int, budget: Budget, seconds: float, *, shared: bool, backlog: int = 0
-    ) -> None:
-        """``cycle`` ended for this process: its figures in one INFO line, in the stats and
-        in the store (cycle_summary.py)."""
-        try:
-            keep_hubs(self.store, hubs_for_crawler(self.crawler))
-            keep_last_modified(self.store, last_modified_tally(self.crawler))
-            self.tally.end(self.store, cycle, budget, seconds, shared=shared, backlog=backlog)
-        except HistoryStoreError as exc:  # the figures are lost, the crawl goes on
-            if isinstance(exc, StoreLost):
-                return  # said once, as the crawl stops (history/epoch.py)
-            logger.error("recrawl: could not keep the summary of cycle %d: %s", cycle, exc)
-
-    def log_cycle(self, plan: CyclePlan, scheduled: int) -> None:
-        stats = self.crawler.stats if self.crawler else None
-        if stats is not None:
-            stats.set_value("recrawl/cycle", plan.cycle)
-            stats.inc_value("recrawl/scheduled", scheduled)
-            stats.set_value("recrawl/scored_urls", plan.selection.scored)
-            stats.inc_value("recrawl/score_seconds", plan.score_seconds)  # type: ignore[arg-type]
-            stats.inc_value("recrawl/monitored", plan.selection.monitored)
-            # stored requests that were not data (skipped, each said in a warning)
-            unreadable = getattr(self.store, "unreadable_values", 0)
-            if unreadable:
-                stats.set_value("recrawl/unreadable_stored_requests", unreadable)
-            if plan.selection.backed_off:
-                stats.inc_value("recrawl/backed_off", plan.selection.backed_off)
-            if plan.adaptive_cut:  # RECRAWL_ADAPTIVE_BUDGET: pages not spent
-                stats.inc_value("recrawl/adaptive_budget_cut", plan.adaptive_cut)
-            if plan.hubs_due:  # pages that keep yielding new links, taken first
-                stats.inc_value("recrawl/hubs_due", plan.hubs_due)
-        logger.info(
-            "recrawl cycle %d: %s; scored %d known URLs with %s in %.2fs, %d recrawls queued "
-            "(%d monitored, on top of the budget; %d hubs due), %d new URLs from the frontier "
-            "(backlog %d), %d failing URLs backed off",
-            plan.cycle,
-            "warm-up, no budget"
-            if plan.warmup
-            else f"budget {plan.budget.pages} pages (new URLs' share {plan.budget.new})",
-            plan.selection.scored,
-            self.scorer,
-            plan.score_seconds,
-            scheduled,
-            plan.selection.monitored,
-            plan.hubs_due,
-            plan.new_quota,
-            plan.backlog,
-            plan.selection.backed_off,
-        )
 
     def inc_stat(self, key: str, count: int = 1) -> None:
         if self.stats is not None:
             self.stats.inc_value(key, count)
 
-    # -- loop-time baskets: probes of new URLs (estimate/probes.py, docs/baskets.md) --
-
-    def _probe_due(self) -> bool:
-        if self.prober is None or not self.prober.has_due():
-            return False
-        return self.frontier.budget_left() and self.frontier.probe_allowed()
-
-    def next_probe(self) -> Request | None:
-        prober = self.prober
-        if prober is None or not self.frontier.probe_allowed():
-            return None
-        # when the probe came due, at the earliest (the heap's head before the pop)
-        due = prober.next_due_time()
-        url_id = prober.pop_due()
-        if url_id is None:
-            self._wake_at(prober.next_due_time())
-            return None
-        request = self.rebuild_request(
-            self.store.requests(np.asarray([url_id], dtype=np.int64))[0], url_id
-        )
-        request.meta[META_CYCLE] = self.store.cycle
-        request.meta[META_KIND] = KIND_PROBE
-        # Dispatched either way, so its next offset is scheduled: when this cycle fetched
-        # the URL since the probe came due, that fetch stands for the probe (if its
-        # response is still to come, the prober takes it as the probe's).
-        prober.dispatched(self.fingerprinter.fingerprint(request), url_id)
-        if not self.frontier.first_fetch(request, due=due):
-            return None
-        self.frontier.probe_taken()
-        return request
-
-    def _wake_at(self, when: float | None) -> None:
-        """Nudge the engine when the next probe comes due (its idle heartbeat is 5 s)."""
-        if when is None or (self._wake_call is not None and self._wake_call.active()):
-            return
-        from twisted.internet import reactor
-
-        clock: Any = reactor  # the installed reactor (typed as the module)
-        self._wake_call = clock.callLater(max(0.0, when - time.time()) + 0.01, self.wake)
+    def set_stat(self, key: str, value: Any) -> None:
+        if self.stats is not None:
+            self.stats.set_value(key, value)
 
     # -- cycles ----------------------------------------------------------------
 
@@ -643,7 +452,7 @@ class RecrawlScheduler(Scheduler):
         assert self.crawler is not None
         try:
             self.plugins = plugins_for_crawler(
-                self.crawler, self.store, self.scorer.terminals_needed
+                self.crawler, self.store, self.planner.scorer.terminals_needed
             )
             if self.plugins.probe_source is not None and not self.frontier.supports_probes:
                 raise RecrawlSettingError(
@@ -654,6 +463,9 @@ class RecrawlScheduler(Scheduler):
         except RecrawlSettingError as exc:
             raise startup_failure(exc) from None
         self.prober = self.plugins.probe_source
+
+    def _left_downloader(self, request: Request, spider: Spider) -> None:
+        self.frontier.request_left(request)
 
     def _on_idle(self, spider: Spider) -> None:
         if (

@@ -13,12 +13,13 @@ on what is a page of the spider's (docs/project.md, "What enters the history"):
 from __future__ import annotations
 
 import logging
-import weakref
 from typing import Any
 
 from scrapy import Request
 from scrapy.http import Response
 from scrapy.http.request import NO_CALLBACK
+
+from .runtime import CrawlerRuntime
 
 logger = logging.getLogger("scrapy_recrawl")
 
@@ -63,15 +64,13 @@ def _is_sitemap_callback(callback: Any) -> bool:
 
 # -- Scrapy's commands that look at one URL ---------------------------------------
 
-_OFF: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
-
 
 def off_reason(crawler: Any, *, building_engine: bool = False) -> str | None:
     """The Scrapy command this crawler runs for, when it is one that only looks at a
     URL (``"scrapy fetch"``, ...); None: a crawl, which records its visits.
 
-    Decided once per crawler, by the first component that asks (the middleware, built
-    with the engine: ``building_engine``):
+    Decided once per crawler (kept by its runtime: runtime.py), by the first component
+    that asks (the middleware, built with the engine: ``building_engine``):
 
     * ``fetch``, ``view``, ``parse``, ``check`` and ``bench`` hand their spider a
       ``start`` method of their own, defined in their module under ``scrapy.commands``;
@@ -80,8 +79,12 @@ def off_reason(crawler: Any, *, building_engine: bool = False) -> str | None:
       Only the middleware can see that; a scheduler is also built and opened outside a
       crawl by Scrapy's own tests, which must get the recrawl scheduler.
     """
-    if crawler in _OFF:
-        return _OFF[crawler]
+    return CrawlerRuntime.of(crawler).off_reason(
+        lambda: _decide_off(crawler, building_engine=building_engine)
+    )
+
+
+def _decide_off(crawler: Any, *, building_engine: bool) -> str | None:
     reason = None
     start = getattr(getattr(crawler, "spidercls", None), "start", None)
     module = getattr(start, "__module__", "") or ""
@@ -90,7 +93,6 @@ def off_reason(crawler: Any, *, building_engine: bool = False) -> str | None:
     elif building_engine and getattr(crawler, "spider", None) is None:
         if not getattr(crawler, "crawling", False):
             reason = "scrapy shell"
-    _OFF[crawler] = reason
     if reason is not None:
         logger.info(
             "recrawl: off under `%s`: the history is neither read nor written "

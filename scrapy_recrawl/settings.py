@@ -13,113 +13,10 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
 from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
-
-#: Default of every setting this package reads (documented in docs/settings.md).
-DEFAULTS: dict[str, Any] = {
-    "RECRAWL_ENABLED": True,  # False: the add-on sets nothing, the components stand aside
-    # history store
-    "RECRAWL_STORE": None,  # None: <project data dir>/recrawl/<spider>/history.sqlite3
-    "RECRAWL_SHARED_STORE": False,  # True: spiders may share one store on purpose
-    "RECRAWL_STORE_CLASS": None,  # a backend of your own (class path), instead of RECRAWL_STORE
-    "RECRAWL_STORE_BODIES": True,
-    "RECRAWL_FLUSH_EVERY": 500,  # visits per write; responses held while the store is away
-    "RECRAWL_FLUSH_SECONDS": 5.0,
-    "RECRAWL_SQLITE_LOG_MAXLEN": 10_000_000,  # visits the SQLite log keeps (0: all)
-    # change detection
-    "RECRAWL_SHINGLE_SIZE": 4,
-    "RECRAWL_SIMHASH_DISTANCE": 3,
-    "RECRAWL_MIN_ELEMENT_CHANGES": 1,
-    "RECRAWL_IGNORE_XPATHS": [],
-    "RECRAWL_LEARN_BOILERPLATE": True,
-    "RECRAWL_BOILERPLATE_PAIRS": 2,
-    "RECRAWL_MAX_PARSE_BYTES": 5 * 1024 * 1024,
-    # recording middleware
-    "RECRAWL_CONDITIONAL_GET": True,
-    "RECRAWL_SKIP_UNCHANGED": False,  # or "items" / "all": what an unchanged page gives the spider
-    "RECRAWL_MAX_FAILURES": 3,  # consecutive failed cycles before a URL is gone (0: never)
-    # never kept in a stored request, beside the built-in credentials (history/request_scrub.py)
-    "RECRAWL_UNSTORED_HEADERS": [],
-    "RECRAWL_UNSTORED_META": [],
-    # scheduler
-    "RECRAWL_BUDGET": "5%",  # pages per cycle (int) or a share of the known URLs ("5%")
-    "RECRAWL_NEW_SHARE": 0.2,
-    "RECRAWL_NEW_SHARE_MAX": 0.5,  # the most new URLs may take of a budget while a backlog waits
-    "RECRAWL_WARMUP_CYCLES": 2,
-    "RECRAWL_CONTINUOUS": False,
-    "RECRAWL_CYCLE_SECONDS": 3600.0,  # the longest a cycle may run
-    "RECRAWL_CYCLE_PERIOD": 3600.0,  # continuous mode: seconds between cycle starts
-    "RECRAWL_MAX_CYCLES": 0,
-    "RECRAWL_MONITOR_SHARE": 0.0,
-    "RECRAWL_MAX_PER_DOMAIN": None,
-    # URL traps (traps.py): a share budget's most pages, known URLs per host, the frontier
-    "RECRAWL_BUDGET_MAX": 0,  # the most pages a share budget ("5%") gives a cycle (0: no max)
-    "RECRAWL_MAX_URLS_PER_HOST": 0,  # known URLs per host; new ones past it dropped (0: no cap)
-    "RECRAWL_FRONTIER_MAX": 1000000,  # new URLs kept waiting in the store (0: no cap)
-    "RECRAWL_ADAPTIVE_BUDGET": None,  # expected changes below which a cycle stops recrawling
-    # loop-time baskets (paper 001; docs/baskets.md): probing new URLs, the basket model
-    "RECRAWL_PROBE": None,  # None: probe when the scorer uses the `due` terminal
-    "RECRAWL_PROBE_OFFSETS": [4, 6, 9, 14, 21, 32, 48, 72],  # hours after the first fetch
-    "RECRAWL_PROBE_SHARE": 0.25,  # most of a cycle's budget that due probes may take first
-    "RECRAWL_BASKETS": [4, 12, 24, 72, 168],  # loop-time baskets: recrawl intervals, hours
-    "RECRAWL_BASKET_DEFAULT": 24.0,  # hours: `due`'s interval for a page not classified yet
-    "RECRAWL_BASKET_MODEL": None,  # None: the model `scrapy recrawl-baskets` saved in the store
-    "RECRAWL_HOUR_SECONDS": 3600.0,  # wall seconds per hour of the two lists (tests compress)
-    # content-aware prediction (paper 004; docs/content.md)
-    "RECRAWL_CHANGE_TEST": "simhash",  # or "chi2": Eq. 1 on the bags of words (SQLite or Redis store)
-    "RECRAWL_CHI2_P": 0.05,  # significance level of the chi-squared test
-    "RECRAWL_BOW_TERMS": 256,  # terms kept per version's bag of words (8 bytes each)
-    "RECRAWL_WINDOW": 3,  # l: the D1..Dl, C1..Cl terminals (at most 5)
-    "RECRAWL_EXPERTS": 20,  # k related pages per URL (the Q terminal)
-    "RECRAWL_EXPERTS_LAG": 3,  # largest cross-correlation delay, cycles
-    "RECRAWL_EXPERTS_CANDIDATES": 512,  # URLs each URL is compared with (the cost bound)
-    "RECRAWL_EXPERTS_HISTORY": 60,  # cycles of change series the correlation uses
-    "RECRAWL_EXPERTS_REFRESH": 10000,  # URLs whose experts are recomputed per cycle, at most
-    "RECRAWL_EXPERTS_SAME_HOST": True,  # candidates only from the same host
-    # WebFountain plan mode (docs/planning.md)
-    "RECRAWL_PLANNER": None,  # None or "webfountain"
-    "RECRAWL_PLAN_STRATEGY": "strategy1",
-    "RECRAWL_PLAN_PERIODS": 14,
-    "RECRAWL_PLAN_EVERY": 7,
-    "RECRAWL_BUCKETS": 64,
-    # importance and sitemaps as evidence (docs/evidence.md)
-    "RECRAWL_EVIDENCE": None,  # None: on with RECRAWL_IMPORTANCE, `w` or its terminals
-    "RECRAWL_IMPORTANCE": None,  # a callable's path: (request, response) -> weight > 0
-    "RECRAWL_SITEMAP_CHECKS": 3,  # checked announcements before a URL's own share decides
-    "RECRAWL_SITEMAP_TRUST": 0.5,  # least confirmed share for a lastmod to make a URL due
-    # Redis (docs/distributed.md)
-    "RECRAWL_REDIS_KEY": "%(spider)s:history",  # one history per spider
-    "RECRAWL_REDIS_LOG_MAXLEN": 10_000_000,
-    "RECRAWL_REDIS_SHARDS": 16,  # shards of a new Redis store (a store keeps its own)
-    "RECRAWL_REDIS_SCHEDULER_KEY": "%(spider)s:recrawl",
-    "RECRAWL_REDIS_LOCK_SECONDS": 300.0,
-    "RECRAWL_REDIS_WORKER_TIMEOUT": 30.0,
-    "RECRAWL_REDIS_OUTAGE_SECONDS": 60.0,
-    "RECRAWL_REDIS_CLUSTER": False,  # True: REDIS_URL / RECRAWL_STORE name a Redis Cluster node
-    "RECRAWL_ALLOW_PICKLE": False,  # True: a pickling SCHEDULER_SERIALIZER (CWE-502 risk)
-    "RECRAWL_ON_STORE_LOSS": "stop",  # a shared store emptied or replaced mid-crawl: or "continue"
-    # scoring
-    # plug-ins (papers' policies and terminals), merged like DOWNLOADER_MIDDLEWARES
-    "RECRAWL_PLUGINS_BASE": {
-        "scrapy_recrawl.estimate.plugin.BasketsPlugin": 100,
-        "scrapy_recrawl.content.plugin.ContentPlugin": 200,
-        "scrapy_recrawl.planning.plugin.WebFountainPlugin": 300,
-        "scrapy_recrawl.evidence.plugin.EvidencePlugin": 400,
-    },
-    "RECRAWL_PLUGINS": {},
-    "RECRAWL_SCORER": "aad+",  # measured best on average on the shared histories (docs/benchmarks.md)
-    "RECRAWL_PRIOR": None,
-    "RECRAWL_SEED": 0,
-    # the `nutch` preset (Nutch's AdaptiveFetchSchedule defaults, in cycles of one day)
-    "RECRAWL_NUTCH_INTERVAL": 30.0,  # db.fetch.interval.default: 30 days
-    "RECRAWL_NUTCH_MIN_INTERVAL": 1.0,  # db.fetch.schedule.adaptive.min_interval: 60 s
-    "RECRAWL_NUTCH_MAX_INTERVAL": 365.0,  # db.fetch.schedule.adaptive.max_interval: 1 year
-    "RECRAWL_NUTCH_INC_RATE": 0.4,  # db.fetch.schedule.adaptive.inc_rate
-    "RECRAWL_NUTCH_DEC_RATE": 0.2,  # db.fetch.schedule.adaptive.dec_rate
-    # the `burst` terminal: how fast a change's aftershocks decay, in cycles
-    "RECRAWL_BURST_TAU": 2.0,
-}
 
 
 class RecrawlSettingError(ValueError):
@@ -236,91 +133,281 @@ def _optional(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return read
 
 
-#: How each setting's value is read when it is a string (``-s NAME=VALUE``), with
-#: the words a refusal uses. Every name of DEFAULTS has one (tests/test_settings.py).
+#: What a refusal of each kind says when the declaration gives no words of its own.
+_WORDS = {
+    "bool": "True or False",
+    "int": "an integer",
+    "number": "a number",
+}
+
+_NUM = (int, float)
+
+
+def _strings(value: Any) -> bool:
+    """A list of names or XPaths: every item a non-empty string."""
+    return all(isinstance(x, str) and x.strip() for x in value)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One ``RECRAWL_*`` setting, declared once: its default, how a string value is
+    read (``-s NAME=VALUE``), the type(s) it must then be, the check its value must
+    pass and the words a refusal uses. :func:`get` applies all of it, so no
+    component checks a range where it reads the value."""
+
+    name: str
+    default: Any
+    read: Callable[[Any], Any]
+    kind: type | tuple[type, ...] | None = None
+    check: Callable[[Any], bool] | None = None
+    expect: str = ""
+
+
+def _declare(*settings: Setting) -> dict[str, Setting]:
+    return {s.name: s for s in settings}
+
+
+def _b(name: str, default: Any) -> Setting:
+    return Setting(name, default, _bool, bool, None, _WORDS["bool"])
+
+
+def _i(
+    name: str, default: Any, check: Callable[[Any], bool] | None = None, expect: str = ""
+) -> Setting:
+    return Setting(name, default, _int, int, check, expect or _WORDS["int"])
+
+
+def _n(
+    name: str, default: Any, check: Callable[[Any], bool] | None = None, expect: str = ""
+) -> Setting:
+    return Setting(name, default, _number, _NUM, check, expect or _WORDS["number"])
+
+
+#: Every setting this package reads (documented in docs/settings.md), in one table.
+SETTINGS: dict[str, Setting] = _declare(
+    _b("RECRAWL_ENABLED", True),  # False: the add-on sets nothing, the components stand aside
+    # -- history store
+    # None: <project data dir>/recrawl/<spider>/history.sqlite3
+    Setting(
+        "RECRAWL_STORE", None, _optional(_text), (str, os.PathLike), None, "a path or a store URL"
+    ),
+    _b("RECRAWL_SHARED_STORE", False),  # True: spiders may share one store on purpose
+    # a backend of your own (class path), instead of RECRAWL_STORE
+    Setting("RECRAWL_STORE_CLASS", None, _optional(_text), str, None, "a class path"),
+    _b("RECRAWL_STORE_BODIES", True),
+    # visits per write; responses held while the store is away
+    _i("RECRAWL_FLUSH_EVERY", 500, lambda v: v >= 1, "a positive number of visits"),
+    _n("RECRAWL_FLUSH_SECONDS", 5.0, lambda v: v >= 0, "a number of seconds >= 0"),
+    # visits the SQLite log keeps (0: all)
+    _i("RECRAWL_SQLITE_LOG_MAXLEN", 10_000_000, lambda v: v >= 0, "visits >= 0 (0: no cap)"),
+    # -- change detection
+    _i("RECRAWL_SHINGLE_SIZE", 4, lambda v: v >= 1, "an int >= 1"),
+    _i("RECRAWL_SIMHASH_DISTANCE", 3, lambda v: 0 <= v <= 64, "an int from 0 to 64"),
+    _i("RECRAWL_MIN_ELEMENT_CHANGES", 1, lambda v: v >= 0, "an int >= 0"),
+    Setting("RECRAWL_IGNORE_XPATHS", [], _list, (list, tuple), _strings, "a list of XPaths"),
+    _b("RECRAWL_LEARN_BOILERPLATE", True),
+    _i(
+        "RECRAWL_BOILERPLATE_PAIRS",
+        2,
+        lambda v: v >= 1,
+        "a number of pairs >= 1 per section of a site",
+    ),
+    _i("RECRAWL_MAX_PARSE_BYTES", 5 * 1024 * 1024, lambda v: v >= 0, "an int >= 0 (bytes)"),
+    # -- recording middleware
+    _b("RECRAWL_CONDITIONAL_GET", True),
+    # or "items" / "all": what an unchanged page gives the spider
+    Setting("RECRAWL_SKIP_UNCHANGED", False, _skip, None, None, "False, 'items' or 'all'"),
+    # consecutive failed cycles before a URL is gone (0: never)
+    _i(
+        "RECRAWL_MAX_FAILURES",
+        3,
+        lambda v: v >= 0,
+        "a number of failed cycles >= 0 (0: never gone for failures)",
+    ),
+    # never kept in a stored request, beside the built-in credentials
+    # (history/request_scrub.py)
+    Setting(
+        "RECRAWL_UNSTORED_HEADERS", [], _list, (list, tuple), _strings, "a list of header names"
+    ),
+    Setting(
+        "RECRAWL_UNSTORED_META", [], _list, (list, tuple), _strings, "a list of Request.meta keys"
+    ),
+    # -- scheduler
+    # pages per cycle (int) or a share of the known URLs ("5%"): read by
+    # core.budget.parse_budget(), the one budget rule, strings included
+    Setting("RECRAWL_BUDGET", "5%", _text, None, None, "pages (an int) or a share such as '5%'"),
+    _n("RECRAWL_NEW_SHARE", 0.2, lambda v: 0 <= v <= 1, "a share 0..1"),
+    # the most new URLs may take of a budget while a backlog waits
+    _n("RECRAWL_NEW_SHARE_MAX", 0.5, lambda v: 0 <= v <= 1, "a share 0..1"),
+    _i("RECRAWL_WARMUP_CYCLES", 2, lambda v: v >= 0, "a number of cycles >= 0"),
+    _b("RECRAWL_CONTINUOUS", False),
+    # the longest a cycle may run
+    _n("RECRAWL_CYCLE_SECONDS", 3600.0, lambda v: v > 0, "a number of seconds > 0"),
+    # continuous mode: seconds between cycle starts
+    _n("RECRAWL_CYCLE_PERIOD", 3600.0, lambda v: v > 0, "a number of seconds > 0"),
+    _i("RECRAWL_MAX_CYCLES", 0, lambda v: v >= 0, "a number of cycles (0: no limit)"),
+    _n("RECRAWL_MONITOR_SHARE", 0.0, lambda v: 0 <= v <= 1, "a share from 0 to 1"),
+    Setting(
+        "RECRAWL_MAX_PER_DOMAIN",
+        None,
+        _optional(_int),
+        int,
+        lambda v: v >= 1,
+        "a number of pages >= 1, or None",
+    ),
+    # -- URL traps (traps.py): a share budget's most pages, known URLs per host, the frontier
+    # the most pages a share budget ("5%") gives a cycle (0: no max)
+    _i("RECRAWL_BUDGET_MAX", 0, lambda v: v >= 0, "a number of pages (0: no maximum)"),
+    # known URLs per host; new ones past it dropped (0: no cap)
+    _i("RECRAWL_MAX_URLS_PER_HOST", 0, lambda v: v >= 0, "a number of URLs (0: no cap)"),
+    _i(
+        "RECRAWL_FRONTIER_MAX", 1000000, lambda v: v >= 0, "a number of URLs (0: no cap)"
+    ),  # new URLs kept waiting in the store (0: no cap)
+    # expected changes below which a cycle stops recrawling
+    Setting("RECRAWL_ADAPTIVE_BUDGET", None, _optional(_number), None, None, "a number or None"),
+    # -- loop-time baskets (paper 001; docs/baskets.md): probing new URLs, the basket model
+    # None: probe when the scorer uses the `due` terminal
+    Setting("RECRAWL_PROBE", None, _optional(_bool), bool, None, "True, False or None"),
+    # hours after the first fetch
+    Setting(
+        "RECRAWL_PROBE_OFFSETS",
+        [4, 6, 9, 14, 21, 32, 48, 72],
+        _numbers,
+        None,
+        None,
+        "a list of numbers",
+    ),
+    # most of a cycle's budget that due probes may take first
+    _n("RECRAWL_PROBE_SHARE", 0.25, lambda v: 0 < v <= 1, "a share of the cycle budget in (0, 1]"),
+    # loop-time baskets: recrawl intervals, hours
+    Setting("RECRAWL_BASKETS", [4, 12, 24, 72, 168], _numbers, None, None, "a list of numbers"),
+    # hours: `due`'s interval for a page not classified yet
+    _n("RECRAWL_BASKET_DEFAULT", 24.0, lambda v: v > 0, "a recrawl interval in hours > 0"),
+    # None: the model `scrapy recrawl-baskets` saved in the store
+    Setting("RECRAWL_BASKET_MODEL", None, _optional(_text), str, None, "a file path or None"),
+    # wall seconds per hour of the two lists (tests compress)
+    _n(
+        "RECRAWL_HOUR_SECONDS",
+        3600.0,
+        lambda v: v > 0,
+        "a number of seconds > 0 (3600 outside tests and simulations)",
+    ),
+    # -- content-aware prediction (paper 004; docs/content.md)
+    # or "chi2": Eq. 1 on the bags of words (SQLite or Redis store)
+    Setting("RECRAWL_CHANGE_TEST", "simhash", _text, str, None, "'simhash' or 'chi2'"),
+    # significance level of the chi-squared test
+    _n("RECRAWL_CHI2_P", 0.05, lambda v: 0 < v < 1, "a p-value in (0, 1)"),
+    # terms kept per version's bag of words (8 bytes each)
+    _i("RECRAWL_BOW_TERMS", 256, lambda v: 1 <= v <= 65535, "an int from 1 to 65535"),
+    # l: the D1..Dl, C1..Cl terminals (at most 5)
+    _i("RECRAWL_WINDOW", 3, lambda v: 1 <= v <= 5, "an int from 1 to 5 (visits)"),
+    _i("RECRAWL_EXPERTS", 20, lambda v: 1 <= v <= 255, "an int 1..255"),  # k related pages per URL
+    # largest cross-correlation delay, cycles
+    _i("RECRAWL_EXPERTS_LAG", 3, lambda v: 1 <= v <= 255, "an int 1..255"),
+    # URLs each URL is compared with (the cost bound)
+    _i("RECRAWL_EXPERTS_CANDIDATES", 512, lambda v: v >= 2, "an int >= 2 (URLs)"),
+    # cycles of change series the correlation uses
+    _i("RECRAWL_EXPERTS_HISTORY", 60, lambda v: v >= 4, "an int >= 4"),
+    # URLs whose experts are recomputed per cycle, at most
+    _i("RECRAWL_EXPERTS_REFRESH", 10000, lambda v: v >= 1, "an int >= 1"),
+    _b("RECRAWL_EXPERTS_SAME_HOST", True),  # candidates only from the same host
+    # -- WebFountain plan mode (docs/planning.md)
+    Setting(
+        "RECRAWL_PLANNER",
+        None,
+        _optional(_text),
+        str,
+        lambda v: v == "webfountain",
+        "None or 'webfountain'",
+    ),
+    Setting("RECRAWL_PLAN_STRATEGY", "strategy1", _text, str, None, "a strategy name"),
+    _i("RECRAWL_PLAN_PERIODS", 14, lambda v: v >= 1, "periods >= 1"),
+    _i("RECRAWL_PLAN_EVERY", 7, lambda v: v >= 1, "cycles >= 1"),
+    _i("RECRAWL_BUCKETS", 64, lambda v: 1 <= v <= 256, "1 to 256 buckets"),
+    # -- importance and sitemaps as evidence (docs/evidence.md)
+    # None: on with RECRAWL_IMPORTANCE, `w` or its terminals
+    Setting("RECRAWL_EVIDENCE", None, _optional(_bool), bool, None, "True, False or None"),
+    # a callable's path: (request, response) -> weight > 0
+    Setting(
+        "RECRAWL_IMPORTANCE", None, _optional(_text), None, None, "a callable's dotted path or None"
+    ),
+    # checked announcements before a URL's own share decides
+    _i("RECRAWL_SITEMAP_CHECKS", 3, lambda v: v >= 1, "a number >= 1"),
+    # least confirmed share for a lastmod to make a URL due
+    _n("RECRAWL_SITEMAP_TRUST", 0.5, lambda v: 0 <= v <= 1, "a share from 0 to 1"),
+    # -- Redis (docs/distributed.md)
+    Setting(
+        "RECRAWL_REDIS_KEY", "%(spider)s:history", _text, str, None, "a key prefix"
+    ),  # one per spider
+    _i("RECRAWL_REDIS_LOG_MAXLEN", 10_000_000, lambda v: v >= 0, "entries >= 0 (0: no cap)"),
+    # shards of a new Redis store (a store keeps its own)
+    _i("RECRAWL_REDIS_SHARDS", 16, lambda v: 1 <= v <= 1024, "1 to 1024 shards"),
+    Setting(
+        "RECRAWL_REDIS_SCHEDULER_KEY", "%(spider)s:recrawl", _text, str, None, "a key template"
+    ),
+    _n("RECRAWL_REDIS_LOCK_SECONDS", 300.0, lambda v: v > 0, "seconds > 0"),
+    _n("RECRAWL_REDIS_WORKER_TIMEOUT", 30.0, lambda v: v > 0, "seconds > 0"),
+    _n("RECRAWL_REDIS_OUTAGE_SECONDS", 60.0, lambda v: v >= 0, "seconds >= 0"),
+    # True: REDIS_URL / RECRAWL_STORE name a Redis Cluster node
+    _b("RECRAWL_REDIS_CLUSTER", False),
+    _b("RECRAWL_ALLOW_PICKLE", False),  # True: a pickling SCHEDULER_SERIALIZER (CWE-502 risk)
+    # a shared store emptied or replaced mid-crawl: or "continue"
+    Setting(
+        "RECRAWL_ON_STORE_LOSS",
+        "stop",
+        _text,
+        str,
+        lambda v: v in ("stop", "continue"),
+        "'stop' or 'continue'",
+    ),
+    # -- scoring
+    # plug-ins (papers' policies and terminals), merged like DOWNLOADER_MIDDLEWARES
+    Setting(
+        "RECRAWL_PLUGINS_BASE",
+        {
+            "scrapy_recrawl.estimate.plugin.BasketsPlugin": 100,
+            "scrapy_recrawl.content.plugin.ContentPlugin": 200,
+            "scrapy_recrawl.planning.plugin.WebFountainPlugin": 300,
+            "scrapy_recrawl.evidence.plugin.EvidencePlugin": 400,
+        },
+        _dict,
+        None,
+        None,
+        "a dict {'path.Class': order} (JSON on the command line)",
+    ),
+    Setting(
+        "RECRAWL_PLUGINS",
+        {},
+        _dict,
+        None,
+        None,
+        "a dict {'path.Class': order} (JSON on the command line)",
+    ),
+    # measured best on average on the shared histories (docs/benchmarks.md)
+    Setting(
+        "RECRAWL_SCORER", "aad+", _text, str, None, "a preset name, an expression or a JSON path"
+    ),
+    Setting("RECRAWL_PRIOR", None, _optional(_numbers), None, None, "two numbers (a, b) or None"),
+    _i("RECRAWL_SEED", 0),
+    # -- the `nutch` preset (Nutch's AdaptiveFetchSchedule defaults, in cycles of one day)
+    _n("RECRAWL_NUTCH_INTERVAL", 30.0, lambda v: v > 0, "cycles"),  # db.fetch.interval.default
+    # db.fetch.schedule.adaptive.min_interval: 60 s
+    _n("RECRAWL_NUTCH_MIN_INTERVAL", 1.0, lambda v: v > 0, "cycles"),
+    # db.fetch.schedule.adaptive.max_interval: 1 year
+    _n("RECRAWL_NUTCH_MAX_INTERVAL", 365.0, lambda v: v > 0, "cycles"),
+    _n("RECRAWL_NUTCH_INC_RATE", 0.4, lambda v: 0 <= v <= 10, "a rate 0..10"),  # inc_rate
+    _n("RECRAWL_NUTCH_DEC_RATE", 0.2, lambda v: 0 <= v < 1, "a rate 0 <= r < 1"),  # dec_rate
+    # the `burst` terminal: how fast a change's aftershocks decay, in cycles
+    _n("RECRAWL_BURST_TAU", 2.0, lambda v: v > 0, "a number of cycles > 0"),
+)
+
+#: Default of every setting (a view of :data:`SETTINGS`).
+DEFAULTS: dict[str, Any] = {name: s.default for name, s in SETTINGS.items()}
+
+#: How each setting's value is read when it is a string, with the words a refusal
+#: uses (a view of :data:`SETTINGS`).
 KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
-    "RECRAWL_ENABLED": (_bool, "True or False"),
-    "RECRAWL_STORE": (_optional(_text), "a path or a store URL"),
-    "RECRAWL_SHARED_STORE": (_bool, "True or False"),
-    "RECRAWL_STORE_CLASS": (_optional(_text), "a class path"),
-    "RECRAWL_STORE_BODIES": (_bool, "True or False"),
-    "RECRAWL_FLUSH_EVERY": (_int, "an integer"),
-    "RECRAWL_FLUSH_SECONDS": (_number, "a number"),
-    "RECRAWL_SQLITE_LOG_MAXLEN": (_int, "an integer"),
-    "RECRAWL_SHINGLE_SIZE": (_int, "an integer"),
-    "RECRAWL_SIMHASH_DISTANCE": (_int, "an integer"),
-    "RECRAWL_MIN_ELEMENT_CHANGES": (_int, "an integer"),
-    "RECRAWL_IGNORE_XPATHS": (_list, "a list of XPaths"),
-    "RECRAWL_LEARN_BOILERPLATE": (_bool, "True or False"),
-    "RECRAWL_BOILERPLATE_PAIRS": (_int, "an integer"),
-    "RECRAWL_MAX_PARSE_BYTES": (_int, "an integer"),
-    "RECRAWL_CONDITIONAL_GET": (_bool, "True or False"),
-    "RECRAWL_SKIP_UNCHANGED": (_skip, "False, 'items' or 'all'"),
-    "RECRAWL_MAX_FAILURES": (_int, "an integer"),
-    "RECRAWL_UNSTORED_HEADERS": (_list, "a list of header names"),
-    "RECRAWL_UNSTORED_META": (_list, "a list of Request.meta keys"),
-    # read by core.budget.parse_budget(), the one budget rule, strings included
-    "RECRAWL_BUDGET": (_text, "pages (an int) or a share such as '5%'"),
-    "RECRAWL_BUDGET_MAX": (_int, "an integer"),
-    "RECRAWL_MAX_URLS_PER_HOST": (_int, "an integer"),
-    "RECRAWL_FRONTIER_MAX": (_int, "an integer"),
-    "RECRAWL_NEW_SHARE": (_number, "a number"),
-    "RECRAWL_NEW_SHARE_MAX": (_number, "a number"),
-    "RECRAWL_WARMUP_CYCLES": (_int, "an integer"),
-    "RECRAWL_CONTINUOUS": (_bool, "True or False"),
-    "RECRAWL_CYCLE_SECONDS": (_number, "a number"),
-    "RECRAWL_CYCLE_PERIOD": (_number, "a number"),
-    "RECRAWL_MAX_CYCLES": (_int, "an integer"),
-    "RECRAWL_MONITOR_SHARE": (_number, "a number"),
-    "RECRAWL_MAX_PER_DOMAIN": (_optional(_int), "an integer or None"),
-    "RECRAWL_ADAPTIVE_BUDGET": (_optional(_number), "a number or None"),
-    "RECRAWL_PROBE": (_optional(_bool), "True, False or None"),
-    "RECRAWL_PROBE_OFFSETS": (_numbers, "a list of numbers"),
-    "RECRAWL_PROBE_SHARE": (_number, "a number"),
-    "RECRAWL_BASKETS": (_numbers, "a list of numbers"),
-    "RECRAWL_BASKET_DEFAULT": (_number, "a number"),
-    "RECRAWL_BASKET_MODEL": (_optional(_text), "a file path or None"),
-    "RECRAWL_HOUR_SECONDS": (_number, "a number"),
-    "RECRAWL_CHANGE_TEST": (_text, "'simhash' or 'chi2'"),
-    "RECRAWL_CHI2_P": (_number, "a number"),
-    "RECRAWL_BOW_TERMS": (_int, "an integer"),
-    "RECRAWL_WINDOW": (_int, "an integer"),
-    "RECRAWL_EXPERTS": (_int, "an integer"),
-    "RECRAWL_EXPERTS_LAG": (_int, "an integer"),
-    "RECRAWL_EXPERTS_CANDIDATES": (_int, "an integer"),
-    "RECRAWL_EXPERTS_HISTORY": (_int, "an integer"),
-    "RECRAWL_EXPERTS_REFRESH": (_int, "an integer"),
-    "RECRAWL_EXPERTS_SAME_HOST": (_bool, "True or False"),
-    "RECRAWL_PLANNER": (_optional(_text), "None or 'webfountain'"),
-    "RECRAWL_PLAN_STRATEGY": (_text, "a strategy name"),
-    "RECRAWL_PLAN_PERIODS": (_int, "an integer"),
-    "RECRAWL_PLAN_EVERY": (_int, "an integer"),
-    "RECRAWL_BUCKETS": (_int, "an integer"),
-    "RECRAWL_EVIDENCE": (_optional(_bool), "True, False or None"),
-    "RECRAWL_IMPORTANCE": (_optional(_text), "a callable's dotted path or None"),
-    "RECRAWL_SITEMAP_CHECKS": (_int, "an integer"),
-    "RECRAWL_SITEMAP_TRUST": (_number, "a number"),
-    "RECRAWL_REDIS_KEY": (_text, "a key prefix"),
-    "RECRAWL_REDIS_LOG_MAXLEN": (_int, "an integer"),
-    "RECRAWL_REDIS_SHARDS": (_int, "an integer"),
-    "RECRAWL_REDIS_SCHEDULER_KEY": (_text, "a key template"),
-    "RECRAWL_REDIS_LOCK_SECONDS": (_number, "a number"),
-    "RECRAWL_REDIS_WORKER_TIMEOUT": (_number, "a number"),
-    "RECRAWL_REDIS_OUTAGE_SECONDS": (_number, "a number"),
-    "RECRAWL_REDIS_CLUSTER": (_bool, "True or False"),
-    "RECRAWL_ALLOW_PICKLE": (_bool, "True or False"),
-    "RECRAWL_ON_STORE_LOSS": (_text, "'stop' or 'continue'"),
-    "RECRAWL_PLUGINS_BASE": (_dict, "a dict {'path.Class': order} (JSON on the command line)"),
-    "RECRAWL_PLUGINS": (_dict, "a dict {'path.Class': order} (JSON on the command line)"),
-    "RECRAWL_SCORER": (_text, "a preset name, an expression or a JSON path"),
-    "RECRAWL_PRIOR": (_optional(_numbers), "two numbers (a, b) or None"),
-    "RECRAWL_SEED": (_int, "an integer"),
-    "RECRAWL_NUTCH_INTERVAL": (_number, "a number"),
-    "RECRAWL_NUTCH_MIN_INTERVAL": (_number, "a number"),
-    "RECRAWL_NUTCH_MAX_INTERVAL": (_number, "a number"),
-    "RECRAWL_NUTCH_INC_RATE": (_number, "a number"),
-    "RECRAWL_NUTCH_DEC_RATE": (_number, "a number"),
-    "RECRAWL_BURST_TAU": (_number, "a number"),
+    name: (s.read, s.expect) for name, s in SETTINGS.items()
 }
 
 
@@ -352,13 +439,18 @@ def get(
     check: Callable[[Any], bool] | None = None,
     expect: str = "",
 ) -> Any:
-    """Read ``name`` from Scrapy ``settings`` (or a dict), defaulting to DEFAULTS.
+    """Read ``name`` from Scrapy ``settings`` (or a dict), defaulting to its default.
 
-    A string is first converted as :data:`KINDS` says (Scrapy's getters' rules).
-    ``kind`` is the accepted type(s), ``check`` a predicate on the value and
-    ``expect`` says in words what a good value is; a bad value raises
-    :class:`RecrawlSettingError` naming the setting, the value and ``expect``.
+    A string is first converted as the setting's declaration says (Scrapy's getters'
+    rules), then the value must be of the declared type(s) and pass the declared check
+    (:data:`SETTINGS`); a bad value raises :class:`RecrawlSettingError` naming the
+    setting, the value and what a good value is. ``kind``, ``check`` and ``expect`` are
+    for a setting this package does not declare (a plug-in's own).
     """
+    declared = SETTINGS.get(name)
+    if declared is not None:
+        # the one declaration decides: a read site names the setting, nothing more
+        kind, check, expect = declared.kind, declared.check, declared.expect
     raw = settings.get(name, DEFAULTS.get(name)) if settings is not None else DEFAULTS.get(name)
     value = convert(name, raw, expect)
     if value is None and DEFAULTS.get(name) is None:

@@ -27,8 +27,8 @@ import logging
 import weakref
 from typing import Any
 
-from .history import fail_crawl
 from .history.epoch import STORE_LOST_REASON, on_store_loss
+from .runtime import CrawlerRuntime, fail_crawl
 from .settings import DEFAULTS, RecrawlSettingError, get, unknown_settings
 
 logger = logging.getLogger(__name__)
@@ -43,8 +43,10 @@ FAILED_CLOSE_REASONS = frozenset(
     }
 )
 
-# settings object id -> (a weak reference to it, the RecrawlSettingError it gave, if any)
-_CHECKED: dict[int, tuple[weakref.ref[Any], RecrawlSettingError | None]] = {}
+#: the attribute of a settings object its check's outcome is kept in: a weak reference
+#: to the settings checked (a copy of them is checked anew) and the RecrawlSettingError
+#: they gave, if any
+_CHECKED_ATTRIBUTE = "_recrawl_checked"
 
 
 def enabled(settings: Any) -> bool:
@@ -54,12 +56,11 @@ def enabled(settings: Any) -> bool:
 
 def check_settings(settings: Any) -> None:
     """Warn about unknown ``RECRAWL_*`` names and deprecated values, then check every
-    value; once per settings object (per crawl). Raises RecrawlSettingError."""
-    try:
-        ref, failure = _CHECKED[id(settings)]
-    except KeyError:
-        pass
-    else:
+    value; once per settings object (per crawl: its outcome is kept on the settings
+    object itself, nowhere else). Raises RecrawlSettingError."""
+    known = getattr(settings, _CHECKED_ATTRIBUTE, None)
+    if known is not None:
+        ref, failure = known
         if ref() is settings:
             if failure is not None:
                 raise failure
@@ -71,9 +72,10 @@ def check_settings(settings: Any) -> None:
     except RecrawlSettingError as exc:
         failure = exc
     try:
-        key = id(settings)
-        _CHECKED[key] = (weakref.ref(settings, lambda _: _CHECKED.pop(key, None)), failure)
-    except TypeError:
+        # kept with the settings (one crawl's): the add-on, the middleware and the
+        # scheduler each ask, and only the first checks
+        setattr(settings, _CHECKED_ATTRIBUTE, (weakref.ref(settings), failure))
+    except (AttributeError, TypeError):
         pass  # a plain dict (tests, offline tools): not remembered, checked at every call
     if failure is not None:
         raise failure
@@ -87,9 +89,15 @@ def unknown_setting_messages(settings: Any) -> list[str]:
 
 def _warn(settings: Any) -> None:
     from .core.budget import parse_budget
+    from .core.plugins import warn_problems
+    from .plugins import plugin_classes
 
     for message in unknown_setting_messages(settings):
         logger.warning("recrawl: %s", message)
+    try:
+        warn_problems(plugin_classes(settings))  # what a listed class declares, checked
+    except RecrawlSettingError:
+        pass  # a bad RECRAWL_PLUGINS path: the check says it (_check)
     _, deprecated = parse_budget(get(settings, "RECRAWL_BUDGET"))
     if deprecated:
         logger.warning("recrawl: %s", deprecated)
@@ -98,15 +106,15 @@ def _warn(settings: Any) -> None:
 def _check(settings: Any) -> None:
     from .change import ChangeDetector
     from .core.cycle import CycleConfig
+    from .plugin_terminals import scorer_from_settings
     from .plugins import check_plugins
-    from .scoring import Scorer
     from .skip import skip_mode
     from .stored_request import StoredRequests
 
     for name in DEFAULTS:
         get(settings, name)  # each string of the kind it should be (settings.KINDS)
     CycleConfig.from_settings(settings)
-    check_plugins(settings, Scorer.from_settings(settings).terminals_needed)
+    check_plugins(settings, scorer_from_settings(settings).terminals_needed)
     ChangeDetector.from_settings(settings)
     get(settings, "RECRAWL_CONDITIONAL_GET", bool)
     on_store_loss(settings)
@@ -149,6 +157,7 @@ def startup_failure(exc: BaseException, *, logged: bool = False) -> BaseExceptio
             exc._recrawl_reported = True  # type: ignore[attr-defined]
         except AttributeError:  # pragma: no cover -- every exception class we raise takes it
             pass
+        _FILTER.keep(exc)
     _install_filter()
     return exc
 
@@ -166,6 +175,20 @@ def reported(exc: BaseException | None) -> bool:
 
 class _DropReported(logging.Filter):
     """Drops a log record whose exception was already told as one line."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._told: list[BaseException] = []
+
+    def keep(self, exc: BaseException) -> None:
+        """Keep ``exc`` for the life of the process. Twisted says a Deferred's unhandled
+        failure when the Deferred is garbage-collected -- Scrapy's Twisted runner leaves
+        the failed crawl's Deferred unhandled -- as text with its traceback, through
+        Scrapy's bridge (no exception on the record for :meth:`filter` to recognise) or,
+        at the interpreter's exit, straight to stderr. The told exception's traceback
+        holds that Deferred: kept, it is never collected, so never said. One per crawl
+        that failed to start; the process then ends (``scrapy crawl`` exits 1)."""
+        self._told.append(exc)
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (record.exc_info and reported(record.exc_info[1]))
@@ -187,9 +210,10 @@ def watch_failed_close(crawler: Any) -> None:
     """Make ``scrapy crawl`` exit non-zero if this crawl's spider is closed for an error."""
     from scrapy import signals
 
-    if getattr(crawler, "_recrawl_watched", False):
+    runtime = CrawlerRuntime.of(crawler)
+    if runtime.failed_close_watched:
         return
-    crawler._recrawl_watched = True
+    runtime.failed_close_watched = True
 
     def spider_closed(spider: Any, reason: str) -> None:
         if reason not in FAILED_CLOSE_REASONS:

@@ -25,6 +25,8 @@ class ImportanceForTests:
     terminals: ClassVar[tuple[Terminal, ...]] = (
         Terminal("w_test", "the importance column (tests only)", _w_test),
     )
+    api_version = "1"
+    capabilities: ClassVar[frozenset[str]] = frozenset()  # it only names a column
     selects = False
 
     @classmethod

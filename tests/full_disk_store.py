@@ -10,8 +10,8 @@ from scrapy_recrawl.history import SqliteHistoryStore
 
 class FullDiskStore(SqliteHistoryStore):
     @classmethod
-    def from_settings(cls, settings):
-        return cls(settings["RECRAWL_STORE"], flush_every=5, flush_seconds=60)
+    def from_settings(cls, settings, *, spider, read_only):
+        return cls(settings["RECRAWL_STORE"], flush_every=5, flush_seconds=60, read_only=read_only)
 
     flushes = 0
 

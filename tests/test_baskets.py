@@ -26,6 +26,7 @@ from scrapy_recrawl.estimate.baskets import (
 )
 from scrapy_recrawl.estimate.probes import Prober, ProbeState, ProbeStore, basket_seconds
 from scrapy_recrawl.history import SqliteHistoryStore, Visit
+from scrapy_recrawl.plugin_terminals import default_registry
 from scrapy_recrawl.scoring import Scorer, compute_terminals
 from scrapy_recrawl.settings import RecrawlSettingError
 
@@ -80,14 +81,15 @@ def test_due_terminal_and_basket_preset():
         "last_visit_time": np.array([0.0, 0.0, 3600.0]),
         "basket_seconds": np.array([4 * 3600.0, 24 * 3600.0, 4 * 3600.0]),
     }
-    s = Scorer.from_spec("basket")
+    reg = default_registry()  # `due` is the baskets plug-in's
+    s = Scorer.from_spec("basket", registry=reg)
     assert str(s) == "due"
     np.testing.assert_allclose(
-        s.score(compute_terminals(state, 1, 8 * 3600.0, needed=s.terminals_needed)),
+        s.score(compute_terminals(state, 1, 8 * 3600.0, needed=s.terminals_needed, registry=reg)),
         [2.0, 8 / 24, 7 / 4],
     )
     del state["basket_seconds"]  # the simulator keeps no baskets: NaN, ranked last
-    assert np.isnan(compute_terminals(state, 1, 10.0, needed={"due"})["due"]).all()
+    assert np.isnan(compute_terminals(state, 1, 10.0, needed={"due"}, registry=reg)["due"]).all()
 
 
 def test_basket_column_defaults_unclassified_urls():

@@ -25,6 +25,7 @@ from scrapy_recrawl.content.store import BagStore, ContentColumns, ContentSettin
 from scrapy_recrawl.core.simulate import simulate
 from scrapy_recrawl.history import SqliteHistoryStore, Visit
 from scrapy_recrawl.history.records import window_from_log
+from scrapy_recrawl.plugin_terminals import default_registry
 from scrapy_recrawl.scoring import PRESETS, Scorer, compute_terminals
 from scrapy_recrawl.settings import RecrawlSettingError
 
@@ -338,14 +339,16 @@ def test_window_from_log_newest_first():
 def test_new_terminals_are_nan_without_their_columns():
     state = {k: np.zeros(3) for k in ("n", "X", "sad", "aad_sum", "gad", "last_visit_cycle")}
     state["last_visit_time"] = np.zeros(3)
-    tm = compute_terminals(state, 5, needed={"D1", "C3", "Q"})
+    reg = default_registry()  # the content plug-in's terminals
+    tm = compute_terminals(state, 5, needed={"D1", "C3", "Q"}, registry=reg)
     assert all(np.isnan(tm[k]).all() for k in ("D1", "C3", "Q"))
     state["Q"] = np.array([0.1, 0.2, 0.3])
-    np.testing.assert_allclose(compute_terminals(state, 5, needed={"Q"})["Q"], state["Q"])
+    got = compute_terminals(state, 5, needed={"Q"}, registry=reg)["Q"]
+    np.testing.assert_allclose(got, state["Q"])
 
 
 def test_experts_preset_uses_q():
-    s = Scorer.from_spec("experts")
+    s = Scorer.from_spec("experts", registry=default_registry())
     assert "Q" in s.terminals_needed and PRESETS["experts"].expression
 
 

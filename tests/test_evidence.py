@@ -150,8 +150,10 @@ def test_due_now_urls_come_first_within_the_budget_and_the_host_cap():
 
 
 def test_nadc_takes_the_changefreq_as_the_prior_mean():
+    from scrapy_recrawl.plugin_terminals import default_registry
     from scrapy_recrawl.scoring import Scorer, compute_terminals
 
+    reg = default_registry()  # the evidence plug-in's terminals
     nan = float("nan")
     state = {
         "n": np.array([0, 10, 10, 0, 4]),
@@ -160,7 +162,7 @@ def test_nadc_takes_the_changefreq_as_the_prior_mean():
         "cfreq": np.array([1.0, 1.0, nan, 0.0, nan]),
     }
     a, b = 1.0, 10.0
-    got = compute_terminals(state, 5, prior=(a, b), needed=("NADc", "NADp"))
+    got = compute_terminals(state, 5, prior=(a, b), needed=("NADc", "NADp"), registry=reg)
     p = 1.0 - math.exp(-1.0)  # a change within a cycle at one change per cycle
     expected = [10 * p / 10, (1 + 10 * p) / 20, 2 / 20, 0.0, 3 / 14]
     assert got["NADc"].tolist() == pytest.approx(expected, rel=1e-12)
@@ -173,10 +175,11 @@ def test_nadc_takes_the_changefreq_as_the_prior_mean():
         5,
         prior=(a, b),
         needed=("NADc",),
+        registry=reg,
     )["NADc"]
     assert quiet[0] == pytest.approx(10 * p / 210)
     # the docs' scorer, and a scorer using it turns the plug-in on
-    scorer = Scorer.from_spec("1 - exp(-NADc*t)")
+    scorer = Scorer.from_spec("1 - exp(-NADc*t)", registry=reg)
     assert "NADc" in scorer.terminals_needed
     assert "EvidencePlugin" in [
         c.__name__ for c in check_plugins(Settings({}), frozenset({"NADc", "t"}))

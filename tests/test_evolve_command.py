@@ -92,11 +92,11 @@ def test_seed_presets_option(npz, outside, capsys):
 
 
 def test_window_is_saved_and_checked_against_recrawl_window(npz, outside, capsys):
-    from scrapy_recrawl.scoring import Scorer
+    from scrapy_recrawl.plugin_terminals import scorer_from_settings
     from scrapy_recrawl.settings import RecrawlSettingError
 
     def load(path, window):
-        return Scorer.from_settings({"RECRAWL_SCORER": str(path), "RECRAWL_WINDOW": window})
+        return scorer_from_settings({"RECRAWL_SCORER": str(path), "RECRAWL_WINDOW": window})
 
     out = outside / "w.json"
     run(["--history", npz, *TINY, "--terminals", "t,X,C1,C5,Q", "--output", str(out)])
@@ -113,20 +113,20 @@ def test_window_is_saved_and_checked_against_recrawl_window(npz, outside, capsys
     out.write_text(json.dumps(data))
     load(out, 3)  # C2 is kept by a window of 3
     with pytest.raises(RecrawlSettingError, match="RECRAWL_WINDOW"):
-        Scorer.from_settings({"RECRAWL_SCORER": "D4 + t", "RECRAWL_WINDOW": 3})
+        scorer_from_settings({"RECRAWL_SCORER": "D4 + t", "RECRAWL_WINDOW": 3})
 
 
 def test_related_settings_differing_from_the_evolved_ones_are_told(npz, outside, caplog):
-    from scrapy_recrawl.scoring import Scorer
+    from scrapy_recrawl.plugin_terminals import scorer_from_settings
 
     out = outside / "q.json"
     run(["--history", npz, *TINY, "--terminals", "t,X,Q", "--output", str(out)])
     data = json.loads(out.read_text())
     data["expression"] = "Q + t"
     out.write_text(json.dumps(data))
-    Scorer.from_settings({"RECRAWL_SCORER": str(out)})
+    scorer_from_settings({"RECRAWL_SCORER": str(out)})
     assert "evolved with" not in caplog.text  # the defaults, as evolved
-    Scorer.from_settings({"RECRAWL_SCORER": str(out), "RECRAWL_EXPERTS": 5})
+    scorer_from_settings({"RECRAWL_SCORER": str(out), "RECRAWL_EXPERTS": 5})
     assert "RECRAWL_EXPERTS=20, this crawl has 5" in caplog.text
 
 

@@ -10,6 +10,7 @@ import sympy
 
 from scrapy_recrawl.core.simulate import new_state
 from scrapy_recrawl.learn import gp
+from scrapy_recrawl.plugin_terminals import default_registry
 from scrapy_recrawl.scoring import Scorer, compute_terminals
 
 ALL = gp.TERMINAL_SETS["all"]
@@ -128,9 +129,10 @@ def test_preset_trees_score_as_the_presets():
     terms = _terms()
     terms["Q"] = np.linspace(0.0, 1.0, terms["t"].shape[0])
     for name, tree in gp.PRESET_TREES.items():
-        preset = Scorer.from_spec(name)
+        reg = default_registry()  # experts' Q: the content plug-in's
+        preset = Scorer.from_spec(name, registry=reg)
         expected = preset.score(terms)
-        printed = Scorer.from_spec(gp.to_expression(tree)).score(terms)
+        printed = Scorer.from_spec(gp.to_expression(tree), registry=reg).score(terms)
         if name == "experts":  # sympy reorders the sum: equal up to rounding
             assert np.allclose(gp.evaluate(tree, terms), expected, rtol=1e-12), name
             assert np.allclose(printed, expected, rtol=1e-12), name

@@ -21,9 +21,10 @@ from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 from twisted.internet.task import Clock
 
-from scrapy_recrawl.history import FlushFailed, HistoryStoreError, release_store
+from scrapy_recrawl.history import FlushFailed, HistoryStoreError
 from scrapy_recrawl.history.redis import RedisHistoryStore
 from scrapy_recrawl.middleware import RecrawlMiddleware
+from scrapy_recrawl.runtime import release_store
 
 from .redis_server import RedisServer
 

@@ -168,7 +168,7 @@ def test_arrays_are_columns_in_id_order_with_nan_for_unrecorded(path):
 
 
 def test_arrays_read_block_by_block_are_the_rows(path, monkeypatch):
-    from scrapy_recrawl.history import sqlite as sqlite_module
+    from scrapy_recrawl.history import sqlite_reader as sqlite_module
 
     with SqliteHistoryStore(path) as store:
         store.advance_cycle()

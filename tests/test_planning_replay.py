@@ -249,3 +249,16 @@ def test_command_refuses_a_missing_store_in_one_line(tmp_path):
     with pytest.raises(InputError, match=r"no history store at .*nothing\.sqlite3"):
         run_on_store([], tmp_path / "nothing.sqlite3")
     assert not (tmp_path / "nothing.sqlite3").exists()
+
+
+def test_command_replays_a_scorer_of_a_plugin_terminal_and_refuses_an_unknown_one(tmp_path):
+    """--scorers knows the project's plug-ins' terminals (`C1` is the content
+    plug-in's), as its crawl does; an unknown name is one usage line, no traceback."""
+    changes, _ = poisson_history(pages=60, cycles=10)
+    path = tmp_path / "toy.npz"
+    np.savez(path, changes=changes)
+    base = ["--history", str(path), "--buckets", "4", "--periods", "3", "--no-buckets"]
+    text = run_command(base + ["--scorers", "C1 + n/t"])
+    assert re.search(r"\| toy\s+\| C1 \+ n/t\s+\|", text)
+    with pytest.raises(UsageError, match="--scorers 'nosuchterminal'"):
+        run_command(base + ["--scorers", "nosuchterminal"])

@@ -1,5 +1,5 @@
-"""Plug-ins: loaded by path from the settings, and two from outside the package
-(a selector, and a terminal of its own)."""
+"""Plug-ins: loaded by path from the settings, two from outside the package (a selector,
+and a terminal of its own), and the check of what a plug-in declares (scrapy_recrawl.api)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,23 @@ import numpy as np
 import pytest
 from scrapy.settings import Settings
 
+from scrapy_recrawl.api import API_VERSION, Plugin, declared, plugin_problems
 from scrapy_recrawl.content.plugin import ContentPlugin
-from scrapy_recrawl.content.store import CONTENT_TERMINALS
+from scrapy_recrawl.content.store import CONTENT_TERMINALS, ContentSettings
+from scrapy_recrawl.core.plugins import warn_problems
+from scrapy_recrawl.history.base import HistoryStore, Visit
+from scrapy_recrawl.plugin_terminals import (
+    default_registry,
+    registry_from_settings,
+    scorer_from_settings,
+)
 from scrapy_recrawl.plugins import check_plugins, plugin_classes
-from scrapy_recrawl.scoring import Scorer, Terminal, default_registry, registry_from_settings
+from scrapy_recrawl.scoring import Terminal
 from scrapy_recrawl.settings import RecrawlSettingError
+from scrapy_recrawl.testing import assert_plugin, make_sqlite_store
 
 from .helpers import LocalSite, Page, run_crawl
-from .third_party_plugin import UrlDepth
+from .third_party_plugin import ShortestUrlsFirst, UrlDepth
 
 DEPTH = "tests.third_party_plugin.UrlDepth"
 
@@ -95,7 +104,7 @@ def test_the_builtin_plugins_declare_the_terminals_they_fill():
 
 def test_a_third_party_terminal_parses_only_when_its_plugin_is_listed():
     listed = Settings({"RECRAWL_SCORER": "depth * t", "RECRAWL_PLUGINS": {DEPTH: 400}})
-    scorer = Scorer.from_settings(listed)
+    scorer = scorer_from_settings(listed)
     assert scorer.terminals_needed == {"depth", "t"}
     assert scorer.registry.get("depth").provider == DEPTH
     # not listed (or switched off): the one-line "unknown name" refusal
@@ -104,21 +113,21 @@ def test_a_third_party_terminal_parses_only_when_its_plugin_is_listed():
         {"RECRAWL_SCORER": "depth * t", "RECRAWL_PLUGINS": {DEPTH: None}},
     ):
         with pytest.raises(RecrawlSettingError) as err:
-            Scorer.from_settings(Settings(settings))
+            scorer_from_settings(Settings(settings))
         msg = str(err.value)
         assert msg.startswith("RECRAWL_SCORER='depth * t': unknown name 'depth' is not allowed")
         assert "\n" not in msg
     with pytest.raises(RecrawlSettingError, match="did you mean 'NAD'"):
-        Scorer.from_settings(Settings({"RECRAWL_SCORER": "NADx * t"}))
+        scorer_from_settings(Settings({"RECRAWL_SCORER": "NADx * t"}))
     # a typo of the plug-in's terminal is told the plug-in's name
     typo = Settings({"RECRAWL_SCORER": "detph * t", "RECRAWL_PLUGINS": {DEPTH: 400}})
     with pytest.raises(RecrawlSettingError, match=r"unknown name 'detph'.*did you mean 'depth'"):
-        Scorer.from_settings(typo)
+        scorer_from_settings(typo)
 
 
 def test_a_third_party_terminal_is_computed_turns_its_plugin_on_and_is_documented():
     listed = Settings({"RECRAWL_SCORER": "depth", "RECRAWL_PLUGINS": {DEPTH: 400}})
-    scorer = Scorer.from_settings(listed)
+    scorer = scorer_from_settings(listed)
     state = {
         "n": np.zeros(3),
         "last_visit_cycle": np.zeros(3),
@@ -161,7 +170,7 @@ class _OldStyle:
 def test_a_plugin_terminal_must_be_a_new_terminal_object(plugin, message):
     settings = Settings({"RECRAWL_SCORER": "t", "RECRAWL_PLUGINS": {plugin: 400}})
     with pytest.raises(RecrawlSettingError, match=f"RECRAWL_PLUGINS.*{message}"):
-        Scorer.from_settings(settings)
+        scorer_from_settings(settings)
 
 
 @pytest.mark.slow
@@ -188,3 +197,168 @@ def test_a_third_party_terminal_ranks_a_crawl(tmp_path):
     # the budget of 4 went to the four deepest known URLs (depth 4, 3, 2, 2)
     assert {"/a/b/c/d", "/a/b/c", "/a/b", "/p/q"} <= set(fetched)
     assert not {"/", "/a", "/p", "/x"} & set(fetched)
+
+
+# ------------------------------------------- declared capabilities, checked at load
+
+
+class _Declared(Plugin):
+    """A correct plug-in: a column provider and a visit hook, with a helper method."""
+
+    api_version = "1"
+    capabilities = frozenset({"columns", "visit_hook"})
+
+    def columns(self, arrays, now):
+        return {}
+
+    def visited(self, visit, record, *extra):  # more it may take is fine
+        pass
+
+    def helper_of_its_own(self):  # a helper of another name: fine
+        pass
+
+
+class _Misspelled(Plugin):
+    api_version = "1"
+    capabilities = frozenset({"columns"})
+
+    def colums(self, arrays, now):
+        return {}
+
+
+class _Missing(Plugin):
+    api_version = "1"
+    capabilities = frozenset({"probes"})
+
+    def cap(self, budget_total):
+        return None
+
+    def has_due(self):
+        return False
+
+    def pop_due(self):
+        return None
+
+    def dispatched(self, fingerprint, url_id):
+        pass
+
+
+class _WrongSignature(_Declared):
+    def columns(self, arrays):  # the crawl calls columns(arrays, now)
+        return {}
+
+
+class _WrongVersion(_Declared):
+    api_version = "2"
+
+
+def _one_line(cls):
+    found = plugin_problems(cls)
+    assert len(found) == 1, found
+    assert "\n" not in found[0] and f"{cls.__module__}.{cls.__qualname__}" in found[0]
+    return found[0]
+
+
+def test_a_correct_plugin_and_the_builtin_papers_have_no_problem():
+    assert plugin_problems(_Declared) == []
+    assert_plugin(_Declared)  # the test kit's check is the same
+    for cls in [*plugin_classes(Settings()), UrlDepth, ShortestUrlsFirst]:
+        assert plugin_problems(cls) == [], cls
+
+
+def test_a_misspelled_method_is_one_line_naming_it():
+    line = _one_line(_Misspelled)
+    assert "columns(arrays, now) of the 'columns' capability" in line
+    assert "colums()" in line and "misspelling" in line
+    # not declared, a near miss is still one line: the crawl would never call it
+    undeclared = type("_Undeclared", (_Misspelled,), {"capabilities": frozenset()})
+    assert "colums() looks like a misspelling of columns()" in _one_line(undeclared)
+
+
+def test_a_missing_method_is_one_line_naming_it():
+    line = _one_line(_Missing)
+    assert "lacks next_due_time() of the 'probes' capability" in line
+    with pytest.raises(AssertionError, match="next_due_time"):
+        assert_plugin(_Missing)
+
+
+def test_a_wrong_signature_is_one_line_naming_it():
+    line = _one_line(_WrongSignature)
+    assert "columns() of the 'columns' capability has the signature" in line
+    assert "the crawl calls columns(arrays, now)" in line
+    instance_enabled = type(
+        "_InstanceEnabled", (_Declared,), {"enabled": lambda self, settings, needed: True}
+    )
+    assert "enabled() is not a classmethod" in _one_line(instance_enabled)
+
+
+def test_an_api_version_the_package_does_not_speak_is_one_line():
+    line = _one_line(_WrongVersion)
+    assert "targets plug-in API version '2'" in line and f"{API_VERSION!r}" in line
+    unversioned = type("_Unversioned", (_Declared,), {"api_version": None})
+    assert "declares no api_version" in _one_line(unversioned)
+
+
+def test_declarations_that_cannot_be_right_are_one_line_each():
+    unknown = type("_Unknown", (_Declared,), {"capabilities": ("columns", "visit_hooks")})
+    assert "unknown capability 'visit_hooks' (did you mean 'visit_hook'?)" in _one_line(unknown)
+    a_string = type("_AString", (_Declared,), {"capabilities": "columns"})
+    assert "must be a collection of names" in _one_line(a_string)
+    # every method of a capability but no declaration: the crawl would not call it
+    silent = type("_Silent", (_Declared,), {"capabilities": frozenset({"columns"})})
+    assert "has visited() but does not declare 'visit_hook'" in _one_line(silent)
+    # no declaration at all: the line says what to declare for the methods it has
+    undeclared = type("_NoDeclaration", (_Declared,), {"capabilities": None})
+    assert (
+        "declares no capabilities (it has the methods of 'columns', 'visit_hook', never "
+        "called without capabilities = frozenset({'columns', 'visit_hook'}))"
+    ) in _one_line(undeclared)
+    # selects and the selector declaration say one thing
+    selects = type("_Selects", (_Declared,), {"selects": True})
+    assert "selects = True but 'selector' is not in its capabilities" in _one_line(selects)
+
+
+def test_the_problems_are_logged_one_line_each_at_start_up(caplog):
+    with caplog.at_level("WARNING", logger="scrapy_recrawl.plugins"):
+        found = warn_problems([_Declared, _Misspelled, _Missing, _Missing, _WrongVersion])
+    assert len(found) == 3  # a class listed twice is said once
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [f"recrawl: {line}" for line in found]
+    assert [r.levelname for r in caplog.records] == ["WARNING"] * 3
+
+
+def test_the_crawl_calls_only_what_a_plugin_declares(tmp_path):
+    """``declared`` replaces the undocumented ``keeps_bags`` switch: the content
+    plug-in declares "bag_keeper", and an instance that keeps no bag in this crawl
+    (no chi-squared rule, no D* terminal) narrows its declaration."""
+    store = make_sqlite_store(tmp_path)
+    try:
+        settings = Settings({"RECRAWL_CHANGE_TEST": "chi2"})
+        chi2 = ContentPlugin(store, ContentSettings.from_settings(settings), frozenset())
+        assert declared(chi2, "bag_keeper") and declared(chi2, "columns")
+        plain = ContentPlugin(store, ContentSettings.from_settings(Settings()), frozenset({"Q"}))
+        assert not declared(plain, "bag_keeper") and declared(plain, "columns")
+        assert declared(ContentPlugin, "bag_keeper")  # the class declares what it may offer
+        d1 = ContentPlugin(store, ContentSettings.from_settings(Settings()), frozenset({"D1"}))
+        assert declared(d1, "bag_keeper")
+    finally:
+        store.close()
+    assert not declared(object(), "columns")
+    with pytest.raises(ValueError, match="unknown plug-in capability 'column'"):
+        declared(ContentPlugin, "column")
+
+
+def test_the_public_api_names_what_a_plugin_author_uses():
+    import scrapy_recrawl.api as api
+
+    assert api.API_VERSION in api.API_VERSIONS
+    assert set(api.PLUGIN_CAPABILITIES) == {
+        "columns",
+        "selector",
+        "probes",
+        "bag_keeper",
+        "visit_hook",
+    }
+    for name in api.__all__:
+        assert getattr(api, name) is not None, name
+    assert api.HistoryStore is HistoryStore and api.Visit is Visit

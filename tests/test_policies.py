@@ -11,10 +11,10 @@ import pytest
 from scrapy_recrawl.core.selection import select_recrawls, with_budget
 from scrapy_recrawl.core.simulate import new_state, simulate
 from scrapy_recrawl.history.base import HistoryArrays
+from scrapy_recrawl.plugin_terminals import registry_for
 from scrapy_recrawl.scoring import Scorer, compute_terminals, top_k_indices
 from scrapy_recrawl.scoring.policies import BINS, chogm_rates, lambdacrawl_rates
 from scrapy_recrawl.scoring.presets import PRESETS, nutch_expression
-from scrapy_recrawl.scoring.registry import registry_for
 from scrapy_recrawl.settings import RecrawlSettingError
 
 from .helpers import LocalSite, Page, run_crawl

@@ -21,7 +21,8 @@ from scrapy_recrawl.core.groups import (
 from scrapy_recrawl.core.simulate import load_changes, load_groups, simulate
 from scrapy_recrawl.history import SqliteHistoryStore, Visit
 from scrapy_recrawl.history.redis import RedisHistoryStore
-from scrapy_recrawl.scoring import Scorer, compute_terminals, default_registry
+from scrapy_recrawl.plugin_terminals import default_registry
+from scrapy_recrawl.scoring import Scorer, compute_terminals
 from scrapy_recrawl.scoring.pooled import POOLED_NAMES, prior_mean, prior_strength
 
 from .helpers import history_arrays

@@ -11,7 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from scrapy_recrawl.scoring import PRESETS, Scorer, default_registry, preset_code
+from scrapy_recrawl.plugin_terminals import default_registry
+from scrapy_recrawl.scoring import PRESETS, Scorer, preset_code
 from scrapy_recrawl.scoring.expression import _parsed
 from scrapy_recrawl.scoring.kernel import _source
 from scrapy_recrawl.scoring.parse import SETTING
@@ -57,7 +58,7 @@ def _terminals(args, size=5000):
 @pytest.mark.parametrize("name", FORMULAS)
 def test_a_preset_from_its_stored_code_scores_as_the_parsed_expression_bit_for_bit(name):
     expression = PRESETS[name].expression.strip()
-    stored = Scorer.from_spec(name)
+    stored = Scorer.from_spec(name, registry=default_registry())  # basket, experts: plug-ins'
     assert stored._compiled.sympy_expr is None  # the stored code: no sympy
     parsed = _parsed(expression, SETTING, default_registry(), parse=True)
     assert stored._symbol == parsed.symbol
@@ -100,11 +101,12 @@ import scrapy_recrawl.scheduler
 import scrapy_recrawl.commands.baskets, scrapy_recrawl.commands.evolve
 import scrapy_recrawl.commands.plan, scrapy_recrawl.commands.report
 import scrapy_recrawl.commands.reset
+from scrapy_recrawl.plugin_terminals import default_registry, scorer_from_settings
 from scrapy_recrawl.scoring import PRESETS, Scorer, policies
 
-Scorer.from_settings(Settings())  # what the scheduler and the middleware build
+scorer_from_settings(Settings())  # what the scheduler and the middleware build
 for name in PRESETS:
-    Scorer.from_spec(name)
+    Scorer.from_spec(name, registry=default_registry())
 assert "sympy" not in sys.modules, "sympy imported"
 assert policies._inverse_table.cache_info().currsize == 0, "chogm table built"
 Scorer.from_spec("t*X + 1")  # an expression of the user's: parsed by sympy

@@ -6,18 +6,16 @@ write them; a project's old shared store is pointed out, never moved."""
 from __future__ import annotations
 
 import hashlib
-import shutil
-import sqlite3
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from scrapy_recrawl.history import SCHEMA_VERSION, SqliteHistoryStore
+from scrapy_recrawl.history import SCHEMA_VERSION, SqliteHistoryStore, Visit
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
-from .fixtures.redis_typed import load_typed
 from .helpers import LocalSite, Page
+from .pre_release import store_file
 from .project import crawl, make_project, scrapy
 
 pytestmark = pytest.mark.slow
@@ -218,11 +216,14 @@ def _crawl_old_store(project, spider, site, **settings):
     return run
 
 
-def test_an_old_shared_store_is_pointed_out_then_adopted_never_moved(tmp_path):
+def test_an_old_shared_store_is_pointed_out_never_moved_and_refused(tmp_path):
+    """The shared default store of the builds before stores knew their spider (schema
+    version 2: nobody's) is pointed out, left as it is; pointed at, it is refused as
+    every pre-release store is (tests/test_sqlite_baseline.py)."""
     project = make_project(tmp_path)
     old = project / ".scrapy" / "recrawl" / "history.sqlite3"
     old.parent.mkdir(parents=True)
-    shutil.copy(FIXTURES / "store_v2.sqlite3", old)  # written by the previous release
+    store_file(old, 2, owner=None)  # as such a build left it
     digest = _digest(old)
     with _site("a") as site:
         run = crawl(project, "alpha", site.url + "/")
@@ -231,60 +232,52 @@ def test_an_old_shared_store_is_pointed_out_then_adopted_never_moved(tmp_path):
         assert ".scrapy/recrawl/alpha/history.sqlite3" in told[0] and "RECRAWL_STORE" in told[0]
         assert _digest(old) == digest  # neither moved nor upgraded nor written
         assert run.stats["recrawl/cycle"] == 1  # a history of its own, from scratch
-        # the user points this spider at it: it upgrades, adopts it, continues its cycles
-        run = _crawl_old_store(project, "alpha", site, RECRAWL_STORE=str(old))
-        assert "the spider 'alpha' adopts it" in run.log
-        assert run.stats["recrawl/cycle"] == 4  # the old store's three cycles, and one more
-        again = crawl(project, "alpha", site.url + "/")  # the default store: no more word
-        assert ".scrapy/recrawl/history.sqlite3" not in again.log
-        # another spider is refused, in one line, before it fetches anything
-        site.log.clear()
         refused = scrapy(
             project,
             "crawl",
-            "beta",
+            "alpha",
             "-a",
             f"start_url={site.url}/",
             settings={"RECRAWL_STORE": str(old)},
         )
-        assert site.log == []
-        # the add-on opens the store at start-up: a refusal stops the crawl there, exit 1
         assert refused.returncode == 1, refused.log[-3000:]
         assert "Traceback" not in refused.log, refused.log[-3000:]
         errors = [line for line in refused.log.splitlines() if "] ERROR:" in line]
-        assert len(errors) == 1, refused.log[-3000:]
-        assert "belongs to the spider 'alpha', not 'beta'" in errors[0]
-        assert "RECRAWL_SHARED_STORE" in errors[0] and str(old) in errors[0]
-        shared = _crawl_old_store(
-            project, "beta", site, RECRAWL_STORE=str(old), RECRAWL_SHARED_STORE=True
-        )
-        assert shared.stats["recrawl/cycle"] == 5
-    db = sqlite3.connect(old)
-    meta = dict(db.execute("SELECT key, value FROM meta"))
-    db.close()
-    assert meta["schema_version"] == str(SCHEMA_VERSION) and meta["spider"] == "alpha"
-    with SqliteHistoryStore(old) as store:
-        assert {"http://h/0", "http://h/1", "http://h/2"} <= set(_urls(store))  # kept
+        assert len(errors) == 1 and "pre-release build" in errors[0], refused.log[-3000:]
+    assert _digest(old) == digest
+
+
+def _old_shared_redis_store(url: str) -> None:
+    """What an earlier scrapy-recrawl kept under the prefix ``recrawl``, shared by every
+    spider of the project: three cycles of history nobody claimed (a store from before
+    the release itself is refused: only its layout of today can be adopted)."""
+    with RedisHistoryStore(url, key="recrawl") as store:
+        for cycle in range(3):
+            store.advance_cycle()
+            for u in range(3):
+                changed = None if cycle == 0 else bool((u + cycle) % 2)
+                store.record(Visit(bytes([u]) * 20, f"http://h/{u}", 1000.0 + cycle, 200, changed))
+        assert store.owner() is None
 
 
 def test_the_old_shared_redis_prefix_is_pointed_out_then_adopted(tmp_path, redis_db):  # noqa: F811
     project = make_project(tmp_path)
     client = redis_db.client()
-    load_typed(client, FIXTURES / "store_v2.redis.json")  # the previous release's keys
-    old = {k: client.dump(k) for k in client.keys("recrawl:*")}
+    _old_shared_redis_store(redis_db.url)
+    old = {k: client.dump(k) for k in client.keys("{recrawl[}#]*")}
+    assert old
     settings = {"SCHEDULER": "scrapy_recrawl.RedisRecrawlScheduler", "REDIS_URL": redis_db.url}
     with _site("a") as site:
         run = crawl(project, "alpha", site.url + "/", **settings)
         told = [line for line in run.log.splitlines() if "key prefix 'recrawl'" in line]
         assert len(told) == 1, run.log[-3000:]
         assert "'alpha:history'" in told[0] and "RECRAWL_REDIS_KEY = 'recrawl'" in told[0]
-        assert {k: client.dump(k) for k in client.keys("recrawl:*")} == old  # untouched
+        assert {k: client.dump(k) for k in client.keys("{recrawl[}#]*")} == old  # untouched
         run = _crawl_old_store(project, "alpha", site, **settings, RECRAWL_REDIS_KEY="recrawl")
         assert "the spider 'alpha' adopts it" in run.log
         assert run.stats["recrawl/cycle"] == 4
         again = crawl(project, "alpha", site.url + "/", **settings)
         assert "key prefix 'recrawl'" not in again.log  # adopted: no more word
-    # migrated to schema version 5 (docs/distributed.md): the store's keys under {recrawl}
     assert client.hget("{recrawl}:meta", "spider") == b"alpha"
     assert client.hget("{recrawl}:meta", "schema_version") == str(SCHEMA_VERSION).encode()
     client.close()

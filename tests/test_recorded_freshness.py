@@ -6,9 +6,8 @@ instead of refitting it (insight/cycles.py).
   crawl computed as the next cycle opened: equal to its stat (rounded as the stat is),
   read from the record, not fitted again; the last cycle, which no opening estimated,
   is fitted from the log.
-* A store of the release before (schema version 7, tests/fixtures/make_v7_stores.py)
-  opens, upgrades, and its report still shows every cycle's figure (fitted from the
-  log); the cycles its next crawl opens are recorded.
+* A store of a build before the first release (schema version 7) is refused, not
+  upgraded: tests/test_sqlite_baseline.py, tests/test_redis_migrations.py.
 * A record read back from Redis that is not a share (out of [0, 1], NaN, not a record)
   is ignored with a warning naming the cycle, and that cycle fitted from the log.
 """
@@ -18,8 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -37,10 +34,9 @@ from scrapy_recrawl.cycle_summary import (
     FRESHNESS_STAT,
     CycleTally,
 )
-from scrapy_recrawl.history import SCHEMA_VERSION, SqliteHistoryStore, Visit
+from scrapy_recrawl.history import SqliteHistoryStore, Visit
 from scrapy_recrawl.history.cycle_log import (
     FRESHNESS_TABLE,
-    cycle_records,
     recorded_freshness,
 )
 from scrapy_recrawl.history.records import pack_record
@@ -48,12 +44,9 @@ from scrapy_recrawl.history.redis import RedisHistoryStore
 from scrapy_recrawl.insight.cycles import cycle_rows, estimate_by_cycle
 from scrapy_recrawl.insight.log import VisitLog
 
-from .fixtures.redis_typed import load_typed
-from .fixtures.v7_visits import CYCLES as V7_CYCLES
-from .fixtures.v7_visits import URLS as V7_URLS
-from .fixtures.v7_visits import plan as v7_plan
-from .fixtures.v7_visits import summary as v7_summary
-from .fixtures.v7_visits import visit as v7_visit
+from .fixtures.visit_plan import CYCLES as V7_CYCLES
+from .fixtures.visit_plan import URLS as V7_URLS
+from .fixtures.visit_plan import visit as v7_visit
 from .helpers import REPO, LocalSite, Page, run_crawl
 from .test_redis_crawl import finish, start_crawl
 
@@ -175,66 +168,6 @@ def test_a_redis_crawl_keeps_each_cycle_estimate_and_the_report_shows_it(redis_d
         check_report_is_the_crawls(store, stats, last=3)
 
 
-# ------------------------------------------------------------------ a store of version 7
-
-
-def check_v7_store(store: object) -> None:
-    """The release-7 store upgraded: its records as they were, every cycle's figure
-    fitted from the log; a cycle the new code opens keeps the estimate of the one
-    before, which the report then reads."""
-    assert store.cycle == V7_CYCLES and len(store) == V7_URLS  # type: ignore[attr-defined]
-    records = cycle_records(store)
-    assert [r.cycle for r in records] == list(range(1, V7_CYCLES + 1))
-    for r in records:
-        assert r.plan is not None and r.plan.scorer == v7_plan(r.cycle)["scorer"]
-        assert r.summary is not None and r.summary.changed == v7_summary(r.cycle)["changed"]
-    assert recorded_freshness(store) == {}
-    log = VisitLog.read(store)
-    assert len(log) == sum(
-        v7_visit(u, c) is not None for u in range(V7_URLS) for c in range(1, V7_CYCLES + 1)
-    )
-    fitted = estimate_by_cycle(store, log, np.arange(1, V7_CYCLES + 1))
-    rows = cycle_rows(store, log)
-    assert [r.cycle for r in rows] == list(range(1, V7_CYCLES + 1))
-    for r in rows:
-        assert r.freshness_source == "log" and r.freshness == fitted[r.cycle].share
-        assert r.known_pages == fitted[r.cycle].pages > 0
-    assert 0.0 < rows[-1].freshness < 1.0  # pages that change: not all current
-    # the next crawl opens cycle 7: the estimate of cycle 6 is kept, as the scheduler does
-    store.advance_cycle()  # type: ignore[attr-defined]
-    est = CycleTally(None).open_cycle(store, store.arrays(), GroupIndex())  # type: ignore[attr-defined]
-    assert est is not None and est.cycle == V7_CYCLES
-    kept = recorded_freshness(store)
-    assert list(kept) == [V7_CYCLES] and kept[V7_CYCLES].share == est.share
-    rows = cycle_rows(store, VisitLog.read(store))
-    assert [r.freshness_source for r in rows] == ["log"] * (V7_CYCLES - 1) + ["record"]
-    assert rows[-1].freshness == est.share == pytest.approx(fitted[V7_CYCLES].share, abs=1e-12)
-
-
-def test_a_version_7_sqlite_store_upgrades_and_its_report_fits_every_cycle(tmp_path):
-    path = tmp_path / "history.sqlite3"
-    shutil.copy(FIXTURES / "store_v7.sqlite3", path)
-    with SqliteHistoryStore(path) as store:
-        assert store.owner() == "books"
-        check_v7_store(store)
-    db = sqlite3.connect(path)
-    version = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-    db.close()
-    assert version == (str(SCHEMA_VERSION),) == ("8",)
-
-
-def test_a_version_7_redis_store_upgrades_and_its_report_fits_every_cycle(redis_db):
-    client = redis_db.client()
-    load_typed(client, FIXTURES / "store_v7.redis.json")
-    assert client.hget("{books:history}:meta", "schema_version") == b"7"
-    with RedisHistoryStore(redis_db.url, key="books:history") as store:
-        assert store.owner() == "books"
-        check_v7_store(store)
-    assert client.hget("{books:history}:meta", "schema_version") == str(SCHEMA_VERSION).encode()
-    assert SCHEMA_VERSION == 8
-    client.close()
-
-
 # ------------------------------------------------------------------ what Redis hands back
 
 
@@ -291,7 +224,14 @@ def test_an_estimate_the_store_cannot_keep_is_said_and_the_cycle_goes_on(tmp_pat
     naming the cycle, the estimate still returned (the stats have it), nothing kept; the
     report fits that cycle from the log."""
     path = tmp_path / "history.sqlite3"
-    shutil.copy(FIXTURES / "store_v7.sqlite3", path)
+    with SqliteHistoryStore(path) as writer:  # six cycles crawled, no estimate kept
+        writer.claim("books")
+        for cycle in range(1, V7_CYCLES + 1):
+            writer.advance_cycle()
+            for u in range(V7_URLS):
+                v = v7_visit(u, cycle)
+                if v is not None:
+                    writer.record(Visit(**v))
     with SqliteHistoryStore(path, read_only=True) as store:
         tally = CycleTally(None)
         with caplog.at_level(logging.ERROR, logger="scrapy_recrawl.scheduler"):

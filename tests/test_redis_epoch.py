@@ -7,20 +7,17 @@ the Redis settings that lose a history unnoticed are warned about at open."""
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import pytest
 
 from scrapy_recrawl.history import SCHEMA_VERSION, StoreLost, open_store
-from scrapy_recrawl.history import redis as redis_module
+from scrapy_recrawl.history import redis_session as redis_module
 from scrapy_recrawl.history.base import Visit
 from scrapy_recrawl.history.redis import RedisHistoryStore
 from scrapy_recrawl.settings import RecrawlSettingError
 
-from .fixtures.redis_typed import load_typed
 from .redis_server import RedisServer
 
-FIXTURES = Path(__file__).parent / "fixtures"
 KEY = "news:history"
 
 
@@ -56,25 +53,6 @@ def test_a_new_store_has_an_epoch_every_process_shares(redis_db):  # noqa: F811
         assert c.epoch != a.epoch  # a random token: no two stores share one
 
 
-def test_a_store_of_the_previous_release_gets_an_epoch_when_it_upgrades(redis_db):  # noqa: F811
-    client = redis_db.client()
-    load_typed(client, FIXTURES / "store_v3.redis.json")
-    assert client.hget("books:history:meta", "epoch") is None
-    before = len(history_keys(client, "books:history"))
-    with RedisHistoryStore(redis_db.url, key="books:history") as store:
-        epoch = store.epoch
-        assert epoch is not None
-        assert len(store) == 3  # the history is the same one
-        store.record(visit(9, 2000.0))  # and it can be written to
-        assert len(store) == 4
-    meta = client.hgetall("{books:history}:meta")
-    # the identity comes with the open, not with a schema step; version 5 moves every
-    # key of the version-4 layout into the sharded one (history/redis_bulk.py)
-    assert meta[b"schema_version"] == str(SCHEMA_VERSION).encode()
-    assert meta[b"epoch"].decode() == epoch
-    assert before and client.keys("books:history:*") == []
-
-
 def test_flushdb_between_two_writes_stops_the_second_and_writes_nothing(redis_db):  # noqa: F811
     client = redis_db.client()
     told: list[StoreLost] = []
@@ -103,7 +81,7 @@ def test_flushdb_between_two_writes_stops_the_second_and_writes_nothing(redis_db
             lambda: store.side_put("content_dists", [(1, b"d")]),
             lambda: store.side_delete("content_dists", [1]),
             # a new URL's id block (INCRBY of its shard's counter), the block used up
-            lambda: (store._reserved.clear(), store.record(visit(9))),
+            lambda: (store._ids.reserved.clear(), store.record(visit(9))),
         ):
             with pytest.raises(StoreLost):
                 write()
@@ -236,14 +214,15 @@ def test_a_redis_refusing_config_is_not_warned_about(caplog):
 
 
 def test_a_quiet_crawl_notices_a_lost_store_at_the_check_on_its_clock(redis_db):  # noqa: F811
-    """history/epoch.py's timer, on an injected clock: a store emptied while nothing is
+    """store_loss.py's timer, on an injected clock: a store emptied while nothing is
     written is noticed at the next check, CHECK_SECONDS later, and not before; the
     timer stops with the spider."""
     from scrapy import Spider, signals
     from scrapy.utils.test import get_crawler
     from twisted.internet.task import Clock
 
-    from scrapy_recrawl.history.epoch import CHECK_SECONDS, watch_store_loss
+    from scrapy_recrawl.history.epoch import CHECK_SECONDS
+    from scrapy_recrawl.store_loss import watch_store_loss
 
     crawler = get_crawler(Spider)
     clock = Clock()

@@ -1,5 +1,5 @@
 """A crawl's lease on its Redis history store (issue 29): the crawl that opens the store
-holds it (history/epoch.py's watch, history/redis.py: hold, holders), stamped with the
+holds it (store_loss.py's watch, history/redis.py: hold, holders), stamped with the
 Redis's clock at each epoch check, left at a clean close, expiring a timeout after its
 last stamp; on a real redis-server and a real three-master cluster, the check's timer
 on an injected clock. ``scrapy recrawl-reset`` reads it: tests/test_reset_races.py
@@ -14,10 +14,10 @@ from scrapy.utils.test import get_crawler
 from twisted.internet.task import Clock
 
 from scrapy_recrawl.history.base import Visit
-from scrapy_recrawl.history.epoch import watch_store_loss
 from scrapy_recrawl.history.redis import RedisHistoryStore
 from scrapy_recrawl.history.redis_liveness import process_of
 from scrapy_recrawl.history.redis_schema import LEASE
+from scrapy_recrawl.store_loss import watch_store_loss
 
 KEY = "news:history"
 

@@ -336,7 +336,7 @@ def test_record_returns_the_fold_the_server_made_and_batches_stay_in_flight(redi
         numbers = (theirs.visits, theirs.n, theirs.X, theirs.sad, theirs.gad, theirs.aad_sum)
         results.append((s.record(v), numbers))
         assert s.buffered_visits <= 8  # the buffer, and one batch in flight
-    assert s._inflight is not None  # the last full batch: sent, not yet answered
+    assert s._writer.inflight is not None  # the last full batch: sent, not yet answered
     got = s.get(fps[0])  # waits for it, and flushes the rest
     assert s.buffered_visits == 0
     assert (got.visits, got.n, got.X) == (4, 3, ref.get(fps[0]).X)
@@ -383,3 +383,63 @@ def test_a_redis_url_of_another_scheme_is_refused_naming_where_it_came_from(sett
         redis_location(Settings(settings))
     assert str(err.value).startswith(f"{named}: a Redis URL starts with redis://, rediss://")
     assert "pw" not in str(err.value)
+
+
+# -- the store contract's members (issue 30: history/base.py) ---------------------------
+
+
+def test_the_store_declares_what_the_crawl_reads(redis_db):
+    s = RedisHistoryStore(redis_db.url, key="books:history", store_bodies=False)
+    assert s.label == "books:history" and s.capabilities == frozenset({"fenced"})
+    assert s.read_only is False and s.store_bodies is False
+    with s:
+        assert s.buffered_visits == 0 and s.unreadable_values == 0
+        s.record(visit())
+        assert s.buffered_visits == 1
+        s.flush()
+        assert s.buffered_visits == 0
+        # the "fenced" members: epoch, its check, the loss hook, the lease
+        assert s.epoch and s.on_lost is None
+        s.check_epoch()
+        holder = s.hold(30)
+        assert set(s.holders(30)) == {holder}
+
+
+def test_urls_of_an_unknown_id_is_a_key_error_and_clear_leaves_no_owner(store):
+    store.record(visit())
+    uid = store.get(FP).id
+    assert store.urls([uid]) == ["https://example.com/a"]
+    with pytest.raises(KeyError, match=r"no URL ids \[99\]"):
+        store.urls([uid, 99])
+    store.claim("books")
+    assert store.owner() == "books"
+    store.clear()
+    assert store.owner() is None and len(store) == 0
+
+
+def test_a_store_on_plain_connection_arguments_imports_no_scrapy(redis_db):
+    """history/ connects from plain redis-py arguments: neither Scrapy, scrapy-redis nor
+    Twisted is imported to open, write and read a store (issue 30, item 5)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")])}
+    code = (
+        "import sys\n"
+        "from scrapy_recrawl.history.base import Visit\n"
+        "from scrapy_recrawl.history.redis import RedisHistoryStore\n"
+        f"s = RedisHistoryStore(connection={{'url': {redis_db.url!r}}}, key='plain')\n"
+        "s.open(); s.record(Visit(b'x' * 20, 'http://h/', 1.0, 200)); s.flush()\n"
+        "assert len(s) == 1 and s.urls([s.get(b'x' * 20).id]) == ['http://h/']\n"
+        "s.close()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('scrapy', 'scrapy_redis', 'twisted')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

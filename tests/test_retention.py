@@ -9,7 +9,6 @@ All on real SQLite files.
 from __future__ import annotations
 
 import logging
-import shutil
 import sqlite3
 from pathlib import Path
 
@@ -17,19 +16,12 @@ import numpy as np
 import pytest
 
 from scrapy_recrawl.history import (
-    SCHEMA_VERSION,
     SqliteHistoryStore,
     Visit,
     open_store,
 )
 from scrapy_recrawl.history.records import window_from_log
-from scrapy_recrawl.history.redis import RedisHistoryStore
 from scrapy_recrawl.settings import RecrawlSettingError
-
-from .fixtures.redis_typed import load_typed
-from .fixtures.v6_visits import URLS, observations
-
-FIXTURES = Path(__file__).parent / "fixtures"
 
 #: the record columns of the urls table a trim must leave as they are
 _RECORD = (
@@ -164,69 +156,3 @@ def test_change_window_equals_the_old_computation_over_the_whole_log(tmp_path, w
         np.testing.assert_array_equal(store.change_window(few[::-1], window), old[::7][::-1])
         unknown = np.array([10_000])
         assert np.isnan(store.change_window(unknown, window)).all()
-
-
-def _v6_expected_windows(store) -> np.ndarray:
-    # the fixture's ids: in the order the URLs were first recorded
-    ids = [store.get(bytes([u + 1]) * 20, signature=False).id for u in range(URLS)]
-    out = np.full((URLS, 5), np.nan)
-    for u in range(URLS):
-        newest = observations(u)[::-1][:5]
-        out[u, : len(newest)] = newest
-    return np.array(ids), out
-
-
-def test_a_version_6_sqlite_store_upgrades_with_each_urls_window_and_the_index(tmp_path):
-    path = tmp_path / "history.sqlite3"
-    shutil.copy(FIXTURES / "store_v6.sqlite3", path)
-    db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("6",)
-    before_urls = db.execute("SELECT * FROM urls ORDER BY id").fetchall()
-    before_visits = db.execute("SELECT * FROM visits ORDER BY id").fetchall()
-    db.close()
-    with SqliteHistoryStore(path, read_only=True) as store:  # an offline command: in memory
-        ids, expected = _v6_expected_windows(store)
-        np.testing.assert_array_equal(store.change_window(ids, 5), expected)
-    assert store.file_schema_version == 6
-    with SqliteHistoryStore(path) as store:
-        assert len(store) == URLS and store.cycle == 8 and store.owner() == "books"
-        ids, expected = _v6_expected_windows(store)
-        assert np.isfinite(expected).sum() == 18  # URL 0: five of its seven observations
-        np.testing.assert_array_equal(store.change_window(ids, 5), expected)
-        log = store.visit_log()
-        old = window_from_log(ids, log["url_id"], log["changed"], 5)  # version 6's rule
-        np.testing.assert_array_equal(store.change_window(ids, 5), old)
-        assert store.pop_frontier(5) == [{"url": "http://h/9", "method": "GET"}]
-        # the store goes on: the next observation of URL 0 enters its window
-        store.advance_cycle()
-        store.record(Visit(bytes([1]) * 20, "http://h/0", 2000.0, 200, True))
-        assert store.change_window(ids[:1], 5)[0].tolist() == [1.0, *expected[0, :4]]
-    db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
-        str(SCHEMA_VERSION),
-    )
-    indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
-    assert "visits_by_cycle" in indexes
-    # every row kept: the URLs' columns before the window, the visits as they were
-    after_urls = db.execute("SELECT * FROM urls ORDER BY id").fetchall()
-    assert [r[:-1] for r in after_urls[1:]] == before_urls[1:]
-    assert db.execute("SELECT * FROM visits ORDER BY id").fetchall()[:-1] == before_visits
-    db.close()
-
-
-def test_a_version_6_redis_store_opens_as_version_7_and_agrees_with_sqlite(redis_db, tmp_path):
-    """Version 7 changed the SQLite store only: the Redis step marks the version (its
-    rows have kept the window since version 5), and both give the same windows."""
-    client = redis_db.client()
-    load_typed(client, FIXTURES / "store_v6.redis.json")
-    assert client.hget("{books:history}:meta", "schema_version") == b"6"
-    with RedisHistoryStore(redis_db.url, key="books:history") as store:
-        assert len(store) == URLS and store.cycle == 8
-        ids, expected = _v6_expected_windows(store)
-        np.testing.assert_array_equal(store.change_window(ids, 5), expected)
-        rec = store.get(bytes([1]) * 20, signature=False)
-    assert client.hget("{books:history}:meta", "schema_version") == str(SCHEMA_VERSION).encode()
-    shutil.copy(FIXTURES / "store_v6.sqlite3", tmp_path / "h.sqlite3")
-    with SqliteHistoryStore(tmp_path / "h.sqlite3") as sqlite_store:
-        assert sqlite_store.get(bytes([1]) * 20, signature=False).cwin == rec.cwin
-    client.close()

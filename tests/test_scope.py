@@ -48,7 +48,7 @@ def test_only_the_spiders_pages_are_pages():
     assert not_a_page(page, HtmlResponse(url, body=b"<html></html>", request=page)) is None
 
 
-class _Crawler:  # what off_reason() reads of a crawler (weakly referenced, as one)
+class _Crawler:  # what off_reason() reads of a crawler (its runtime is kept on it, as on one)
     def __init__(self, spidercls, spider=None, crawling=True):
         self.spidercls, self.spider, self.crawling = spidercls, spider, crawling
 
@@ -77,11 +77,11 @@ def test_scrapys_commands_that_look_at_one_url_are_recognised():
 
 
 def _frontier() -> LocalFrontier:
-    signals = SimpleNamespace(send_catch_log=lambda *a, **k: None)
+    # what first_fetch() uses of its scheduler (frontier/base.py: SchedulerHost)
     host = SimpleNamespace(
-        crawler=SimpleNamespace(signals=signals),
-        spider=None,
-        fingerprinter=RequestFingerprinter(),
+        recrawl_queue=list,
+        fingerprint=RequestFingerprinter().fingerprint,
+        dropped=lambda request: None,
         inc_stat=lambda *a, **k: None,
     )
     return LocalFrontier(host)  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ import pytest
 
 from scrapy_recrawl.scoring import (
     Scorer,
-    default_registry,
+    core_registry,
     pdiv,
     plog,
     score_expression,
@@ -298,7 +298,7 @@ def test_a_literal_is_judged_from_its_text_before_any_arithmetic(literal):
     )
     for text in (f"{literal} + X", f"X * {literal}"):
         with decimal.localcontext(strict), pytest.raises(RecrawlSettingError) as err:
-            _check_tokens(text, "RECRAWL_SCORER", default_registry())
+            _check_tokens(text, "RECRAWL_SCORER", core_registry())
         message = str(err.value)
         assert message.startswith("RECRAWL_SCORER=") and "\n" not in message
         assert f"number {literal!r} is out of bounds" in message

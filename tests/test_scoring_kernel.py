@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from scrapy_recrawl.core.selection import with_budget
+from scrapy_recrawl.plugin_terminals import default_registry
 from scrapy_recrawl.scoring import PRESETS, Scorer, compute_terminals
 from scrapy_recrawl.scoring.kernel import BLOCK
 
@@ -86,8 +87,10 @@ def test_presets_score_bit_for_bit_as_the_reference(name):
         "last_change_cycle": np.full(size, -1),
     }
     state = with_budget(state, 100)  # chogm and lambdacrawl solve for a cycle's budget
-    s = Scorer.from_spec(name)
-    tm = compute_terminals(state, 60, 1.7e9 + 61 * 86400, needed=s.terminals_needed)
+    s = Scorer.from_spec(name, registry=default_registry())  # basket, experts: plug-ins'
+    tm = compute_terminals(
+        state, 60, 1.7e9 + 61 * 86400, needed=s.terminals_needed, registry=s.registry
+    )
     np.testing.assert_array_equal(s.score(tm), s.score_reference(tm))
     assert s.kernel is not None or s.protected_expr.is_Symbol
 

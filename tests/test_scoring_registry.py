@@ -11,15 +11,14 @@ import numpy as np
 import pytest
 
 from scrapy_recrawl.learn import gp
+from scrapy_recrawl.plugin_terminals import default_registry, registry_from_settings
 from scrapy_recrawl.scoring import (
     CORE_TERMINALS,
     Scorer,
     Terminal,
     TerminalRegistry,
     compute_terminals,
-    default_registry,
     optional_column,
-    registry_from_settings,
 )
 from scrapy_recrawl.scoring.pooled import POOLED_NAMES, POOLED_TERMINALS
 from scrapy_recrawl.settings import RecrawlSettingError
@@ -28,11 +27,11 @@ DOCS = Path(__file__).resolve().parent.parent / "docs" / "scorers.md"
 
 
 def test_docs_hold_exactly_the_registry_table():
-    """docs/scorers.md's table is `python -m scrapy_recrawl.scoring.registry`: no drift."""
+    """docs/scorers.md's table is `python -m scrapy_recrawl.plugin_terminals`: no drift."""
     table = default_registry().markdown_table()
     assert table in DOCS.read_text(encoding="utf-8")
     out = subprocess.run(
-        [sys.executable, "-m", "scrapy_recrawl.scoring.registry"],
+        [sys.executable, "-m", "scrapy_recrawl.plugin_terminals"],
         capture_output=True,
         text=True,
         check=True,
@@ -138,8 +137,8 @@ def test_a_scorer_string_is_parsed_once_per_process(monkeypatch):
 
     import scrapy_recrawl.scoring.expression as expression
     from scrapy_recrawl.addon import RecrawlAddon
+    from scrapy_recrawl.plugin_terminals import scorer_from_settings
     from scrapy_recrawl.plugins import scorer_for_crawler
-    from scrapy_recrawl.scoring import Scorer
 
     calls = []
     real = expression.parse_expression
@@ -150,5 +149,5 @@ def test_a_scorer_string_is_parsed_once_per_process(monkeypatch):
     settings = Settings({"RECRAWL_SCORER": text})
     RecrawlAddon().update_settings(settings)
     scorer_for_crawler(get_crawler(settings_dict={"RECRAWL_SCORER": text}))
-    Scorer.from_settings(settings)
+    scorer_from_settings(settings)
     assert calls == [text]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from scrapy_recrawl.history.state import observe
-from scrapy_recrawl.scoring import check_prior, compute_terminals, default_registry
+from scrapy_recrawl.scoring import check_prior, compute_terminals, core_registry
 from scrapy_recrawl.scoring.terminals import effective_observations
 from scrapy_recrawl.settings import RecrawlSettingError
 
@@ -47,7 +47,7 @@ def test_hand_worked_estimators():
     st = state_from_histories(HIST, LAST)
     st["D"] = np.array([3.0, np.nan, 0.0])
     tm = compute_terminals(st, cycle=10, now=10 * 3600.0 + 1800.0, prior=(0.5, 1.0))
-    reg = default_registry()
+    reg = core_registry()  # compute_terminals' own
     # every terminal, the registry's order; those of a whole cycle's budget need one
     assert list(tm) == [name for name in reg if not reg.get(name).needs_budget]
     np.testing.assert_allclose(tm["n"], [3, 0, 4])

@@ -232,4 +232,7 @@ def test_rand_and_plugin_terminals_are_scored_whole():
     assert not selection._blockwise(Scorer.from_spec("chogm"))  # one multiplier per cycle
     assert not selection._blockwise(Scorer.from_spec("lambdacrawl"))
     assert not selection._blockwise(Scorer.from_spec("nutch"))
-    assert not selection._blockwise(Scorer.from_spec("basket"))  # `due`: the baskets plug-in's
+    from scrapy_recrawl.plugin_terminals import default_registry
+
+    basket = Scorer.from_spec("basket", registry=default_registry())
+    assert not selection._blockwise(basket)  # `due`: the baskets plug-in's

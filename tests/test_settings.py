@@ -213,6 +213,8 @@ def test_the_warning_comes_once_per_crawl(caplog):
 class PluginWithSettings:
     """A plug-in that reads a RECRAWL_* setting of its own (declared: not a typo)."""
 
+    api_version = "1"
+    capabilities: frozenset[str] = frozenset()
     terminals = ()
     setting_names = ("RECRAWL_SHORTEST_FIRST",)
 

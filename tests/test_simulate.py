@@ -224,3 +224,23 @@ def test_a_handover_outside_the_replay_is_refused():
         simulate(TINY, "age", handover=1)
     with pytest.raises(ValueError, match="handover"):
         simulate(TINY, "age", handover=7)
+
+
+def test_a_policy_string_names_the_terminals_of_the_registry_given():
+    # the core's by default (core/ loads no plug-in); a plug-in's terminal with the
+    # registry that lists it (its column unfilled here: NaN, so it ranks last), as the
+    # same scorer built with that registry replays
+    from scrapy_recrawl.plugin_terminals import default_registry
+    from scrapy_recrawl.settings import RecrawlSettingError
+
+    changes = (np.random.default_rng(5).random((60, 12)) < 0.3).astype(np.uint8)
+    text = "1 - exp(-NADc*t)"
+    with pytest.raises(RecrawlSettingError, match="unknown name 'NADc'"):
+        simulate(changes, text)
+    reg = default_registry()
+    got = simulate(changes, text, registry=reg, k=6)
+    again = simulate(changes, Scorer.from_spec(text, registry=reg), k=6)
+    assert got.change_rate.tolist() == again.change_rate.tolist()
+    born = np.zeros(60, dtype=np.int64)
+    born[30:] = 4  # the growing site's replay takes it too
+    assert simulate(changes, "basket", registry=reg, k=6, born=born).change_rate.size

@@ -85,6 +85,17 @@ def test_an_unreachable_redis_is_one_line_and_no_task_exception(project, site):
     assert site.log == []
 
 
+@pytest.mark.parametrize("runner", [(), TWISTED_RUNNER], ids=["asyncio", "twisted"])
+def test_a_store_in_a_missing_folder_is_one_line_under_either_runner(project, site, runner):
+    """A store that cannot be opened, not a setting that fails its check: under Scrapy's
+    Twisted runner too, no "Unhandled error in Deferred" traceback follows the line
+    (startup.py keeps the told failure, whose Deferred is then never collected)."""
+    store = f"{project}/no/such/folder/h.db"
+    run = crawl(project, f"RECRAWL_STORE={store}", url=site.url + "/", runner=runner)
+    assert_one_line(run, f"RECRAWL_STORE='{store}'", "does not exist")
+    assert site.log == []
+
+
 def test_a_misspelled_setting_is_warned_about_once(project, site):
     run = crawl(project, "RECRAWL_BUGDET=10", url=site.url + "/")
     assert run.returncode == 0, run.stderr

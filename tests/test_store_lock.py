@@ -14,12 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_recrawl.history import SCHEMA_VERSION, HistoryStoreError, SqliteHistoryStore, Visit
+from scrapy_recrawl.history import HistoryStoreError, SqliteHistoryStore, Visit
 from scrapy_recrawl.history.lock import StoreLocked
 
 from .helpers import REPO
-
-FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def digest(path: Path) -> tuple[str, int]:
@@ -162,25 +160,6 @@ def test_read_only_reads_a_store_a_crawl_is_writing(tmp_path):
             assert len(reader) == 2
     finally:
         writer.close()
-
-
-@pytest.mark.parametrize("version", [1, 2])
-def test_read_only_upgrades_an_older_store_in_memory_only(tmp_path, version):
-    path = tmp_path / "old.sqlite3"
-    shutil.copy(FIXTURES / f"store_v{version}.sqlite3", path)
-    before = sorted(os.listdir(tmp_path)), digest(path)
-    with SqliteHistoryStore(path, read_only=True) as store:
-        assert store.file_schema_version == version
-        assert len(store) == 3 and store.arrays().columns["n"].sum() > 0
-        assert store.db.execute(
-            "SELECT value FROM meta WHERE key = 'schema_version'"
-        ).fetchone() == (str(SCHEMA_VERSION),)
-    assert_read_only(path, before)
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
-        str(version),
-    )
-    db.close()
 
 
 def test_a_newer_store_is_refused_read_only_too(tmp_path):

@@ -1,9 +1,11 @@
-"""Plug-ins as a third-party package would write them: nothing here is part of scrapy_recrawl.
+"""Plug-ins as a third-party package would write them: nothing here is part of scrapy_recrawl,
+and everything they import comes from its public API (scrapy_recrawl.api).
 
-docs/architecture.md ("How to add a policy") walks through this file; the tests
-in test_plugins.py name them in RECRAWL_PLUGINS and crawl with them:
+docs/architecture.md ("How to add a policy") points at this file; the tests in
+test_plugins.py name them in RECRAWL_PLUGINS and crawl with them:
 :class:`ShortestUrlsFirst` replaces the scorer's pick, :class:`UrlDepth` adds a
-terminal (``depth``) that a scorer may then use.
+terminal (``depth``) that a scorer may then use. examples/plugin/ is the same as
+an installable package, with a visit hook (docs/plugins.md).
 """
 
 from __future__ import annotations
@@ -14,29 +16,22 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from scrapy_recrawl.core.budget import Budget
-from scrapy_recrawl.core.plugins import uses_terminals
-from scrapy_recrawl.core.selection import Selection
-from scrapy_recrawl.history.base import HistoryArrays
-from scrapy_recrawl.scoring import Terminal
+from scrapy_recrawl.api import Budget, HistoryArrays, Plugin, Selection, Terminal
 
 
-class ShortestUrlsFirst:
+class ShortestUrlsFirst(Plugin):
     """A Selector: each cycle recrawls the live URLs with the shortest URLs first.
 
     Switched on by ``SHORTEST_URLS_FIRST = True`` in the settings.
     """
 
-    terminals: tuple[Terminal, ...] = ()  # it adds no terminal
+    api_version = "1"  # the plug-in API it is written against
+    capabilities = frozenset({"selector"})
     selects = True  # it replaces the scorer's top-k (at most one such plug-in)
 
     @classmethod
     def enabled(cls, settings: Any, terminals_needed: frozenset[str]) -> bool:
         return bool(settings.getbool("SHORTEST_URLS_FIRST"))
-
-    @classmethod
-    def check_settings(cls, settings: Any) -> None:
-        pass  # nothing of its own to check
 
     @classmethod
     def from_crawler(
@@ -66,26 +61,20 @@ def _depth(state: Mapping[str, np.ndarray], *_: object) -> np.ndarray:
     return np.asarray(state["url_slashes"], dtype=np.float64)
 
 
-class UrlDepth:
+class UrlDepth(Plugin):
     """A ColumnProvider with a terminal of its own: ``depth``, the number of ``/`` in
     the URL's path (``/`` is 1, ``/a/b`` is 2).
 
     Named in RECRAWL_PLUGINS, ``depth`` joins the terminals a scorer may use
-    (``RECRAWL_SCORER = "depth * t"``); the plug-in is on when the scorer uses it.
+    (``RECRAWL_SCORER = "depth * t"``); the plug-in is on when the scorer uses it
+    (:class:`~scrapy_recrawl.api.Plugin`'s ``enabled``).
     """
 
+    api_version = "1"
+    capabilities = frozenset({"columns"})
     terminals: tuple[Terminal, ...] = (
         Terminal("depth", "number of `/` in the URL's path (a third-party plug-in's)", _depth),
     )
-    selects = False
-
-    @classmethod
-    def enabled(cls, settings: Any, terminals_needed: frozenset[str]) -> bool:
-        return uses_terminals(cls, terminals_needed)
-
-    @classmethod
-    def check_settings(cls, settings: Any) -> None:
-        pass
 
     @classmethod
     def from_crawler(cls, crawler: Any, store: Any, terminals_needed: frozenset[str]) -> UrlDepth:

@@ -247,12 +247,15 @@ class Command(RecrawlCommand):
         Saving makes this command one of the store's writers, as a crawl is: it takes
         the store's lock (a running crawl refuses it, with its pid), and it never
         upgrades a store of an older schema (the next crawl does; or --no-save)."""
-        store = self.open_history(opts)  # read-only: missing, foreign, newer: refused here
-        if opts.no_save or not getattr(store, "read_only", False):
-            return store  # not saved in it, or a store with no read-only mode (Redis)
-        older = getattr(store, "file_schema_version", None)
-        store.close()
         from scrapy_recrawl.history import SCHEMA_VERSION
+        from scrapy_recrawl.history.base import file_store
+
+        store = self.open_history(opts)  # read-only: missing, foreign, newer: refused here
+        if opts.no_save or not store.read_only:
+            return store  # not saved in it
+        file = file_store(store)
+        older = file.file_schema_version if file is not None else None
+        store.close()
 
         if older is not None and older < SCHEMA_VERSION:
             raise InputError(
@@ -272,7 +275,7 @@ class Command(RecrawlCommand):
     ) -> None:
         feats, labels = np.asarray(data["features"], dtype=float), data["basket"]
         if len(labels) < 2:
-            source = opts.history or getattr(store, "location", "the history")
+            source = opts.history or (store.location if store is not None else "the history")
             raise InputError(
                 f"{source}: only {len(labels)} pages with finished probes and a long enough "
                 "history (--min-span, --min-observations): crawl longer, or use --history"
@@ -307,7 +310,7 @@ class Command(RecrawlCommand):
             trees=opts.trees,
             seed=opts.seed,
         )
-        model.info = {"source": opts.history or getattr(store, "location", "")}
+        model.info = {"source": opts.history or (store.location if store is not None else "")}
         if opts.output:
             model.save(opts.output)
             print(f"\nmodel saved to {opts.output}")

@@ -41,6 +41,7 @@ from scrapy_recrawl.learn.histories import History, HistoryError, from_store, lo
 from scrapy_recrawl.learn.preflight import dry_run, size_warnings
 from scrapy_recrawl.learn.recommend import NOISE
 from scrapy_recrawl.learn.report import plot, save_json
+from scrapy_recrawl.scoring import TerminalRegistry
 
 from . import InputError, RecrawlCommand, check_output, int_at_least
 
@@ -279,9 +280,10 @@ class Command(RecrawlCommand):
                 import matplotlib  # noqa: F401
             except ImportError:
                 raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
+        registry = self._registry()
         try:
             config.check()
-            gp.terminal_set(config.terminals, content=False)
+            gp.terminal_set(config.terminals, content=False, registry=registry)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         history = self._history(opts)
@@ -305,7 +307,7 @@ class Command(RecrawlCommand):
         for line in size_warnings(history.changes, config):
             print(f"warning: history too small: {line}", file=sys.stderr)
         if opts.dry_run:
-            print(dry_run(history.changes, config, groups=history.groups).text())
+            print(dry_run(history.changes, config, groups=history.groups, registry=registry).text())
             return
         try:
             result = evolve(
@@ -314,6 +316,7 @@ class Command(RecrawlCommand):
                 progress=not opts.quiet,
                 source=history.source,
                 groups=history.groups,
+                registry=registry,
             )
         except ValueError as exc:
             raise InputError(str(exc)) from None
@@ -335,6 +338,19 @@ class Command(RecrawlCommand):
             plot(result, opts.plot)
             print(f"plot: {opts.plot}")
         print(f"\nexpression: {result.expression}")
+
+    def _registry(self) -> TerminalRegistry | None:
+        """The terminals of the project's settings (its RECRAWL_PLUGINS', its
+        RECRAWL_NUTCH_* and RECRAWL_BURST_TAU), as its crawl has them; None for the
+        defaults' (learn/ builds that one itself: nothing handed to --jobs' processes)."""
+        from scrapy_recrawl.plugin_terminals import default_registry, registry_from_settings
+        from scrapy_recrawl.settings import RecrawlSettingError
+
+        try:
+            registry = registry_from_settings(self.settings)
+        except RecrawlSettingError as exc:
+            raise UsageError(str(exc)) from None
+        return None if registry is default_registry() else registry
 
     def _history(self, opts: argparse.Namespace) -> History:
         if opts.history:

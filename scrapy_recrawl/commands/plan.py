@@ -302,7 +302,7 @@ class Command(RecrawlCommand):
             hosts = group_codes(urls)  # the priors' groups
             # the Last-Modified ages the crawl's estimate reads too (last_modified.py)
             ages = prior_ages(store, arrays.ids, urls, arrays.cycle)
-            where = getattr(store, "location", "the history store")
+            where = store.location
         finally:
             store.close()
         cols = arrays.columns
@@ -396,8 +396,19 @@ class Command(RecrawlCommand):
             rows.append((path.stem, res.policy, res.summary()))
             if planner.plan is not None:
                 first_plans.append(planner.plan)
+        from scrapy_recrawl.plugin_terminals import registry_from_settings
+        from scrapy_recrawl.settings import RecrawlSettingError
+
+        try:
+            # the project's plug-ins' terminals too (`due`, `Q`, ...), as its crawl knows them
+            registry = registry_from_settings(self.settings)
+        except RecrawlSettingError as exc:
+            raise UsageError(str(exc), print_help=False) from None
         for scorer in [p.strip() for p in str(opts.scorers).split(",") if p.strip()]:
-            res = simulate(changes, scorer, warmup=opts.warmup, k=k)
+            try:
+                res = simulate(changes, scorer, warmup=opts.warmup, k=k, registry=registry)
+            except RecrawlSettingError as exc:
+                raise UsageError(f"--scorers {scorer!r}: {exc}", print_help=False) from None
             rows.append((path.stem, res.policy, res.summary()))
         out.write(
             f"{path.name}: {changes.shape[0]} pages x {changes.shape[1]} cycles, "

@@ -43,6 +43,8 @@ class Command(RecrawlCommand):
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
+        from scrapy_recrawl.insight.render import TABLES  # the report's tables, named once
+
         super().add_options(parser)
         g = parser.add_argument_group("Report")
         g.add_argument("--url", metavar="URL", help="one URL's visit history and last score")
@@ -54,7 +56,7 @@ class Command(RecrawlCommand):
         )
         g.add_argument(
             "--table",
-            choices=("cycles", "changing", "hosts", "wasted", "boilerplate", "learned"),
+            choices=TABLES,
             default="cycles",
             help="the table --format csv writes (default: cycles)",
         )
@@ -188,9 +190,8 @@ class Command(RecrawlCommand):
             scorer = next((r.scorer for r in reversed(rows) if r.scorer), None)
             if scorer is None:  # no recorded plan: the scorer the settings name
                 scorer = f"{get(self.settings, 'RECRAWL_SCORER')} (settings)"
-            # the store's last path part (or Redis key): a whole location does not fit
-            where = str(getattr(store, "key", "") or store.location.rsplit("/", 1)[-1])
-            title = f"{where}, scorer {scorer}"
+            # the store's short name (file name, Redis key): a whole location does not fit
+            title = f"{store.label}, scorer {scorer}"
             save(rows, title, opts.plot)
             print(f"plot: {opts.plot}", file=sys.stderr)
 

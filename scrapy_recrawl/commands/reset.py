@@ -25,7 +25,6 @@ import sys
 from typing import Any
 
 from scrapy.exceptions import UsageError
-from scrapy.utils.misc import load_object
 
 from . import RecrawlCommand, spider_settings
 
@@ -66,15 +65,25 @@ class Command(RecrawlCommand):
         assert self.settings is not None
         settings = spider_settings(self.settings, name)  # custom_settings included
         from scrapy_recrawl.history import HistoryStoreError, open_store
+        from scrapy_recrawl.history.base import PreReleaseStore, file_store
+        from scrapy_recrawl.history.class_path import scheduler_uses_redis
         from scrapy_recrawl.settings import RecrawlSettingError
 
         try:
             store = open_store(settings, name)  # the spider's own (its %(spider)s defaults)
-            path = getattr(store, "path", None)  # a file store: never create one to empty it
-            if path is not None and not os.path.exists(path):
-                self._fail(f"spider {name!r} has no history at {path}: nothing to reset")
+            file = file_store(store)  # a file store: never create one to empty it
+            if file is not None and not os.path.exists(file.path):
+                self._fail(f"spider {name!r} has no history at {file.path}: nothing to reset")
                 return
             store.open()
+        except PreReleaseStore as exc:
+            if opts.boilerplate or opts.compact:
+                self._fail(f"cannot open the history store of spider {name!r}: {exc}")
+            elif file is not None:  # unreadable by this release: emptied without reading it
+                self._reset_pre_release(file.path, exc, name, opts)
+            else:  # a shared server's: its keys deleted, both layouts, nothing read
+                self._clear_pre_release(store, exc, name, opts)
+            return
         except (RecrawlSettingError, HistoryStoreError) as exc:
             self._fail(f"cannot open the history store of spider {name!r}: {exc}")
             return
@@ -92,7 +101,7 @@ class Command(RecrawlCommand):
             if opts.compact:
                 self._compact(store, name)
                 return
-            shared = _uses_redis_scheduler(settings)
+            shared = scheduler_uses_redis(settings)
             if self._crawl_running(settings, name, store, shared):
                 return
             what = f"{len(store)} URLs, cycle {store.cycle}"
@@ -124,8 +133,10 @@ class Command(RecrawlCommand):
         cycle (frontier/redis.py: live_workers), seen within RECRAWL_REDIS_WORKER_TIMEOUT
         by the Redis's clock. A SQLite store's crawl holds its lock, which store.open()
         refused already."""
-        holders = getattr(store, "holders", None)
-        if holders is None and not shared:
+        from scrapy_recrawl.history.base import fenced
+
+        fence = fenced(store)  # a shared store's crawl lease
+        if fence is None and not shared:
             return False
         from scrapy_recrawl.history.redis_liveness import process_of, worker_timeout
 
@@ -133,8 +144,8 @@ class Command(RecrawlCommand):
         held: list[str] = []
         try:
             timeout = worker_timeout(settings)
-            if holders is not None:
-                found = holders(timeout)
+            if fence is not None:
+                found = fence.holders(timeout)
                 if found:
                     seen.update(found)
                     held.append(f"its history store at {store.location}")
@@ -159,6 +170,73 @@ class Command(RecrawlCommand):
         )
         return True
 
+    def _confirm_pre_release(self, refused: Any, name: str, opts: argparse.Namespace) -> bool:
+        print(
+            f"The history of spider {name!r} is {refused.location}, written by a pre-release "
+            f"build (schema version {refused.version}): this release cannot read it."
+        )
+        if not opts.yes and not sys.stdin.isatty():
+            self._fail("no terminal to confirm on: nothing deleted (pass --yes)")
+            return False
+        if not opts.yes and not _confirm("Delete it? [y/N] "):
+            self._fail("nothing deleted")
+            return False
+        return True
+
+    def _clear_pre_release(
+        self, store: Any, refused: Any, name: str, opts: argparse.Namespace
+    ) -> None:
+        """A Redis store written by a build before the first release: its keys (either
+        key layout) deleted by the store's clear(), which reads none of them; the key
+        prefix is the spider's own (RECRAWL_REDIS_KEY's %(spider)s)."""
+        from scrapy_recrawl.history import HistoryStoreError
+
+        if not self._confirm_pre_release(refused, name, opts):
+            return
+        try:
+            store.clear()
+        except HistoryStoreError as exc:
+            self._fail(str(exc))
+            return
+        finally:
+            store.close()
+        print(f"Reset: the next `scrapy crawl {name}` starts at cycle 1.")
+
+    def _reset_pre_release(
+        self, path: str, refused: Any, name: str, opts: argparse.Namespace
+    ) -> None:
+        """A SQLite store written by a build before the first release: this release reads
+        only whose it is (the ``meta`` row ``spider``, without writing) and deletes the
+        file under its lock (not while a crawl of the old build holds it); the next
+        crawl starts a new one."""
+        from scrapy_recrawl.history import HistoryStoreError
+        from scrapy_recrawl.history.lock import StoreLock
+        from scrapy_recrawl.history.sqlite_schema import owner_of
+
+        location = refused.location
+        owner = owner_of(path)
+        if owner not in (None, name):
+            self._fail(
+                f"{location} is the history of spider {owner!r}, not {name!r}: nothing "
+                f"deleted (reset it with `scrapy recrawl-reset {owner}`)"
+            )
+            return
+        if not self._confirm_pre_release(refused, name, opts):
+            return
+        lock = StoreLock(path, location)
+        try:
+            lock.acquire()  # a crawl of the old build holding it: refused, naming it
+        except HistoryStoreError as exc:  # StoreLocked, naming its holder; said, not reset
+            self._fail(str(exc))
+            return
+        try:
+            for name_ in (path, path + "-wal", path + "-shm"):
+                if os.path.exists(name_):
+                    os.remove(name_)
+        finally:
+            lock.release()
+        print(f"Reset: the next `scrapy crawl {name}` starts at cycle 1.")
+
     def _forget_boilerplate(self, store: Any, name: str) -> None:
         from scrapy_recrawl.change.boilerplate import TABLE
 
@@ -170,7 +248,9 @@ class Command(RecrawlCommand):
         )
 
     def _compact(self, store: Any, name: str) -> None:
-        if not hasattr(store, "compact"):  # Redis trims its log as it writes
+        from scrapy_recrawl.history import SqliteHistoryStore
+
+        if not isinstance(store, SqliteHistoryStore):  # Redis trims its log as it writes
             self._fail(
                 f"{store.location} is not a SQLite store: nothing to compact (a Redis "
                 "store's log is capped as it is written: RECRAWL_REDIS_LOG_MAXLEN)"
@@ -195,11 +275,3 @@ def _confirm(prompt: str) -> bool:
     except EOFError:  # no terminal, no --yes: no
         return False
     return answer.strip().lower() in ("y", "yes")
-
-
-def _uses_redis_scheduler(settings: Any) -> bool:
-    try:
-        cls = load_object(settings["SCHEDULER"])
-    except (ImportError, ValueError, NameError, AttributeError, TypeError):
-        return False
-    return getattr(cls, "recrawl_store_backend", None) == "redis"

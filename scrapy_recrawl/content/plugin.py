@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..change.bow import Bag
-from ..core.plugins import uses_terminals
+from ..core.plugins import declared, uses_terminals
 from ..history.base import HistoryArrays
 from ..scoring.registry import Terminal, optional_column
 from ..settings import get
@@ -42,6 +42,9 @@ class ContentPlugin:
         ),
         _column("Q", "related pages' recent change evidence weighted by their cross-correlation"),
     )
+    api_version = "1"
+    #: an instance drops "bag_keeper" when this crawl needs no bag of words (__init__)
+    capabilities: frozenset[str] = frozenset({"columns", "bag_keeper"})
     selects = False
 
     @classmethod
@@ -63,13 +66,19 @@ class ContentPlugin:
         needed = terminals_needed & CONTENT_TERMINALS
         self.content = ContentColumns(store, cfg, needed) if needed else None
         uses_d = bool(needed & set(d_names()))
-        #: the detector computes a bag of words with each signature only when kept
-        self.keeps_bags = cfg.change_test == "chi2" or uses_d
+        # the detector computes a bag of words with each signature only when one is
+        # kept: for the chi-squared rule, or the D* terminals the scorer uses
+        keeps = cfg.change_test == "chi2" or uses_d
+        if not keeps:
+            self.capabilities = ContentPlugin.capabilities - {"bag_keeper"}
         self.bags = (
-            BagStore(store, keep=cfg.window if uses_d else 1, window=cfg.window)
-            if self.keeps_bags
-            else None
+            BagStore(store, keep=cfg.window if uses_d else 1, window=cfg.window) if keeps else None
         )
+
+    @property
+    def keeps_bags(self) -> bool:
+        # the switch middleware.py reads until it asks declared(keeper, "bag_keeper")
+        return declared(self, "bag_keeper")
 
     # -- ColumnProvider --------------------------------------------------------
 

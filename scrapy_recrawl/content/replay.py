@@ -19,12 +19,13 @@ Only what the crawler observed is used: no page's future, no unfetched change.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
 
 from scrapy_recrawl.core.simulate import ReplayResult, simulate
-from scrapy_recrawl.scoring import Scorer
+from scrapy_recrawl.scoring import Scorer, TerminalRegistry, core_registry
 
 from . import window as win
 from .related import DEFAULT_CANDIDATES, DEFAULT_K, DEFAULT_MAX_LAG, RelatedIndex
@@ -96,6 +97,20 @@ class ContentState:
             self.dirty[idx] = True
 
 
+@functools.lru_cache(maxsize=1)
+def replay_registry() -> TerminalRegistry:
+    """The terminals a policy named by a string may use here: the core's and this
+    package's plug-in's (``C*``, ``D*``, ``Q``: the columns this replay keeps), as a crawl
+    with the plug-in listed has them. Shared (cached): treat it as read-only."""
+    from .plugin import ContentPlugin
+
+    registry = core_registry().copy()
+    registry.register_plugin(
+        f"{ContentPlugin.__module__}.{ContentPlugin.__qualname__}", ContentPlugin.terminals
+    )
+    return registry
+
+
 def simulate_content(
     changes: np.ndarray,
     policy: Scorer | str,
@@ -121,7 +136,9 @@ def simulate_content(
     c = np.asarray(changes)
     win.check_window(window)
     scorer = (
-        policy if isinstance(policy, Scorer) else Scorer.from_spec(policy, prior=prior, seed=seed)
+        policy
+        if isinstance(policy, Scorer)
+        else Scorer.from_spec(policy, prior=prior, seed=seed, registry=replay_registry())
     )
     extension = ContentState(
         c.shape[0],

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from ..history.base import HistoryArrays
-from ..scoring import CORE_TERMINALS, ExpressionScorer, Scorer, default_registry, top_k_indices
+from ..scoring import CORE_TERMINALS, ExpressionScorer, Scorer, core_registry, top_k_indices
 from ..scoring.terminals import BUDGET
 from .score_check import ScoreSpread, score_spread
 
@@ -203,7 +203,7 @@ def _blockwise(scorer: Scorer) -> bool:
     module knows, a plug-in's terminal."""
     if not isinstance(scorer, ExpressionScorer):
         return False
-    registry = scorer.registry if scorer.registry is not None else default_registry()
+    registry = scorer.registry if scorer.registry is not None else core_registry()
     return all(registry.get(name) in CORE_TERMINALS for name in scorer.terminals_needed)
 
 

@@ -56,7 +56,7 @@ from scrapy_recrawl.core.budget import (
 from scrapy_recrawl.core.groups import GROUP_COLUMN, history_groups
 from scrapy_recrawl.core.selection import with_budget
 from scrapy_recrawl.history.state import observe
-from scrapy_recrawl.scoring import Scorer, top_k_indices
+from scrapy_recrawl.scoring import Scorer, TerminalRegistry, top_k_indices
 
 
 class ReplayExtension(Protocol):
@@ -195,7 +195,11 @@ class _Picker:
     selection function's."""
 
     def __init__(
-        self, policy: Scorer | str | SelectFn, prior: tuple[float, float] | None, seed: int
+        self,
+        policy: Scorer | str | SelectFn,
+        prior: tuple[float, float] | None,
+        seed: int,
+        registry: TerminalRegistry | None = None,
     ) -> None:
         self.oracle = isinstance(policy, str) and policy.strip().lower() == ORACLE
         self.select: SelectFn | None = None
@@ -209,7 +213,7 @@ class _Picker:
             self.scorer = (
                 policy
                 if isinstance(policy, Scorer)
-                else Scorer.from_spec(policy, prior=prior, seed=seed)  # type: ignore[arg-type]
+                else Scorer.from_spec(policy, prior=prior, seed=seed, registry=registry)  # type: ignore[arg-type]
             )
             name = self.scorer.name
             self.label = name if name != "expression" else str(self.scorer)
@@ -255,6 +259,7 @@ def simulate(
     born: np.ndarray | None = None,
     new_share: float = 0.2,
     new_share_max: float = 0.5,
+    registry: TerminalRegistry | None = None,
 ) -> ReplayResult:
     """Replay ``policy`` over ``changes[page, cycle]``; returns per-cycle metrics.
 
@@ -291,6 +296,10 @@ def simulate(
     cycle's finds. The policy ranks the known pages only; ChangeRate is per budget
     page, freshness over the pages that exist (one never fetched is not fresh);
     ``fetched_new``, ``backlog`` and ``new_latency`` say how new pages fared.
+
+    ``registry``: the terminals a policy (and ``before``) given as a string may name
+    (None: the core's; :mod:`scrapy_recrawl.plugin_terminals` gives the plug-ins' too,
+    whose columns this replay does not fill: NaN, ranked last).
     """
     c = np.asarray(changes)
     if c.ndim != 2:
@@ -315,6 +324,7 @@ def simulate(
             extension=extension,
             handover=handover,
             groups=groups,
+            registry=registry,
         )
     if not 1 <= warmup <= cycles:
         raise ValueError(f"warmup={warmup!r}: expected 1..{cycles} (the number of cycles)")
@@ -322,8 +332,8 @@ def simulate(
     first = warmup if handover is None else handover
     if not warmup <= first <= cycles:
         raise ValueError(f"handover={handover!r}: expected {warmup}..{cycles} (warm-up to end)")
-    pick = _Picker(policy, prior, seed)
-    pick_before = pick if before is None else _Picker(before, prior, seed)
+    pick = _Picker(policy, prior, seed, registry)
+    pick_before = pick if before is None else _Picker(before, prior, seed, registry)
     name = name or pick.label
 
     by_cycle = np.ascontiguousarray(c.T != 0)  # [cycle, page], one row per cycle
@@ -409,6 +419,7 @@ def _simulate_growing(
     extension: ReplayExtension | None,
     handover: int | None,
     groups: np.ndarray | None,
+    registry: TerminalRegistry | None,
 ) -> ReplayResult:
     """:func:`simulate` with pages that appear (``born``): the module docstring's replay,
     the known pages ranked, new pages fetched under the crawl's new-share rule."""
@@ -420,7 +431,7 @@ def _simulate_growing(
     if not 1 <= warmup <= cycles:
         raise ValueError(f"warmup={warmup!r}: expected 1..{cycles} (the number of cycles)")
     parse_budget(k, "k")
-    pick = _Picker(policy, prior, seed)
+    pick = _Picker(policy, prior, seed, registry)
     threshold = check_adaptive_budget(adaptive_budget, "adaptive_budget")
     by_cycle = np.ascontiguousarray(c.T != 0)
     seconds = float(cycle_hours) * 3600.0
@@ -529,11 +540,3 @@ def load_groups(path: str) -> np.ndarray:
         names = [str(p) for p in data["pages"]] if "pages" in data.files else None
         pages = int(data["changes"].shape[0])
     return history_groups(names, pages)
-
-
-def replay_many(
-    changes: np.ndarray, policies: Mapping[str, Scorer | str] | list[str], **kwargs: object
-) -> dict[str, ReplayResult]:
-    """:func:`simulate` for several policies on the same history (same kwargs)."""
-    items = policies.items() if isinstance(policies, Mapping) else ((p, p) for p in policies)
-    return {label: simulate(changes, pol, **kwargs) for label, pol in items}  # type: ignore[arg-type]

@@ -45,6 +45,8 @@ class BasketsPlugin:
             needs_now=True,
         ),
     )
+    api_version = "1"
+    capabilities: ClassVar[frozenset[str]] = frozenset({"columns", "probes"})
     selects = False
 
     @classmethod

@@ -333,9 +333,6 @@ class Prober:
             self.store.set_baskets(np.asarray([st.url_id]), basket)
             self.stats["classified"] += 1
 
-    def is_probe(self, fingerprint: bytes) -> bool:
-        return fingerprint in self._in_flight
-
     def forget_stuck(self) -> None:
         now = self.clock()
         for fp, (_, sent) in list(self._in_flight.items()):

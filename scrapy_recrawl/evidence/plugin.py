@@ -121,6 +121,8 @@ class EvidencePlugin:
             optional_column("sitemap_trust"),
         ),
     )
+    api_version = "1"
+    capabilities: ClassVar[frozenset[str]] = frozenset({"columns"})
     selects = False
 
     @classmethod

@@ -27,102 +27,158 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from scrapy import Request, Spider, signals
+from scrapy import Request, Spider
 
 from ..core.budget import Budget
 from ..core.cycle import (
     CycleConfig,
-    CyclePlan,
     cycle_done,
     cycles_remain,
     next_period_start,
     side_order,
 )
 from ..core.meta import KIND_MONITOR, KIND_NEW, KIND_RECRAWL, META_CYCLE, META_ID, META_KIND
+from ..core.plugins import ProbeSource
 from ..history import HistoryStore, HistoryStoreError
 from ..scope import not_a_page
 from ..stored_request import StoredRequests
 from ..traps import TrapCaps
 
+if TYPE_CHECKING:  # the scheduler's parts a frontier is handed (no import at run time)
+    from ..cycle_planner import CyclePlanner
+    from ..engine_link import EngineLink
+
 logger = logging.getLogger("scrapy_recrawl.scheduler")
 
 
-class SchedulerHost(Protocol):
-    """What a frontier may use of the scheduler it serves."""
+class Dupefilter(Protocol):
+    """A dupefilter as Scrapy's scheduler uses one (``DUPEFILTER_CLASS``'s interface)."""
 
-    crawler: Any
+    def request_seen(self, request: Request) -> bool:
+        """Mark ``request`` seen; True if it was seen already (a duplicate)."""
+        ...
+
+    def log(self, request: Request, spider: Spider) -> None: ...
+
+
+class SchedulerHost(Protocol):
+    """What a frontier may use of the scheduler it serves: its settings, the store and
+    named methods; no Scrapy internals. The scheduler keeps Scrapy's queues, its
+    dupefilter, the engine and the signals; a frontier asks it for what it needs of
+    them (:class:`LocalHost`), and one that keeps its own dupefilter says so
+    (:attr:`CycleFrontier.dupefilter`) instead of replacing the scheduler's."""
+
+    #: the spider: its name keys a shared cycle, shared queues (de)serialise its callbacks
     spider: Spider
-    df: Any  # Scrapy's dupefilter; a shared frontier swaps in its own per cycle
+    settings: Any  # the crawl's settings: a frontier reads its own when it is built
     config: CycleConfig
-    mqs: Any  # Scrapy's memory queue
-    dqdir: str | None  # JOBDIR's request folder
-    prober: Any  # the probe source (loop-time baskets), or None
     stored_requests: StoredRequests  # what of a request is kept for its recrawls
     caps: TrapCaps  # the URL-trap caps (traps.py): the frontier's is applied here
     #: the clock of continuous mode's periods (Twisted's IReactorTime: ``seconds()``,
     #: ``callLater()``): the reactor, or a test's ``twisted.internet.task.Clock``
     clock: Any
+    #: the engine, as far as a frontier needs it: quiet? the next request now or soon,
+    #: closing the spider (engine_link.py)
+    engine_link: EngineLink
+    #: the cycle's decision (the cycle core) and record (cycle_summary.py): a frontier
+    #: calls ``plan_cycle()`` to open a cycle, ``log_cycle()`` once it is queued,
+    #: ``end_cycle()`` when it ends for this process, ``follow_clock()`` to keep the
+    #: crawl's wall clock on a shared one (cycle_planner.py)
+    planner: CyclePlanner
 
     @property
     def store(self) -> HistoryStore: ...
 
-    @property
-    def fingerprinter(self) -> Any: ...
+    def fingerprint(self, request: Request) -> bytes:
+        """The crawl's fingerprint of ``request`` (``REQUEST_FINGERPRINTER_CLASS``)."""
+        ...
 
     def inc_stat(self, key: str, count: int = 1) -> None: ...
 
-    def plan_cycle(self, exclude: Any = None) -> CyclePlan:
-        """Advance the store's cycle counter and decide the new cycle (the cycle core)."""
-        ...
+    def set_stat(self, key: str, value: Any) -> None: ...
 
-    def log_cycle(self, plan: CyclePlan, scheduled: int) -> None: ...
-
-    def end_cycle(
-        self, cycle: int, budget: Budget, seconds: float, *, shared: bool, backlog: int = 0
-    ) -> None:
-        """``cycle`` ended for this process: say and keep its figures (cycle_summary.py);
-        ``backlog``: new URLs left waiting for a later cycle."""
-        ...
-
-    def request_from_frontier(self, d: dict[str, Any]) -> Request | None:
-        """A request kept in the store's frontier, ready to queue (None: drop it)."""
-        ...
-
-    def rebuild_request(self, d: dict[str, Any] | None, url_id: int) -> Request:
-        """A stored request dict as a Request; a plain GET of the URL when unusable."""
-        ...
+    # -- requests ------------------------------------------------------------------
 
     def enqueue_now(self, request: Request) -> bool:
         """The scheduler's own enqueue, past any holding by the frontier."""
         ...
 
-    def push_scrapy(self, request: Request) -> None:
-        """Into Scrapy's own queues (priorities, JOBDIR), as its scheduler would."""
+    def request_from_frontier(self, d: dict[str, Any]) -> Request | None:
+        """A request kept in the store's frontier, ready to queue (None: drop it); marked
+        seen in the cycle's dupefilter."""
         ...
 
-    def new_queue(self) -> Any:
-        """A fresh in-memory Scrapy priority queue."""
-        ...
-
-    def quiet(self) -> bool:
-        """Nothing downloading or scraping in this process: no new URL can turn up here."""
+    def dropped(self, request: Request) -> None:
+        """``request`` is not handed out after all: the engine's ``request_dropped``."""
         ...
 
     def continuations(self) -> int:
         """Requests waiting in Scrapy's own queues (start requests, redirects, retries)."""
         ...
 
-    def wake(self) -> None:
-        """Ask the engine for the next request now (its own heartbeat is 5 s)."""
+
+class RecrawlQueueLike(Protocol):
+    """The cycle's recrawls in one process (recrawl_queue.py: per download slot)."""
+
+    def push(self, rank: int, request: Request) -> None: ...
+
+    def pop(self) -> Request | None: ...
+
+    def drain(self) -> list[Request]: ...
+
+    def __len__(self) -> int: ...
+
+
+class RequestQueue(Protocol):
+    """A queue of requests (a Scrapy priority queue: ``push``, ``pop``, ``len``)."""
+
+    def push(self, request: Request) -> None: ...
+
+    def pop(self) -> Request | None: ...
+
+    def __len__(self) -> int: ...
+
+
+class LocalHost(SchedulerHost, Protocol):
+    """What a frontier in the scheduler's own process uses besides: Scrapy's queues, its
+    dupefilter and JOBDIR, through named methods of the scheduler (which owns them)."""
+
+    def push_scrapy(self, request: Request) -> None:
+        """Into Scrapy's own queues (priorities, JOBDIR), as its scheduler would."""
         ...
 
-    def next_probe(self) -> Request | None:
-        """A due probe of a new URL (loop-time baskets), or None."""
+    def mark_seen(self, request: Request) -> None:
+        """Mark ``request`` seen in the crawl's dupefilter (Scrapy's, for a frontier
+        without its own): the spider's link to it is then a duplicate."""
         ...
 
-    def engine(self) -> Any: ...
+    def new_url_queue(self) -> RequestQueue:
+        """A fresh in-memory Scrapy priority queue, for new URLs."""
+        ...
+
+    def recrawl_queue(self) -> RecrawlQueueLike:
+        """A fresh queue of recrawls, by score per download slot."""
+        ...
+
+    def drain_memory_queue(self) -> list[Request]:
+        """Every request in Scrapy's memory queue, taken out (the disk queue keeps its own)."""
+        ...
+
+    def job_file(self, name: str) -> str | None:
+        """The path of ``name`` in JOBDIR's request folder; None without JOBDIR."""
+        ...
+
+    def rebuild_request(self, d: dict[str, Any] | None, url_id: int) -> Request:
+        """A stored request dict as a Request; a plain GET of the URL when unusable."""
+        ...
+
+    @property
+    def prober(self) -> ProbeSource | None:
+        """The loop-time probes' source (a plug-in: core/plugins.py), None without
+        probes; known once the scheduler is open."""
+        ...
 
 
 def recrawl_kind(score: float) -> str:
@@ -151,6 +207,9 @@ class CycleFrontier(ABC):
     supports_probes: bool = True
     #: the cycle is shared with other processes (its summary is this process's part)
     many_processes: bool = False
+    #: the dupefilter of this cycle's requests when the frontier keeps its own (a
+    #: shared cycle: a set per cycle in Redis); None: the scheduler's (Scrapy's)
+    dupefilter: Dupefilter | None = None
 
     def __init__(self, host: SchedulerHost) -> None:
         self.host = host
@@ -203,7 +262,7 @@ class CycleFrontier(ABC):
             self.maybe_roll_over(check_work=False)
         if not self.budget_left():
             return None
-        request = self.host.next_probe() if self.supports_probes else None
+        request = self.next_probe()
         if request is None and not self.waiting:  # between cycles: only a due probe
             request = self.next_budgeted()
         if request is not None:
@@ -259,14 +318,12 @@ class CycleFrontier(ABC):
             return True
         # META_ID: a recrawl, rebuilt from a stored request that may be dont_filter
         spider = request.dont_filter and due is None and META_ID not in request.meta
-        if self.mark_fetched(self.host.fingerprinter.fingerprint(request), spider, due):
+        if self.mark_fetched(self.host.fingerprint(request), spider, due):
             return True
         self.host.inc_stat("recrawl/fetched_this_cycle_dropped")
         logger.debug("recrawl: %s was fetched in cycle %d already: dropped", request, self.cycle)
         # as the engine says of a request its scheduler refuses (extensions count them)
-        self.host.crawler.signals.send_catch_log(
-            signals.request_dropped, request=request, spider=self.host.spider
-        )
+        self.host.dropped(request)
         return False
 
     @abstractmethod
@@ -276,7 +333,11 @@ class CycleFrontier(ABC):
 
     def quiet(self) -> bool:
         """Nothing in flight anywhere in the cycle can discover more new URLs."""
-        return self.host.quiet()
+        return self.host.engine_link.quiet()
+
+    def request_left(self, request: Request) -> None:  # noqa: B027 -- only a local one tracks them
+        """``request`` left the downloader (continuous mode: its recrawl is no longer in
+        flight)."""
 
     # -- the budget ------------------------------------------------------------------
 
@@ -286,6 +347,14 @@ class CycleFrontier(ABC):
     def budget_left(self) -> bool:
         total = self.budget.total
         return total is None or self.taken().total < total
+
+    def next_probe(self) -> Request | None:
+        """A due probe of a new URL (loop-time baskets), or None."""
+        return None
+
+    def probe_due(self) -> bool:
+        """A probe is due and may be handed out now (the spider has work pending)."""
+        return False
 
     def probe_allowed(self) -> bool:
         """A probe may be handed out now (within the cycle's probe cap)."""
@@ -334,7 +403,7 @@ class CycleFrontier(ABC):
             # as the spider made it (never downloaded, or a redirect's or a retry's copy:
             # the note of the request it came from): stored_request.py
             d = host.stored_requests.stored(d, request, downloaded=False)
-            items.append((host.fingerprinter.fingerprint(request), d, request.priority))
+            items.append((host.fingerprint(request), d, request.priority))
         if not items:
             return 0
         room = host.caps.frontier_room(host.store, len(items))  # RECRAWL_FRONTIER_MAX
@@ -356,7 +425,7 @@ class CycleFrontier(ABC):
         once (cycle_summary.py)."""
         if self.cycle > 0 and self._summarized != self.cycle:
             self._summarized = self.cycle
-            self.host.end_cycle(
+            self.host.planner.end_cycle(
                 self.cycle,
                 self.budget,
                 self.monotonic() - self.started,
@@ -431,7 +500,7 @@ class CycleFrontier(ABC):
         if self._period_call is not None and self._period_call.active():
             return
         delay = max(0.0, when - self.now())
-        self._period_call = self.host.clock.callLater(delay, self.host.wake)
+        self._period_call = self.host.clock.callLater(delay, self.host.engine_link.wake)
         logger.info(
             "recrawl: waiting %.1f s for the next cycle (RECRAWL_CYCLE_PERIOD = %g s)",
             delay,

@@ -2,9 +2,12 @@
 
 docs/distributed.md has the whole story; in short:
 
-* **Queues and dupefilter are scrapy-redis's own classes** (new URLs in
+* **Queues and dupefilter are the frontier's own**, in Redis, never Scrapy's
+  scheduler's (frontier/shared_queues.py: scrapy-redis's classes, new URLs in
   ``SCHEDULER_QUEUE_CLASS``, recrawls in a ``FifoQueue``, a dupefilter set per
-  cycle); every Redis command is in :mod:`scrapy_recrawl.frontier.redis`.
+  cycle, which the scheduler asks for as :attr:`CycleFrontier.dupefilter`); every
+  Redis command is in :mod:`scrapy_recrawl.frontier.redis`; its settings and its
+  Redis are read at start-up (frontier/shared_setup.py).
 * **A cycle is opened once.** The first process to start takes a lock with an
   expiry (``RECRAWL_REDIS_LOCK_SECONDS``), advances the cycle counter, scores the
   known URLs (the cycle core, through the scheduler) and pushes the top-k and the
@@ -22,10 +25,12 @@ docs/distributed.md has the whole story; in short:
   there is dropped (and its budget given back), unless both are the spider's own
   ``dont_filter`` requests (frontier/base.py: ``first_fetch``).
 * A process whose queues are empty stays open while another process in the
-  same cycle is still busy (it may discover more URLs), polling twice a second.
+  same cycle is still busy (it may discover more URLs), polling twice a second
+  (the workers' heartbeats: frontier/workers.py).
 * If Redis goes away mid-crawl, the scheduler keeps the spider open and retries
   for ``RECRAWL_REDIS_OUTAGE_SECONDS``, then closes it with the reason
-  ``recrawl_redis_unavailable`` and an error naming the Redis URL.
+  ``recrawl_redis_unavailable`` and an error naming the Redis URL
+  (frontier/outage.py).
 * If it comes back without the history (restarted without persistence, flushed),
   the store's epoch says so (history/epoch.py): checked at every cycle opened,
   joined or adopted, by every write, and every few seconds; the spider closes with
@@ -36,31 +41,23 @@ docs/distributed.md has the whole story; in short:
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 from scrapy import Request
 
 from ..core.budget import Budget
 from ..core.cycle import next_period_start
-from ..core.meta import META_CYCLE, META_ID, META_KIND, META_RANK, META_SCORE
-from ..cycle_summary import tally_for_crawler
-from ..history import HistoryStoreError, StoreLost
-from ..history.redis_connection import cluster_mode, redis_from_settings
-from ..history.redis_liveness import holder_id, worker_timeout
-from ..settings import RecrawlSettingError, get
-from . import serializer
-from .base import CycleFrontier, SchedulerHost, Taken, recrawl_kind
-from .outage import OutageClock, is_redis_error
-from .queues import FifoQueue, queue_and_dupefilter
-from .redis import FencedClient, RedisFrontier, SpiderKeys, spider_keys
+from ..history import StoreLost
+from .base import CycleFrontier, SchedulerHost, Taken
+from .fence import EpochFence
+from .outage import Outage, is_redis_error
+from .redis import RedisFrontier, spider_keys
+from .shared_queues import SharedQueues
+from .shared_setup import shared_setup
+from .workers import WorkerRegistry
 
 logger = logging.getLogger("scrapy_recrawl.redis_scheduler")
 
-# Seconds between this worker's status writes while nothing changes.
-_STATUS_EVERY = 1.0
 # Seconds between polls of the shared queues while other workers are busy.
 _POLL = 0.5
 
@@ -72,116 +69,65 @@ class DistributedFrontier(CycleFrontier):
     many_processes = True
 
     def __init__(self, host: SchedulerHost) -> None:
-        from scrapy_redis import defaults
-
         super().__init__(host)
-        s = host.crawler.settings
-        try:
-            self.lock_seconds = get(
-                s, "RECRAWL_REDIS_LOCK_SECONDS", (int, float), lambda v: v > 0, "seconds > 0"
-            )
-            self.worker_timeout = worker_timeout(s)
-            self.outage_seconds = get(
-                s,
-                "RECRAWL_REDIS_OUTAGE_SECONDS",
-                (int, float),
-                lambda v: v >= 0,
-                "seconds >= 0",
-            )
-            # requests as data unless pickling is allowed on purpose (frontier/serializer.py)
-            self.serializer = serializer.choose(s)
-        except RecrawlSettingError as exc:
-            logger.error("recrawl: %s", exc)
-            raise
-        self.persist = s.getbool("SCHEDULER_PERSIST", defaults.SCHEDULER_PERSIST)
-        try:
-            self.cluster = cluster_mode(s)
-            # the key templates checked now (one hash tag per spider on a cluster; the
-            # names are made at open()) and the queue / dupefilter classes (this
-            # package's own on a cluster: cluster.py)
-            spider_keys(s, "spider", self.cluster)
-            self.queue_cls, self.redis_df_cls = queue_and_dupefilter(s, self.cluster)
-            self.server, self.redis_location = redis_from_settings(s)
-            # as scrapy-redis's scheduler does: fail now, not mid-crawl (and a single
-            # Redis named where a cluster is, or the reverse, is said here)
-            self.server.ping()
-        except (RecrawlSettingError, HistoryStoreError) as exc:
-            # a setting, a cluster named where a single Redis is (or the reverse:
-            # RedisModeError), a cluster unreachable: said as it is, in one line
-            logger.error("recrawl: %s", exc)
-            raise
-        except Exception as exc:  # noqa: BLE001 -- redis-py's errors, OSError
-            where = getattr(self, "redis_location", None) or "REDIS_URL"
-            message = (
-                f"cannot reach the Redis at {where} (REDIS_URL, REDIS_HOST, "
-                f"REDIS_PORT, REDIS_PARAMS) for RedisRecrawlScheduler: {exc}"
-            )
-            logger.error("recrawl: %s", message)
-            raise HistoryStoreError(message) from exc
-        self.worker_id = holder_id()  # host:pid:token
-        self._cycle_opened = 0.0
+        setup = shared_setup(host.settings)  # said in one line and raised when wrong
+        self.setup = setup
+        self.persist = setup.persist
+        self.server, self.redis_location = setup.server, setup.location
+        self.workers = WorkerRegistry(setup.worker_timeout)
+        self.worker_id = self.workers.worker_id  # host:pid:token
         self._offset = 0.0  # the Redis's clock less this process's: self.now() is the Redis's
-        self._status_written = -_STATUS_EVERY  # time.monotonic(): the first write is due
-        self._status_busy: bool | None = None
-        self._others_busy_cache = (0.0, False)
-        self._outage = OutageClock(self.redis_location, self.outage_seconds)
-        self._held: list[Request] = []  # enqueued while Redis was away
-        self._poke_call: Any = None
-        self._local_df: Any = None
+        self._outage = Outage(host, setup.location, setup.outage_seconds)
         self.keys: RedisFrontier | None = None
-        self.fenced: FencedClient | None = None  # the queues' client (open())
-        self.names: SpiderKeys | None = None
-        self.recrawls: Any = None
-        self.newqs: Any = None
-        self.backlog: Any = None  # new URLs from the store's frontier: taken first
+        self._queues: SharedQueues | None = None
 
     @property
     def shared(self) -> RedisFrontier:
         assert self.keys is not None, "the frontier is not open"
         return self.keys
 
+    @property
+    def queues(self) -> SharedQueues:
+        assert self._queues is not None, "the frontier is not open"
+        return self._queues
+
     # -- life ------------------------------------------------------------------
 
     def open(self) -> None:
         host, spider = self.host, self.host.spider
-        self.names = spider_keys(host.crawler.settings, spider.name, self.cluster)
+        names = spider_keys(host.settings, spider.name, self.setup.cluster)
         self.keys = RedisFrontier(
-            self.server, self.names.scheduler, self.worker_id, lock_seconds=self.lock_seconds
+            self.server, names.scheduler, self.worker_id, lock_seconds=self.setup.lock_seconds
         )
-        self.keys.on_refused = self._fence_refused
-        # the queues' and dupefilters' pushes and adds behind the fence (frontier/redis.py):
-        # a crawl that outlives a reset of its store re-creates none of their keys
-        self.fenced = FencedClient(self.keys)
-        self.newqs = self.queue_cls(
-            server=self.fenced, spider=spider, key=self.names.queue, serializer=self.serializer
+        # the store's epoch, followed (frontier/fence.py): a write refused is checked there
+        fence = EpochFence(host.store, self.redis_location, host.inc_stat)
+        self.fence = fence
+        self.keys.on_refused = lambda found: fence.refused(self.shared, found)
+        self.workers.attach(self.keys)
+        self._queues = SharedQueues(
+            self.keys,
+            names,
+            spider,
+            queue_cls=self.setup.queue_cls,
+            dupefilter_cls=self.setup.dupefilter_cls,
+            serializer=self.setup.serializer,
+            debug=host.settings.getbool("DUPEFILTER_DEBUG"),
+            location=self.redis_location,
+            inc_stat=host.inc_stat,
         )
-        self.recrawls = FifoQueue(
-            server=self.fenced,
-            spider=spider,
-            key=self.shared.key("recrawls"),
-            serializer=self.serializer,
-        )
-        # the cycle's new URLs from earlier cycles (the store's frontier, in its order),
-        # handed out before the cycle's own finds, so none waits for ever
-        self.backlog = FifoQueue(
-            server=self.fenced,
-            spider=spider,
-            key=self.shared.key("backlog"),
-            serializer=self.serializer,
-        )
-        # Scrapy's own queues (and the dupefilter it built, kept for close()) hold
-        # this process's continuations: redirects, retries, dont_filter requests.
-        self._local_df = host.df
+        # Scrapy's own queues and dupefilter (the scheduler's) hold this process's
+        # continuations: redirects, retries, dont_filter requests; the cycle's
+        # dupefilter is the shared one from the cycle's adoption (self.dupefilter).
         with self.shared.lock():
             # the store's epoch, opened just now, is the one this process writes under
-            self.shared.take_epoch(getattr(host.store, "epoch", None))
+            self.shared.take_epoch(fence.epoch())
             state = self.shared.state()
             open_cycle = (
                 state
                 and int(state.get("cycle", -1)) == host.store.cycle
                 and not int(state.get("done", 0))
             )
-            if open_cycle and not self.persist and not self._live_workers():
+            if open_cycle and not self.persist and not self.workers.others():
                 # everyone left an unfinished cycle and nothing is kept between runs
                 # (SCHEDULER_PERSIST off): end it, as a run without JOBDIR does
                 self._end_cycle(int(state["cycle"]), "abandoned")
@@ -190,12 +136,11 @@ class DistributedFrontier(CycleFrontier):
                 self._join(state)
             else:
                 self._open_cycle()
-            self._write_status(busy=True, force=True)
+            self.workers.write(self.cycle, busy=True, force=True)
 
     def close(self, reason: str) -> None:
         self.cancel_wake()
-        if self._poke_call is not None and self._poke_call.active():
-            self._poke_call.cancel()
+        self._outage.cancel()
         try:
             self.summarize_cycle()  # this process's part of the cycle, before it leaves
         except Exception as exc:  # noqa: BLE001 -- Redis gone: the figures are lost, not the leave
@@ -216,26 +161,22 @@ class DistributedFrontier(CycleFrontier):
                 self.redis_location,
                 exc,
             )
-        # Scrapy's close() closes the dupefilter: the local one, never the shared set
-        self.host.df = self._local_df
 
     # -- requests in -------------------------------------------------------------
 
     def enqueue(self, request: Request) -> bool:
         try:
-            self._flush_held()
+            self._outage.flush_held()
             return self.host.enqueue_now(request)
-        except HistoryStoreError as exc:
-            self._hold(request, exc)
-            return True
-        except Exception as exc:  # noqa: BLE001 -- redis-py's errors
+        except Exception as exc:  # noqa: BLE001 -- redis-py's errors, the store's over it
             if not is_redis_error(exc):
                 raise
-            self._hold(request, exc)
+            self._outage.hold(request, exc)
             return True
 
     def start_taken(self, request: Request) -> str | None:
-        df = self.host.df  # the cycle's shared dupefilter
+        df: Any = self.dupefilter  # the cycle's shared set (scrapy-redis's interface)
+        assert df is not None, "no cycle adopted"
         fp = df.request_fingerprint(request)
         mine = self.shared.claim_start(self.cycle, fp)
         if mine is not None:
@@ -245,7 +186,7 @@ class DistributedFrontier(CycleFrontier):
         return None
 
     def push_new(self, request: Request) -> None:
-        self.newqs.push(request)
+        self.queues.new.push(request)
         self.host.inc_stat("scheduler/enqueued")
         self.host.inc_stat("scheduler/enqueued/redis")
 
@@ -253,56 +194,36 @@ class DistributedFrontier(CycleFrontier):
 
     def next_request(self) -> Request | None:
         try:
-            self._flush_held()
+            self._outage.flush_held()
             if self.host.config.continuous:
                 self._follow_cycle()
             request = super().next_request()
             self._outage.ok()
         except Exception as exc:  # noqa: BLE001
-            self._redis_failed(exc)
-            self._poke(1.0)
+            self._outage.failed(exc)
+            self._outage.poke(1.0)
             return None
         try:
-            self._write_status(busy=request is not None or not (self.waiting or self.host.quiet()))
+            busy = request is not None or not (self.waiting or self.host.engine_link.quiet())
+            self.workers.write(self.cycle, busy=busy)
         except Exception as exc:  # noqa: BLE001
             # the Redis gone since (an outage), or back empty (StoreLost, from the fence:
             # said once, the spider closing); a request taken is handed out all the same
-            self._redis_failed(exc)
-            self._poke(1.0)
+            self._outage.failed(exc)
+            self._outage.poke(1.0)
             return request
         if request is None and not self.waiting:  # between cycles the period's timer wakes it
-            self._poke(_POLL)
+            self._outage.poke(_POLL)
         return request
 
     def take(self, side: str, quota: int | None) -> Request | None:
         if not self.shared.reserve(side, self.budget.total, quota):
             return None
-        if side == "recrawl":
-            request = self._pop(self.recrawls)
-        else:
-            request = self._pop(self.backlog)
-            if request is None:
-                request = self._pop(self.newqs)
+        queues = self.queues
+        request = queues.pop(queues.recrawls) if side == "recrawl" else queues.pop_new()
         if request is None:  # another process emptied it first: give the budget back
             self.shared.give_back(side)
         return request
-
-    def _pop(self, queue: Any) -> Request | None:
-        """The queue's next request; a value that is not one (checked as data by the
-        serializer, frontier/serializer.py, never run) is off the queue then: it is
-        said, counted, and the next one is taken."""
-        while True:
-            try:
-                return queue.pop()  # type: ignore[no-any-return]
-            except (ValueError, TypeError, KeyError) as exc:
-                self.host.inc_stat("recrawl/unreadable_queue_values")
-                logger.error(
-                    "recrawl: a value of the queue %s in the Redis at %s is not a request, "
-                    "dropped: %s",
-                    queue.key,
-                    self.redis_location,
-                    exc,
-                )
 
     def give_back(self, side: str, request: Request) -> None:
         self.shared.give_back(side)
@@ -318,7 +239,7 @@ class DistributedFrontier(CycleFrontier):
 
     def quiet(self) -> bool:
         # nothing in flight anywhere can discover more new URLs
-        return self.host.quiet() and not self._others_busy()
+        return self.host.engine_link.quiet() and not self.workers.others_busy(self.cycle)
 
     def taken(self) -> Taken:
         taken = self.shared.taken()
@@ -329,111 +250,38 @@ class DistributedFrontier(CycleFrontier):
         return total is None or self.shared.taken().get("total", 0) < total
 
     def queued(self) -> int:
+        held = len(self._outage.held)
         try:
-            return len(self.recrawls) + self.waiting_new() + len(self._held)
+            return len(self.queues.recrawls) + self.waiting_new() + held
         except Exception:  # noqa: BLE001 -- Redis away: what we know locally
-            return len(self._held)
+            return held
 
     def waiting_new(self) -> int:
         """New URLs queued for the cycle, by all processes, not handed out yet."""
-        return len(self.backlog) + len(self.newqs)
+        return self.queues.waiting_new()
 
     def has_pending(self) -> bool:
-        if self._held:
+        if self._outage.held:
             return True
         try:
             if self.waiting:  # between cycles (continuous mode): idle until the period starts
-                if self._write_status(busy=False):
+                if self.workers.write(self.cycle, busy=False):
                     # only a call that went through ends an outage (a status written a
                     # moment ago is skipped: no call, no news of the Redis)
                     self._outage.ok()
                 return False
-            pending = self.budget_left() and (len(self.recrawls) > 0 or self.waiting_new() > 0)
+            pending = self.budget_left() and (
+                len(self.queues.recrawls) > 0 or self.waiting_new() > 0
+            )
             if not pending:
-                self._write_status(busy=not self.host.quiet())
-                pending = self._others_busy()
+                self.workers.write(self.cycle, busy=not self.host.engine_link.quiet())
+                pending = self.workers.others_busy(self.cycle)
             self._outage.ok()
             return pending
         except Exception as exc:  # noqa: BLE001
-            return self._redis_failed(exc)
-
-    # -- workers -----------------------------------------------------------------
-
-    def _write_status(self, *, busy: bool, force: bool = False) -> bool:
-        """Write this worker's status, unless written a moment ago as it is: True when
-        written (the Redis answered)."""
-        # how often: this process's own steady clock; when seen: the Redis's (redis.py)
-        now = time.monotonic()
-        if not force and busy == self._status_busy and now - self._status_written < _STATUS_EVERY:
-            return False
-        self.shared.write_status(self.cycle, busy)
-        self._status_written, self._status_busy = now, busy
-        return True
-
-    def _workers(self) -> dict[str, dict[str, Any]]:
-        return self.shared.workers(self.worker_timeout)
-
-    def _live_workers(self) -> list[str]:
-        return [w for w in self._workers() if w != self.worker_id]
-
-    def _others_busy(self) -> bool:
-        at, busy = self._others_busy_cache
-        if time.monotonic() - at < 0.2:
-            return busy
-        busy = any(
-            st["busy"] and st["cycle"] == self.cycle
-            for w, st in self._workers().items()
-            if w != self.worker_id
-        )
-        self._others_busy_cache = (time.monotonic(), busy)
-        return busy
-
-    def _poke(self, delay: float) -> None:
-        """Ask the engine for the next request soon (its own heartbeat is 5 s)."""
-        slot = getattr(self.host.engine(), "_slot", None)
-        if slot is None or (self._poke_call is not None and self._poke_call.active()):
-            return
-        from twisted.internet import reactor
-
-        clock: Any = reactor  # the installed reactor (typed as the module)
-        self._poke_call = clock.callLater(delay, slot.nextcall.schedule)
+            return self._outage.failed(exc)
 
     # -- cycles ------------------------------------------------------------------
-
-    def _fence_refused(self, found: str | None) -> bool:
-        """A write of this process's refused by the frontier's fence (frontier/redis.py):
-        its store was reset (or lost) under it. Counted; the store's own check then says
-        so in one line and stops the crawl (history/epoch.py); under RECRAWL_ON_STORE_LOSS
-        = "continue" the store has a fresh epoch, which the frontier takes when nobody
-        took another one meanwhile (True: write again)."""
-        self.host.inc_stat("recrawl/frontier_writes_refused")
-        store = self.host.store
-        check = getattr(store, "check_epoch", None)
-        if check is not None:
-            check()  # StoreLost: said once, the spider closing
-            epoch = getattr(store, "epoch", None)
-            if epoch is not None and epoch != self.shared.epoch and found in (None, epoch):
-                self.shared.take_epoch(epoch)
-                return True
-        # the store is as it was, its frontier not: reset alone, or its keys evicted
-        exc = StoreLost(
-            self.redis_location, self.shared.key("epoch"), self.shared.epoch, None, found
-        )
-        on_lost = getattr(store, "on_lost", None)
-        if on_lost is not None:
-            on_lost(exc)
-        raise exc
-
-    def _cycle_df(self, cycle: int) -> Any:
-        return self.redis_df_cls(
-            self.fenced,
-            key=self._df_key(cycle),
-            debug=self.host.crawler.settings.getbool("DUPEFILTER_DEBUG"),
-        )
-
-    def _df_key(self, cycle: int) -> str:
-        assert self.names is not None, "the frontier is not open"
-        return self.names.dupefilter_of(cycle)
 
     def now(self) -> float:
         """The Redis's time (as of the last cycle adopted: this clock plus its offset)."""
@@ -441,22 +289,20 @@ class DistributedFrontier(CycleFrontier):
 
     def _adopt(self, state: dict[str, str]) -> None:
         # each cycle opened, joined or adopted: still the history this process opened?
-        check_epoch = getattr(self.host.store, "check_epoch", None)
-        if check_epoch is not None:
-            check_epoch()
+        self.fence.check()
         self.cycle = int(state["cycle"])
         total, new = int(state["total"]), int(state["new"])
         monitor = int(state.get("monitor", 0))  # the sample, on top of the budget's pages
         self.budget = Budget(None if total < 0 else total, None if new < 0 else new, monitor)
         # the periods are kept in the Redis's time, one clock for every process
         self._sync_clock()
-        self._cycle_opened = float(state["opened"])
-        self.started = self.monotonic() - max(0.0, self.now() - self._cycle_opened)
-        self.opened_at = self._cycle_opened
-        self.period_start = float(state.get("period_start", self._cycle_opened))
+        opened = float(state["opened"])
+        self.started = self.monotonic() - max(0.0, self.now() - opened)
+        self.opened_at = opened
+        self.period_start = float(state.get("period_start", opened))
         self.waiting = False
-        self.host.df = self._cycle_df(self.cycle)
-        self._others_busy_cache = (0.0, False)
+        self.dupefilter = self.queues.dupefilter_of(self.cycle)
+        self.workers.forget_others()
 
     def _sync_clock(self) -> float:
         """Read the Redis's clock: the periods' offset (to the scheduler's clock) and the
@@ -464,21 +310,18 @@ class DistributedFrontier(CycleFrontier):
         follow it, whatever this machine's own clock says. Returns the Redis's time."""
         now = self.shared.now()
         self._offset = now - super().now()
-        tally = tally_for_crawler(self.host.crawler)
-        tally.clock_offset = now - float(tally.clock())
+        self.host.planner.follow_clock(now)
         return now
 
     def _join(self, state: dict[str, str]) -> None:
         self._adopt(state)
         self.cycles_run += 1
-        pending = len(self.recrawls) + self.waiting_new()
+        pending = len(self.queues.recrawls) + self.waiting_new()
         if pending:
             # scrapy-redis's words, so its users recognise a shared queue being picked up
             self.host.spider.log(f"Resuming crawl ({pending} requests scheduled)")
-        stats = self.host.crawler.stats
-        if stats is not None:
-            stats.set_value("recrawl/cycle", self.cycle)
-            stats.set_value("recrawl/joined_cycle", self.cycle)
+        self.host.set_stat("recrawl/cycle", self.cycle)
+        self.host.set_stat("recrawl/joined_cycle", self.cycle)
         logger.info(
             "recrawl cycle %d joined (opened by another process): budget %s, %d requests queued",
             self.cycle,
@@ -492,15 +335,18 @@ class DistributedFrontier(CycleFrontier):
         it opens in (continuous mode; None: now), in the Redis's time."""
         self.shared.forget_recrawls()  # from a cycle that was never closed
         self._sync_clock()  # the plan's `now` (the hours terminal) in the Redis's time
-        plan = self.host.plan_cycle()
+        plan = self.host.planner.plan_cycle()
         self.cycles_run += 1
         self.cycle, budget = plan.cycle, plan.budget
-        self.host.df = self._cycle_df(plan.cycle)
-        pushed = self._push_recrawls(plan.selection.ids, plan.selection.scores)
+        # the cycle's dupefilter from now: the recrawls and the backlog are marked seen
+        self.dupefilter = self.queues.dupefilter_of(plan.cycle)
+        pushed = self.queues.push_recrawls(
+            self.host.store, plan.cycle, self.dupefilter, plan.selection.ids, plan.selection.scores
+        )
         for d in self.host.store.pop_frontier(plan.new_quota):
             request = self.host.request_from_frontier(d)
             if request is not None:
-                self.backlog.push(request)
+                self.queues.backlog.push(request)
         opened = self.shared.now()
         self.shared.open_cycle(
             {
@@ -517,51 +363,7 @@ class DistributedFrontier(CycleFrontier):
         )
         self._adopt(self.shared.state())
         self.host.inc_stat("recrawl/cycles_opened")
-        self.host.log_cycle(plan, pushed)
-
-    def _push_recrawls(self, ids: np.ndarray, scores: np.ndarray) -> int:
-        """Push the stored request dicts, best first, in batches; mark them seen."""
-        store, df, cycle = self.host.store, self.host.df, self.cycle
-        dicts = store.requests(ids)
-        missing = [i for i, d in enumerate(dicts) if d is None]
-        if missing:
-            urls = store.urls(ids[missing])
-            for i, url in zip(missing, urls, strict=True):
-                dicts[i] = {"url": url}
-
-        def entries() -> Iterator[tuple[dict[str, Any], str]]:
-            for rank, (url_id, d) in enumerate(zip(ids.tolist(), dicts, strict=True)):
-                assert d is not None
-                meta = {
-                    META_CYCLE: cycle,
-                    META_ID: int(url_id),
-                    META_RANK: rank,
-                    META_KIND: recrawl_kind(float(scores[rank])),
-                }
-                try:
-                    request = Request(
-                        d["url"], method=d.get("method", "GET"), body=d.get("body") or b""
-                    )
-                    if set(d) == {"url"}:
-                        d = request.to_dict()  # no stored request: a GET of its URL
-                except (ValueError, TypeError, UnicodeError) as exc:
-                    # a URL read back from Redis that is not one (data, never run)
-                    self.host.inc_stat("recrawl/unreadable_stored_requests")
-                    logger.warning(
-                        "recrawl: URL id %d of the history store at %s is not a URL, not "
-                        "recrawled: %s",
-                        url_id,
-                        store.location,
-                        exc,
-                    )
-                    continue
-                d = {
-                    **d,
-                    "meta": {**(d.get("meta") or {}), **meta, META_SCORE: float(scores[rank])},
-                }
-                yield d, df.request_fingerprint(request)
-
-        return self.shared.push_recrawls(self.recrawls, cycle, df.key, entries())
+        self.host.planner.log_cycle(plan, pushed)
 
     def _follow_cycle(self) -> None:
         """Continuous mode: adopt a cycle another process has rolled over to."""
@@ -573,9 +375,7 @@ class DistributedFrontier(CycleFrontier):
         self.summarize_cycle()  # another process rolled over: ours has ended (once)
         self._adopt(state)
         self.cycles_run += 1
-        stats = self.host.crawler.stats
-        if stats is not None:
-            stats.set_value("recrawl/cycle", self.cycle)
+        self.host.set_stat("recrawl/cycle", self.cycle)
 
     def maybe_roll_over(self, *, check_work: bool = True) -> None:
         """As every frontier does (frontier/base.py), with a Redis that goes away meanwhile
@@ -586,8 +386,8 @@ class DistributedFrontier(CycleFrontier):
         try:
             super().maybe_roll_over(check_work=check_work)
         except Exception as exc:  # noqa: BLE001 -- a non-Redis error is raised again
-            self._redis_failed(exc)
-            self._poke(1.0)
+            self._outage.failed(exc)
+            self._outage.poke(1.0)
 
     def roll_over(self, period_start: float) -> None:
         """The next period has started (by this process's reckoning): the first process to
@@ -595,7 +395,7 @@ class DistributedFrontier(CycleFrontier):
         for all; the others adopt it."""
         lock = self.shared.lock()
         if not lock.acquire(blocking=False):
-            self._poke(_POLL)  # another process is rolling over: adopt its cycle soon
+            self._outage.poke(_POLL)  # another process is rolling over: adopt its cycle soon
             return
         try:
             state = self.shared.state()
@@ -620,29 +420,19 @@ class DistributedFrontier(CycleFrontier):
         except StoreLost:
             pass  # said once, and the spider is closing (history/epoch.py)
         finally:
-            self._release(lock)
-
-    def _release(self, lock: Any) -> None:
-        """Release the roll-over's lock; one the Redis no longer holds (gone with its data,
-        or with the Redis itself: then it expires with RECRAWL_REDIS_LOCK_SECONDS) is
-        nothing to release, and must not hide what went wrong under it."""
-        try:
-            lock.release()
-        except Exception as exc:  # noqa: BLE001 -- redis-py's errors (LockError is one)
-            if not is_redis_error(exc):
-                raise
+            _release(lock)
 
     def _leave(self, reason: str) -> None:
         """Deregister; the last process out of a finished cycle closes it."""
         with self.shared.lock():
-            self.shared.deregister()
-            if self._live_workers():
+            self.workers.leave()
+            if self.workers.others():
                 return
             state = self.shared.state()
             if not state or int(state.get("cycle", -1)) != self.cycle or int(state.get("done", 0)):
                 return
             drained = not self.budget_left() or (
-                len(self.recrawls) == 0 and self.waiting_new() == 0 and not self._held
+                len(self.queues.recrawls) == 0 and self.waiting_new() == 0 and not self._outage.held
             )
             if (reason == "finished" and drained) or not self.persist:
                 self._end_cycle(self.cycle, reason)
@@ -655,39 +445,20 @@ class DistributedFrontier(CycleFrontier):
 
     def _end_cycle(self, cycle: int, reason: str) -> None:
         """Close ``cycle``: new URLs left over go to the frontier, the rest is dropped."""
-        left = list(iter(lambda: self._pop(self.backlog), None))
-        left += list(iter(lambda: self._pop(self.newqs), None))
-        left += [r for r in self._held if not r.meta.get("is_start_request")]
-        self._held = []
+        left = self.queues.drain_new()
+        left += [r for r in self._outage.held if not r.meta.get("is_start_request")]
+        self._outage.held = []
         kept = self.keep_for_later(left)
-        self.shared.close_cycle(cycle, self._df_key(cycle))
+        self.shared.close_cycle(cycle, self.queues.names.dupefilter_of(cycle))
         logger.info("recrawl cycle %d closed (%s): %d new URLs kept for later", cycle, reason, kept)
 
-    # -- Redis going away (frontier/outage.py) -----------------------------------
 
-    def _redis_failed(self, exc: BaseException) -> bool:
-        """Keep the spider open while Redis may come back; True: 'still pending'."""
-        if isinstance(exc, StoreLost):
-            return False  # no outage: the history is gone, and the crawl stops (epoch.py)
-        verdict = self._outage.failed(exc)
-        if verdict == "new":
-            self.host.inc_stat("recrawl/redis_outages")
-        if verdict != "over":
-            return True
-        engine = self.host.engine()
-        if engine is not None and engine.spider is not None:
-            from scrapy.utils.defer import deferred_from_coro
-
-            deferred_from_coro(engine.close_spider_async(reason="recrawl_redis_unavailable"))
-        return False
-
-    def _hold(self, request: Request, exc: BaseException) -> None:
-        if self._outage.since is None:
-            self._redis_failed(exc)
-        self._held.append(request)
-        self._poke(1.0)
-
-    def _flush_held(self) -> None:
-        while self._held:
-            self.host.enqueue_now(self._held[0])
-            self._held.pop(0)
+def _release(lock: Any) -> None:
+    """Release the roll-over's lock; one the Redis no longer holds (gone with its data,
+    or with the Redis itself: then it expires with RECRAWL_REDIS_LOCK_SECONDS) is
+    nothing to release, and must not hide what went wrong under it."""
+    try:
+        lock.release()
+    except Exception as exc:  # noqa: BLE001 -- redis-py's errors (LockError is one)
+        if not is_redis_error(exc):
+            raise

@@ -18,15 +18,16 @@ from collections import deque
 from typing import Any
 
 import numpy as np
-from scrapy import Request, Spider, signals
+from scrapy import Request
 
 from ..core.budget import Budget
 from ..core.meta import META_CYCLE, META_ID, META_KIND, META_RANK, META_SCORE
 from ..history import HistoryStoreError, StoreLost
-from ..recrawl_queue import RecrawlQueue
+from ..history.base import fenced
 from ..scope import not_a_page
-from .base import CycleFrontier, SchedulerHost, Taken, recrawl_kind
-from .outage import OutageClock
+from .base import CycleFrontier, LocalHost, RequestQueue, Taken, recrawl_kind
+from .outage import Outage
+from .probes import ProbeDispatch
 
 logger = logging.getLogger("scrapy_recrawl.scheduler")
 
@@ -44,10 +45,12 @@ def is_new(request: Request) -> bool:
 class LocalFrontier(CycleFrontier):
     """One process's cycle (module docstring)."""
 
-    def __init__(self, host: SchedulerHost) -> None:
+    host: LocalHost
+
+    def __init__(self, host: LocalHost) -> None:
         super().__init__(host)
-        self.recrawls = RecrawlQueue(host.crawler)
-        self.newqs: Any = None
+        self.recrawls = host.recrawl_queue()
+        self.newqs: RequestQueue | None = None
         # new URLs waiting from earlier cycles (the store's frontier, its order: priority,
         # then oldest first): taken before this cycle's finds, so none waits for ever
         self.backlog: deque[Request] = deque()
@@ -62,23 +65,24 @@ class LocalFrontier(CycleFrontier):
         # spider's own dont_filter requests (frontier/base.py: first_fetch)
         self.fetched: dict[bytes, tuple[float, bool]] = {}
         self.probe_cap: int | None = None
+        self.probes: ProbeDispatch | None = None  # loop-time probes, with a probe source
         # a shared history store away as the cycle rolls over (maybe_roll_over)
-        self._outage: OutageClock | None = None
+        self._outage: Outage | None = None
         self._retry_call: Any = None
 
     # -- life ------------------------------------------------------------------
 
     def open(self) -> None:
-        self.newqs = self.host.new_queue()
-        if self.host.config.continuous:
-            self.host.crawler.signals.connect(
-                self._left_downloader, signal=signals.request_left_downloader
-            )
+        self.newqs = self.host.new_url_queue()
+        prober = self.host.prober  # the plug-ins are built: the scheduler is open
+        self.probes = None if prober is None else ProbeDispatch(self.host, self, prober)
         if not self._resume():
             self.start_cycle()
 
     def close(self, reason: str) -> None:
         self.cancel_wake()
+        if self.probes is not None:
+            self.probes.cancel()
         if self._retry_call is not None and self._retry_call.active():
             self._retry_call.cancel()
         self._save(reason)
@@ -93,7 +97,7 @@ class LocalFrontier(CycleFrontier):
     # -- requests in ---------------------------------------------------------------
 
     def start_taken(self, request: Request) -> str | None:
-        if self.host.fingerprinter.fingerprint(request) in self.recrawl_fps:
+        if self.host.fingerprint(request) in self.recrawl_fps:
             return "start_is_recrawl"  # its recrawl is queued this cycle
         return None
 
@@ -105,6 +109,7 @@ class LocalFrontier(CycleFrontier):
             # which a separate new-URL queue behind the continuations would break).
             self.host.push_scrapy(request)
             return
+        assert self.newqs is not None, "the frontier is not open"
         self.newqs.push(request)
         self.host.inc_stat("scheduler/enqueued")
 
@@ -121,7 +126,7 @@ class LocalFrontier(CycleFrontier):
             return request
         if self.backlog:
             request = self.backlog.popleft()
-        elif not len(self.newqs):
+        elif self.newqs is None or not len(self.newqs):
             return None
         else:
             request = self.newqs.pop()
@@ -171,6 +176,12 @@ class LocalFrontier(CycleFrontier):
 
     # -- probes (loop-time baskets) count against the budget -------------------------
 
+    def next_probe(self) -> Request | None:
+        return None if self.probes is None else self.probes.next()
+
+    def probe_due(self) -> bool:
+        return self.probes is not None and self.probes.due()
+
     def probe_allowed(self) -> bool:
         return self.probe_cap is None or self.taken_probe < self.probe_cap
 
@@ -184,7 +195,7 @@ class LocalFrontier(CycleFrontier):
         ``period_start``; None: now)."""
         # still downloading from the last cycle: their visit is not recorded yet
         in_flight = np.fromiter(self.in_flight, dtype=np.int64, count=len(self.in_flight))
-        plan = self.host.plan_cycle(exclude=in_flight)
+        plan = self.host.planner.plan_cycle(exclude=in_flight)
         self.cycles_run += 1
         self.started = self.monotonic()
         self.opened(period_start)
@@ -198,7 +209,7 @@ class LocalFrontier(CycleFrontier):
         self._reset_probe_cap()
         for d in self.host.store.pop_frontier(plan.new_quota):
             self._queue_from_frontier(d)
-        self.host.log_cycle(plan, len(plan.selection.ids))
+        self.host.planner.log_cycle(plan, len(plan.selection.ids))
 
     def roll_over(self, period_start: float) -> None:
         self.drop_queued_recrawls()
@@ -221,28 +232,20 @@ class LocalFrontier(CycleFrontier):
         except StoreLost:
             pass
         except HistoryStoreError as exc:
-            if getattr(self.host.store, "check_epoch", None) is None:
+            if fenced(self.host.store) is None:
                 raise  # a store in this process (SQLite): nothing comes back by waiting
             self._store_away(exc)
 
     def _store_away(self, exc: HistoryStoreError) -> None:
         if self._outage is None:
-            self._outage = OutageClock(
+            self._outage = Outage(
+                self.host,
                 self.host.store.location,
-                self.host.crawler.settings.getfloat("RECRAWL_REDIS_OUTAGE_SECONDS"),
+                self.host.settings.getfloat("RECRAWL_REDIS_OUTAGE_SECONDS"),
             )
-        verdict = self._outage.failed(exc)
-        if verdict == "new":
-            self.host.inc_stat("recrawl/redis_outages")
-        if verdict != "over":
-            if self._retry_call is None or not self._retry_call.active():
-                self._retry_call = self.host.clock.callLater(1.0, self.host.wake)
-            return
-        engine = self.host.engine()
-        if engine is not None and engine.spider is not None:
-            from scrapy.utils.defer import deferred_from_coro
-
-            deferred_from_coro(engine.close_spider_async(reason="recrawl_redis_unavailable"))
+        # waited out (the roll-over tried again each second), or the spider closing
+        if self._outage.failed(exc) and (self._retry_call is None or not self._retry_call.active()):
+            self._retry_call = self.host.clock.callLater(1.0, self.host.engine_link.wake)
 
     def drop_queued_recrawls(self) -> None:
         self.recrawls.drain()  # unfetched recrawls are rescored with the rest
@@ -251,7 +254,7 @@ class LocalFrontier(CycleFrontier):
         self.keep_for_later([r for r in self._pending_new() if is_new(r)])
 
     def _reset_probe_cap(self) -> None:
-        prober = getattr(self.host, "prober", None)
+        prober = self.host.prober
         self.probe_cap = None if prober is None else prober.cap(self.budget.total)
 
     def _queue_recrawls(self, ids: np.ndarray, scores: np.ndarray) -> None:
@@ -262,8 +265,8 @@ class LocalFrontier(CycleFrontier):
             request.meta[META_RANK] = rank
             request.meta[META_SCORE] = float(scores[rank])
             request.meta[META_KIND] = recrawl_kind(float(scores[rank]))
-            self.recrawl_fps.add(self.host.fingerprinter.fingerprint(request))
-            self.host.df.request_seen(request)  # the spider's own link to it is then a duplicate
+            self.recrawl_fps.add(self.host.fingerprint(request))
+            self.host.mark_seen(request)  # the spider's own link to it is then a duplicate
             self.recrawls.push(rank, request)
 
     def _queue_from_frontier(self, d: dict[str, Any]) -> None:
@@ -271,23 +274,23 @@ class LocalFrontier(CycleFrontier):
         if request is not None:
             self.backlog.append(request)
 
-    def _left_downloader(self, request: Request, spider: Spider) -> None:
+    def request_left(self, request: Request) -> None:
         self.in_flight.discard(request.meta.get(META_ID, -1))
 
     # -- what survives the process ----------------------------------------------------
 
     def _pending_new(self) -> list[Request]:
-        queues = [self.newqs]
+        pending = list(self.backlog)  # the oldest first, back into the store's frontier
+        self.backlog.clear()
+        if self.newqs is not None:
+            pending += iter(self.newqs.pop, None)
         if self.unbudgeted():
             # new URLs shared Scrapy's memory queue (JOBDIR's disk queue keeps its own)
-            queues.append(self.host.mqs)
-        backlog = list(self.backlog)  # the oldest first, back into the store's frontier
-        self.backlog.clear()
-        return backlog + [r for q in queues if q is not None for r in iter(q.pop, None)]
+            pending += self.host.drain_memory_queue()
+        return pending
 
     def _state_path(self) -> str | None:
-        dqdir = getattr(self.host, "dqdir", None)
-        return os.path.join(dqdir, "recrawl_cycle.json") if dqdir else None
+        return self.host.job_file("recrawl_cycle.json")
 
     def _save(self, reason: str) -> None:
         """With JOBDIR, remember an interrupted cycle so a resume finishes it."""

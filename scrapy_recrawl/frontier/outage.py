@@ -2,17 +2,27 @@
 
 The scheduler keeps the spider open while the shared Redis may come back
 (``RECRAWL_REDIS_OUTAGE_SECONDS``), logging once when it goes and once when it
-returns; past the limit it closes the spider with an error naming the Redis.
+returns; past the limit it closes the spider with an error naming the Redis
+(:class:`Outage`: the clock, the requests held meanwhile, the engine asked again).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING, Any
 
-from ..history import HistoryStoreError
+from scrapy import Request
+
+from ..history import HistoryStoreError, StoreLost
+
+if TYPE_CHECKING:
+    from .base import SchedulerHost
 
 logger = logging.getLogger("scrapy_recrawl.redis_scheduler")
+
+#: the close reason of a crawl whose Redis stayed away too long (exit status 1)
+UNAVAILABLE_REASON = "recrawl_redis_unavailable"
 
 
 def is_redis_error(exc: BaseException) -> bool:
@@ -67,3 +77,57 @@ class OutageClock:
             exc,
         )
         return "over"
+
+
+class Outage:
+    """A frontier's Redis going away mid-crawl, as the scheduler lives through it: the
+    outage counted (``recrawl/redis_outages``) and waited out, the requests enqueued
+    meanwhile held in this process, the engine asked again soon (its own heartbeat is
+    5 s); past the limit the spider closes (``recrawl_redis_unavailable``)."""
+
+    def __init__(self, host: SchedulerHost, location: str, limit_seconds: float) -> None:
+        self.host = host
+        self.clock = OutageClock(location, limit_seconds)
+        #: requests enqueued while the Redis was away, queued when it answers again
+        self.held: list[Request] = []
+        self._poke_call: Any = None
+
+    def ok(self) -> None:
+        self.clock.ok()
+
+    def failed(self, exc: BaseException) -> bool:
+        """A call failed: True while the Redis may come back (the spider kept open);
+        False when the crawl stops (the limit passed, or the history lost: no outage
+        to wait out, said by the store: history/epoch.py). A non-Redis error is raised."""
+        if isinstance(exc, StoreLost):
+            return False
+        verdict = self.clock.failed(exc)
+        if verdict == "new":
+            self.host.inc_stat("recrawl/redis_outages")
+        if verdict != "over":
+            return True
+        self.host.engine_link.close_spider(UNAVAILABLE_REASON)
+        return False
+
+    def hold(self, request: Request, exc: BaseException) -> None:
+        """``request`` could not be queued (the Redis is away): kept until it answers."""
+        if self.clock.since is None:
+            self.failed(exc)
+        self.held.append(request)
+        self.poke(1.0)
+
+    def flush_held(self) -> None:
+        """Queue the requests held, oldest first (an error leaves the rest held)."""
+        while self.held:
+            self.host.enqueue_now(self.held[0])
+            self.held.pop(0)
+
+    def poke(self, delay: float) -> None:
+        """Ask the engine for the next request in ``delay`` seconds, once at a time."""
+        if self._poke_call is not None and self._poke_call.active():
+            return
+        self._poke_call = self.host.engine_link.poke(delay)
+
+    def cancel(self) -> None:
+        if self._poke_call is not None and self._poke_call.active():
+            self._poke_call.cancel()

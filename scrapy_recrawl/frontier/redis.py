@@ -37,8 +37,9 @@ a workers hash with no owner, which the next cycle would read as its own). So ev
 command that can create a key here -- the queues' pushes, the dupefilter's adds,
 the cycle state, the budget counters, the claims, the fetched URLs, the workers'
 statuses -- runs in a script that first compares ``{s}:epoch`` with the epoch this
-process took at open (:data:`FENCE_LUA`; the queues and the dupefilter get a client
-that sends their writes so: :class:`FencedClient`). A refused write writes nothing;
+process took at open (``scrapy_recrawl/lua/frontier_fence.lua``, before each of the
+frontier's scripts; the queues and the dupefilter get a client that sends their
+writes so: :class:`FencedClient`). A refused write writes nothing;
 the frontier then checks the store's epoch (the crawl stops with one line: the
 store was reset or lost) and counts it (``recrawl/frontier_writes_refused``).
 """
@@ -50,6 +51,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .. import lua
 from ..history import HistoryStoreError
 from ..history.ownership import for_spider
 from ..history.redis_liveness import (
@@ -62,60 +64,17 @@ from ..history.redis_liveness import (
 )
 from ..history.redis_schema import LOST_ERROR
 
-#: Prepended to every script that writes a frontier key (the fence: module docstring).
-#: The caller appends one key, ``{s}:epoch``, and one argument, the epoch it took at
-#: open; the script below sees its own KEYS and ARGV without them. A frontier whose
-#: epoch key is gone (reset) or holds another epoch gets nothing written.
-FENCE_LUA = r"""
-local FENCE_HAVE = redis.call('GET', KEYS[#KEYS])
-if FENCE_HAVE ~= ARGV[#ARGV] then
-  return redis.error_reply('RECRAWL_STORE_LOST ' .. (FENCE_HAVE or ''))
-end
-local FENCE_KEYS, FENCE_ARGV = {}, {}
-for i = 1, #KEYS - 1 do FENCE_KEYS[i] = KEYS[i] end
-for i = 1, #ARGV - 1 do FENCE_ARGV[i] = ARGV[i] end
-local KEYS, ARGV = FENCE_KEYS, FENCE_ARGV
-"""
-
-#: One write command behind the fence: KEYS[1] its key; ARGV the command's name (one
-#: of :data:`FENCED_COMMANDS`, named by this package, never read from Redis) and its
-#: arguments after the key.
-COMMAND_LUA = r"""
-local call = {ARGV[1], KEYS[1]}
-for i = 2, #ARGV do call[i + 1] = ARGV[i] end
-return redis.call(unpack(call))
-"""
-
 #: The commands that can create a key, as the queues, the dupefilter and this module
-#: send them: behind the fence.
+#: send them: behind the fence (scrapy_recrawl/lua/frontier_command.lua runs one).
 FENCED_COMMANDS = frozenset(
     {"LPUSH", "RPUSH", "ZADD", "SADD", "HSET", "HSETNX", "HINCRBY", "SET", "INCR", "INCRBY"}
 )
 
-#: Reserve one budgeted request: KEYS[1] the counters hash; ARGV total (-1: no
-#: limit), side ("new" or "recrawl"), side quota (-1: no limit). 1 if reserved.
-RESERVE_LUA = r"""
-local total = tonumber(ARGV[1])
-local quota = tonumber(ARGV[3])
-local taken = tonumber(redis.call('HGET', KEYS[1], 'total') or '0')
-if total >= 0 and taken >= total then return 0 end
-local side = tonumber(redis.call('HGET', KEYS[1], ARGV[2]) or '0')
-if quota >= 0 and side >= quota then return 0 end
-redis.call('HINCRBY', KEYS[1], 'total', 1)
-redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
-return 1
-"""
 
-
-#: Note a URL fetched in this cycle (KEYS[1] the cycle's hash; ARGV fingerprint, "s" for
-#: the spider's own dont_filter request or "x"); 1: fetch it, 0: fetched already.
-#: Atomic, so two processes never both fetch a URL (frontier/base.py: first_fetch).
-FETCHED_LUA = r"""
-local before = redis.call('HGET', KEYS[1], ARGV[1])
-if before and (ARGV[2] ~= 's' or before ~= 's') then return 0 end
-if not before then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
-return 1
-"""
+def fenced_script(name: str) -> str:
+    """Script ``name`` (scrapy_recrawl/lua/) behind the fence: ``frontier_fence.lua``
+    first, which checks the epoch and takes its own key and argument off KEYS and ARGV."""
+    return lua.load("frontier_fence") + lua.load(name)
 
 
 @dataclass(frozen=True)
@@ -175,12 +134,12 @@ class RedisFrontier:
         self.skey = key
         self.worker_id = worker_id
         self.lock_seconds = lock_seconds
-        self._reserve = server.register_script(FENCE_LUA + RESERVE_LUA)
-        self._fetched = server.register_script(FENCE_LUA + FETCHED_LUA)
+        self._reserve = server.register_script(fenced_script("frontier_reserve"))
+        self._fetched = server.register_script(fenced_script("frontier_fetched"))
         self._now = server.register_script(NOW_LUA)
         # a status stamped by the Redis's clock, by the one liveness rule (redis_liveness)
-        self._status = server.register_script(FENCE_LUA + STAMP_LUA)
-        self._command = server.register_script(FENCE_LUA + COMMAND_LUA)
+        self._status = server.register_script(lua.load("frontier_fence") + STAMP_LUA)
+        self._command = server.register_script(fenced_script("frontier_command"))
         #: the store's epoch this process writes under (take_epoch(), at open)
         self.epoch: str | None = None
         #: called with what the epoch key holds when a write was refused: True to

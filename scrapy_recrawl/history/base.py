@@ -10,9 +10,9 @@ so scoring a million URLs is a few vector operations.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 
@@ -45,13 +45,24 @@ class HistoryStoreError(RuntimeError):
     """The store cannot be opened, read or written; the message names it."""
 
 
+class PreReleaseStore(HistoryStoreError):
+    """A store written by a build before the first release: never read nor upgraded
+    (``scrapy recrawl-reset`` empties it without reading it)."""
+
+    def __init__(self, message: str, location: str, version: int) -> None:
+        super().__init__(message)
+        self.location, self.version = location, version
+
+
 def pre_release_store(location: str, version: int) -> HistoryStoreError:
     """The one-line refusal of a store written by a build before the first release."""
-    return HistoryStoreError(
+    return PreReleaseStore(
         f"{location} was written by a pre-release build of scrapy-recrawl (schema version "
         f"{version}; this release reads {BASELINE_SCHEMA_VERSION} to {SCHEMA_VERSION}) and "
         "cannot be upgraded: empty it with `scrapy recrawl-reset SPIDER` (its history is "
-        "lost), or keep using the build that wrote it"
+        "lost), or keep using the build that wrote it",
+        location,
+        version,
     )
 
 
@@ -185,25 +196,77 @@ class HistoryArrays:
 
 @runtime_checkable
 class HistoryStore(Protocol):
-    """The store contract: what the middleware, the schedulers, the plug-ins and the
-    offline commands need of a backend.
+    """The store contract: everything the middleware, the schedulers, the plug-ins and
+    the offline commands read of a backend (nothing else is looked up on a store).
 
-    A third-party backend implements every method below and is named by
-    ``RECRAWL_STORE_CLASS`` (docs/architecture.md, "How to add a backend");
-    ``tests/store_contract.py`` is the test suite it should pass. Errors of the
-    backend itself (unreachable, read-only, corrupt) raise
-    :class:`HistoryStoreError` with a message that names the store and the
-    setting (``RECRAWL_STORE``); nothing read back is ever unpickled or evaluated.
+    A third-party backend implements every member below and is named by
+    ``RECRAWL_STORE_CLASS`` (docs/architecture.md, "How to add a backend"); the crawl
+    and the commands build it with ``cls.from_settings(settings, spider=...,
+    read_only=...)``: the spider whose history it is (None: not known, a test) and
+    whether it is opened for reading only (the offline commands), as Scrapy hands
+    ``open_spider(spider)`` to a cache storage. ``scrapy_recrawl.testing.StoreContract`` is the test
+    suite it should pass. Errors of the backend itself (unreachable, read-only,
+    corrupt) raise :class:`HistoryStoreError` with a message that names the store
+    and the setting (``RECRAWL_STORE``); nothing read back is ever unpickled or
+    evaluated.
+
+    What a store offers beyond this is an optional capability, *declared* in
+    :attr:`capabilities` (never found by looking for a method): ``"fenced"``
+    (:class:`FencedStore`) and ``"file"`` (:class:`FileStore`). Callers reach them
+    through :func:`fenced` and :func:`file_store`.
     """
 
     #: Where the store lives, for messages ("sqlite:///path", "redis://…").
     location: str
 
+    @property
+    def label(self) -> str:
+        """A short name for messages and the report's titles, where the whole
+        :attr:`location` does not fit: the SQLite file's name, the Redis key prefix."""
+        ...
+
+    @property
+    def read_only(self) -> bool:
+        """Opened for reading only (the offline commands): :meth:`open` never creates,
+        migrates or claims it, and every write (:meth:`record`, :meth:`flush` of a
+        visit, :meth:`advance_cycle`, the frontier's and side storage's writes,
+        :meth:`claim`, :meth:`clear`) raises :class:`HistoryStoreError` naming the
+        store; nothing of it is changed."""
+        ...
+
+    @property
+    def store_bodies(self) -> bool:
+        """Whether the last good body of each URL is kept (for 304s: :meth:`body`); the
+        middleware hands bodies to :meth:`record` only when it is true."""
+        ...
+
+    @property
+    def buffered_visits(self) -> int:
+        """Visits :meth:`record` took but did not write yet (0 for a store that writes
+        each at once): the crawl says them lost if the store's close cannot write
+        them, and :func:`refuse_when_full` bounds them while writes fail."""
+        ...
+
+    @property
+    def unreadable_values(self) -> int:
+        """Values read back since it was opened that could not be parsed (skipped, never
+        evaluated), for the stat ``recrawl/unreadable_values``; 0 when none can be."""
+        ...
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """The optional capabilities this store declares, among :data:`CAPABILITIES`;
+        each declared one's members must be there (:func:`capability_gaps`)."""
+        ...
+
     def open(self) -> None:
         """Connect, create or migrate the schema to :data:`SCHEMA_VERSION`; idempotent.
 
         A store of a newer schema is refused; an older one is migrated in the one
-        schema-version sequence, all of a step or none of it.
+        schema-version sequence, all of a step or none of it; one older than
+        :data:`BASELINE_SCHEMA_VERSION` (a pre-release build's) is refused with
+        :func:`pre_release_store`. Opened :attr:`read_only`, nothing is created or
+        migrated on disk: a missing store is refused.
         """
         ...
 
@@ -252,7 +315,8 @@ class HistoryStore(Protocol):
         ...
 
     def urls(self, ids: np.ndarray) -> list[str]:
-        """The URLs of these ids, in the same order."""
+        """The URLs of these ids, in the same order; an id the store never gave raises
+        :class:`KeyError`."""
         ...
 
     def visit_log(
@@ -317,15 +381,16 @@ class HistoryStore(Protocol):
 
     def clear(self) -> None:
         """Remove everything this store keeps -- URLs, visit log, frontier, side storage,
-        what is buffered -- and start again at cycle 0, open and usable
-        (``scrapy recrawl-reset``). Nothing outside this store is touched."""
+        its owner (:meth:`owner` is None after it), what is buffered -- and start again
+        at cycle 0, open and usable (``scrapy recrawl-reset``). Nothing outside this
+        store is touched."""
         ...
 
     # -- whose history: one store per spider (docs/project.md) ------------------
 
     def owner(self) -> str | None:
         """The name of the spider this history belongs to; None: nobody's yet (a new
-        store, or one written before schema version 3, which did not record it)."""
+        store, or one emptied by :meth:`clear`)."""
         ...
 
     def claim(self, spider: str) -> str:
@@ -336,3 +401,95 @@ class HistoryStore(Protocol):
     def __len__(self) -> int:
         """How many URLs the store knows."""
         ...
+
+
+class FencedStore(HistoryStore, Protocol):
+    """Capability ``"fenced"``: a store shared by several processes (a service such as
+    Redis), which can be emptied or replaced under a running crawl.
+
+    It carries an identity (:attr:`epoch`) taken when it was opened; the crawl checks it
+    every 2 s and at each cycle (history/epoch.py): when the store is no longer the one
+    opened, :meth:`check_epoch` calls :attr:`on_lost` with a ``StoreLost`` and raises it,
+    and no write goes into the new store. The crawl holds the store's lease from open
+    (:meth:`hold`, refreshed by each check, left by ``close()``); ``scrapy
+    recrawl-reset`` refuses while :meth:`holders` names a live one."""
+
+    #: set by the crawl (history/epoch.py): what :meth:`check_epoch` calls with the
+    #: ``StoreLost`` it then raises, when the store is found lost
+    on_lost: Callable[[Any], None] | None
+
+    @property
+    def epoch(self) -> str | None:
+        """The identity of the store this process opened (None: not open)."""
+        ...
+
+    def check_epoch(self) -> None:
+        """Raise ``StoreLost`` (after calling :attr:`on_lost`) when the store is no
+        longer the one opened; refresh the lease taken by :meth:`hold`."""
+        ...
+
+    def hold(self, seconds: float) -> Any:
+        """Hold the store's crawl lease for ``seconds`` after each check; returns the
+        holder's id."""
+        ...
+
+    def holders(self, timeout: float) -> Mapping[str, Any]:
+        """The crawls holding the store now (seen within ``timeout`` seconds), by holder
+        id (``host:pid:token``), with their status."""
+        ...
+
+
+class FileStore(HistoryStore, Protocol):
+    """Capability ``"file"``: a store in one local file (SQLite), which one process
+    writes at a time under its lock (a second is refused at open)."""
+
+    @property
+    def path(self) -> str:
+        """The store's file (``scrapy recrawl-reset`` never creates one to empty it)."""
+        ...
+
+    @property
+    def file_schema_version(self) -> int | None:
+        """The schema version of the file as found when opened read-only (None: opened
+        for writing, or not yet opened); a newer one is refused, an older one of the
+        released sequence is upgraded in memory for reading, never on disk."""
+        ...
+
+
+#: The capabilities a store may declare (:attr:`HistoryStore.capabilities`), each with
+#: the protocol whose members it promises.
+CAPABILITIES: dict[str, type] = {"fenced": FencedStore, "file": FileStore}
+
+
+def _own_members(proto: type) -> list[str]:
+    names = set(getattr(proto, "__annotations__", {}))
+    names.update(n for n in vars(proto) if not n.startswith("_"))
+    return sorted(names)
+
+
+def capability_gaps(store: Any) -> list[str]:
+    """What is wrong with ``store``'s declared capabilities, one phrase each (an empty
+    list: nothing): a name that is not one of :data:`CAPABILITIES`, or a declared one
+    whose members are missing."""
+    declared = store.capabilities
+    if not isinstance(declared, frozenset):
+        return [f"capabilities is {type(declared).__name__}, not a frozenset"]
+    gaps = [
+        f"capability {name!r} is unknown (known: {', '.join(sorted(CAPABILITIES))})"
+        for name in sorted(declared - CAPABILITIES.keys())
+    ]
+    for name in sorted(declared & CAPABILITIES.keys()):
+        missing = [m for m in _own_members(CAPABILITIES[name]) if not hasattr(store, m)]
+        if missing:
+            gaps.append(f"capability {name!r} lacks {', '.join(missing)}")
+    return gaps
+
+
+def fenced(store: HistoryStore) -> FencedStore | None:
+    """The store as a :class:`FencedStore` when it declares ``"fenced"``; else None."""
+    return cast(FencedStore, store) if "fenced" in store.capabilities else None
+
+
+def file_store(store: HistoryStore) -> FileStore | None:
+    """The store as a :class:`FileStore` when it declares ``"file"``; else None."""
+    return cast(FileStore, store) if "file" in store.capabilities else None

@@ -9,7 +9,7 @@ exit 0. So a store that can be lost under a crawl (the Redis store) writes an
 process remembers the one it opened. Every write script refuses to write when
 the epoch differs (nothing is half-written into an emptied store), and the
 crawl checks it at each cycle start or join and every
-:data:`CHECK_SECONDS`, so a quiet crawl notices too.
+:data:`CHECK_SECONDS` (store_loss.py), so a quiet crawl notices too.
 
 The same check keeps the crawl's **lease** on the store (a store that offers
 ``hold()``, as the Redis store does: history/redis_liveness.py): taken when the
@@ -21,20 +21,19 @@ What happens then is ``RECRAWL_ON_STORE_LOSS``: ``"stop"`` (default) logs one
 error line naming the store and what to do, and closes the spider with
 :data:`STORE_LOST_REASON` (``scrapy crawl`` exits 1); ``"continue"`` logs a
 warning and goes on with a fresh history under a new epoch.
+
+This module is plain data; the crawl's watch -- the timer, the close of the spider --
+is Scrapy's side, in scrapy_recrawl/store_loss.py.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from ..settings import get
 from .base import HistoryStoreError
-
-logger = logging.getLogger("scrapy_recrawl.history")
 
 #: The close reason of a crawl stopped for a lost store (startup.FAILED_CLOSE_REASONS).
 STORE_LOST_REASON = "recrawl_store_lost"
@@ -87,75 +86,3 @@ class StoreLost(HistoryStoreError):
             "(appendonly yes, maxmemory-policy noeviction: docs/distributed.md), or set "
             "RECRAWL_ON_STORE_LOSS = 'continue' to go on with a fresh history"
         )
-
-
-def watch_store_loss(crawler: Any, store: Any, *, clock: Any = None) -> Callable[[], None]:
-    """Stop ``crawler``'s crawl, with one error line, when its store is lost, and check the
-    store's epoch every :data:`CHECK_SECONDS` while the spider is open (a store without an
-    epoch, e.g. SQLite, is not watched). A store that offers ``hold(seconds)`` is held for
-    the crawl from now (its lease, module docstring), for ``RECRAWL_REDIS_WORKER_TIMEOUT``
-    after each check; the checks then come at least three times within that timeout, so
-    a live crawl never looks gone. Returns what stops the checks: called when the store
-    is closed before the spider (the scheduler's close() releases it). ``clock``: the
-    check's timer's (Twisted's IReactorTime; None: the reactor), a test's
-    ``twisted.internet.task.Clock``."""
-    check: Callable[[], None] | None = getattr(store, "check_epoch", None)
-    if check is None:
-        return lambda: None
-    from scrapy import signals
-
-    every = CHECK_SECONDS
-    hold: Callable[[float], Any] | None = getattr(store, "hold", None)
-    if hold is not None:
-        from .redis_liveness import worker_timeout
-
-        timeout = worker_timeout(crawler.settings)
-        hold(timeout)
-        every = max(0.1, min(CHECK_SECONDS, timeout / 3))  # (a timer, not a busy loop)
-
-    said: list[StoreLost] = []
-
-    def lost(exc: StoreLost) -> None:
-        if said:
-            return  # one line per crawl; every later refusal is the same news
-        said.append(exc)
-        logger.error("recrawl: %s", exc)
-        if crawler.stats is not None:
-            crawler.stats.set_value("recrawl/store_lost", 1)
-        engine = getattr(crawler, "engine", None)
-        if engine is not None and getattr(engine, "spider", None) is not None:
-            from scrapy.utils.defer import deferred_from_coro
-
-            deferred_from_coro(engine.close_spider_async(reason=STORE_LOST_REASON))
-
-    store.on_lost = lost
-    loop: list[Any] = []
-
-    def check_quietly() -> None:
-        try:
-            check()
-        except StoreLost:
-            pass  # said by lost(), or "continue" went on
-        except HistoryStoreError:
-            pass  # unreachable: the scheduler's outage handling says so
-
-    def start(spider: Any = None) -> None:
-        # here, not at open: the add-on opens the store before Scrapy installs its reactor
-        from twisted.internet.task import LoopingCall
-
-        call = LoopingCall(check_quietly)
-        if clock is not None:
-            call.clock = clock
-        call.start(every, now=False)
-        loop.append(call)
-
-    def stop() -> None:
-        while loop:
-            call = loop.pop()
-            if call.running:
-                call.stop()
-
-    crawler.signals.connect(start, signal=signals.spider_opened, weak=False)
-    crawler.signals.connect(stop, signal=signals.spider_closed, weak=False)
-    crawler.signals.connect(stop, signal=signals.engine_stopped, weak=False)
-    return stop

@@ -11,12 +11,16 @@ opened it for a crawl (schema version 3); another spider is refused, unless
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
+import warnings
+from configparser import ConfigParser
+from pathlib import Path
 from typing import Any
 
 from ..settings import RecrawlSettingError, get
-from .base import HistoryStore, HistoryStoreError
+from .base import HistoryStore, HistoryStoreError, fenced
 
 logger = logging.getLogger("scrapy_recrawl.history")
 
@@ -49,10 +53,75 @@ def for_spider(value: str, setting: str, spider: str | None) -> str:
 
 
 def recrawl_dir() -> str:
-    # in Scrapy's project data dir (.scrapy/ beside scrapy.cfg), as HttpCacheMiddleware's
-    from scrapy.utils.project import data_path
+    """``recrawl`` in the project's data directory, as Scrapy's ``data_path("recrawl")``
+    gives it (HttpCacheMiddleware's ``.scrapy/httpcache`` is its neighbour): in a
+    project, beside its ``scrapy.cfg`` (or where a ``[datadir]`` section of Scrapy's
+    config files says), else ``.scrapy/recrawl`` in the working directory.
 
-    return data_path("recrawl")
+    Found the way Scrapy finds it (scrapy.utils.project, scrapy.utils.conf), without
+    importing Scrapy: history/ is plain Python. tests/test_ownership_paths.py pins the
+    two to the same answer."""
+    if _inside_project():
+        return os.path.join(_project_data_dir(), "recrawl")
+    return os.path.join(".scrapy", "recrawl")
+
+
+#: Scrapy's names (scrapy.utils.project): its settings module's variable, the section
+#: of scrapy.cfg that may set the project's data directory
+_SETTINGS_ENVVAR = "SCRAPY_SETTINGS_MODULE"
+_DATADIR_SECTION = "datadir"
+
+
+def _inside_project() -> bool:
+    module = os.environ.get(_SETTINGS_ENVVAR)
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            warnings.warn(f"Cannot import scrapy settings module {module}: {exc}", stacklevel=2)
+        else:
+            return True
+    return bool(_closest_scrapy_cfg())
+
+
+def _closest_scrapy_cfg() -> str:
+    """The ``scrapy.cfg`` of the working directory or its nearest parent ("": none)."""
+    path = Path.cwd().resolve()
+    while True:
+        cfg = path / "scrapy.cfg"
+        if cfg.exists():
+            return str(cfg)
+        if path.parent == path:
+            return ""
+        path = path.parent
+
+
+def _project_data_dir() -> str:
+    xdg = os.environ.get("XDG_CONFIG_HOME") or Path("~/.config").expanduser()
+    closest = _closest_scrapy_cfg()
+    cfg = ConfigParser()
+    cfg.read(
+        [
+            "/etc/scrapy.cfg",
+            r"c:\scrapy\scrapy.cfg",
+            str(Path(xdg) / "scrapy.cfg"),
+            str(Path("~/.scrapy.cfg").expanduser()),
+            closest,
+        ]
+    )
+    if cfg.has_option(_DATADIR_SECTION, "default"):
+        folder = Path(cfg.get(_DATADIR_SECTION, "default"))
+    elif closest:
+        folder = (Path(closest).parent / ".scrapy").resolve()
+    else:
+        raise RecrawlSettingError(
+            f"RECRAWL_STORE is not set and {_SETTINGS_ENVVAR} names a project, but no "
+            "scrapy.cfg is found to keep its history beside: run it from the project's "
+            "folder, or set RECRAWL_STORE"
+        )
+    if not folder.exists():
+        folder.mkdir(parents=True)
+    return str(folder)
 
 
 def default_sqlite_path(spider: str | None) -> str:
@@ -67,8 +136,9 @@ def default_sqlite_path(spider: str | None) -> str:
 
 def describe(store: HistoryStore) -> str:
     """The store as messages name it: its location, and its key prefix on a shared server."""
-    key = getattr(store, "key", None)
-    return f"{store.location} (key prefix {key!r})" if isinstance(key, str) else store.location
+    if fenced(store) is not None:  # a shared server: the label is the key prefix
+        return f"{store.location} (key prefix {store.label!r})"
+    return store.location
 
 
 def claim_store(store: HistoryStore, spider: str, settings: Any) -> None:

@@ -1,16 +1,23 @@
-"""Which Redis, from scrapy-redis's settings, and how to name it in a message without its password.
+"""Connecting to a Redis from plain connection arguments, and naming it in a message
+without its password.
 
-``RECRAWL_REDIS_CLUSTER = True``: the Redis named (``REDIS_URL``, ``REDIS_HOST`` /
-``REDIS_PORT``, or ``RECRAWL_STORE``'s URL) is a seed node of a Redis Cluster, and
-the client is a ``redis.cluster.RedisCluster`` (``REDIS_PARAMS`` passed on to
-every node's connections). A mismatch -- a cluster named but a single Redis found,
-or the reverse -- is one :class:`RedisModeError` naming the setting, raised when the
-client first connects (docs/distributed.md, "Redis Cluster").
+scrapy_recrawl/redis_settings.py turns scrapy-redis's settings (``REDIS_URL``,
+``REDIS_HOST`` / ``REDIS_PORT``, ``REDIS_PARAMS``, or ``RECRAWL_STORE``'s URL) into
+redis-py's keyword arguments; this module connects with them, importing neither Scrapy
+nor scrapy-redis. ``RECRAWL_REDIS_CLUSTER = True``: the Redis named is a seed node of a
+Redis Cluster, and the client is a ``redis.cluster.RedisCluster`` (the arguments passed
+on to every node's connections). A mismatch -- a cluster named but a single Redis
+found, or the reverse -- is one :class:`RedisModeError` naming the setting, raised when
+the client first connects (docs/distributed.md, "Redis Cluster").
+
+:func:`redis_from_settings` and :func:`redis_location` take Scrapy settings, for the
+callers that still hand them over (frontier/, the store built with ``settings=``): they
+ask redis_settings.py for the arguments when called (no import of Scrapy here).
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -44,52 +51,14 @@ def redacted(url: str) -> str:
     return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
 
 
-def _settings_dict(settings: Any, name: str) -> dict[str, Any]:
-    if settings is None:
-        return {}
-    getdict = getattr(settings, "getdict", None)
-    if getdict is not None:
-        return dict(getdict(name))
-    value = settings.get(name) or {}
-    return dict(json.loads(value) if isinstance(value, str) else value)
-
-
 def cluster_mode(settings: Any) -> bool:
-    """``RECRAWL_REDIS_CLUSTER``: every Redis the crawl names is a Redis Cluster."""
+    """``RECRAWL_REDIS_CLUSTER``: every Redis the crawl names is a Redis Cluster (a
+    Settings-like mapping, read with this package's reader: no Scrapy needed)."""
     if settings is None:
         return False
     from ..settings import get
 
     return bool(get(settings, CLUSTER_SETTING, bool))
-
-
-def _params(settings: Any, url: str | None) -> dict[str, Any]:
-    from scrapy_redis import connection, defaults
-
-    params: dict[str, Any] = defaults.REDIS_PARAMS.copy()
-    params.update(_settings_dict(settings, "REDIS_PARAMS"))
-    if url is None:
-        for source, dest in connection.SETTINGS_PARAMS_MAP.items():
-            value = settings.get(source) if settings is not None else None
-            if value:
-                params[dest] = value
-    else:
-        params["url"] = url
-    if params.get("url"):
-        if url is not None:
-            source = "RECRAWL_STORE"
-        elif settings is not None and settings.get("REDIS_URL"):
-            source = "REDIS_URL"
-        else:
-            source = "REDIS_PARAMS['url']"
-        _check_scheme(str(params["url"]), source)
-    # the store keeps binary data: never let the client decode it
-    params["decode_responses"] = False
-    if isinstance(params.get("redis_cls"), str):
-        from scrapy.utils.misc import load_object
-
-        params["redis_cls"] = load_object(params["redis_cls"])
-    return params
 
 
 def _wants_tls(params: dict[str, Any]) -> bool:
@@ -133,18 +102,20 @@ def _tls_class(connection_class: Any) -> bool:
     return is_tls(connection_class)
 
 
-def redis_from_settings(settings: Any, url: str | None = None) -> tuple[Any, str]:
-    """A redis-py client as scrapy-redis builds it (``REDIS_URL``, ``REDIS_HOST``,
-    ``REDIS_PORT``, ``REDIS_DB``, ``REDIS_PARAMS``), or for ``url`` with
-    ``REDIS_PARAMS``; and its location for messages (password left out).
+def connect(
+    params: Mapping[str, Any], *, cluster: bool = False, source: str = "RECRAWL_STORE"
+) -> tuple[Any, str]:
+    """A redis-py client for plain connection arguments (redis-py's keywords, ``url``
+    among them; ``redis_cls`` a class: scrapy_recrawl/redis_settings.py makes them from
+    scrapy-redis's settings), and its location for messages (password left out).
+    ``cluster``: a Redis Cluster client (``RECRAWL_REDIS_CLUSTER``); ``source``: the
+    setting the URL came from, for the one line a URL of another scheme gets.
 
     A single Redis is not connected to here (its first command checks that it is not
-    a cluster node); a cluster client (``RECRAWL_REDIS_CLUSTER``) learns the slots
-    from its seed node now, so an unreachable or non-cluster seed raises here."""
-    from scrapy_redis import connection
-
-    params = _params(settings, url)
-    if cluster_mode(settings):
+    a cluster node); a cluster client learns the slots from its seed node now, so an
+    unreachable or non-cluster seed raises here."""
+    params = _checked(params, source)
+    if cluster:
         return _cluster_client(params)
     # a single Redis: its connections check, once each, that it is not a cluster node
     params["redis_connect_func"] = _refuse_cluster_node
@@ -152,18 +123,56 @@ def redis_from_settings(settings: Any, url: str | None = None) -> tuple[Any, str
         from .redis_tls import BoundedTlsConnection
 
         # rediss://: the TLS handshake bounded and not retried (redis_tls.py); the
-        # URL's and REDIS_PARAMS' ssl_* options reach it as they reach redis-py's own
+        # URL's and the arguments' ssl_* options reach it as they reach redis-py's own
         params["connection_class"] = BoundedTlsConnection
-    client = connection.get_redis(**params)
+    cls = params.pop("redis_cls", None)
+    if cls is None:
+        import redis
+
+        cls = redis.StrictRedis
+    url = params.pop("url", None)
+    client = cls.from_url(url, **params) if url else cls(**params)
     return client, client_location(client)
+
+
+def location_of(
+    params: Mapping[str, Any], *, cluster: bool = False, source: str = "RECRAWL_STORE"
+) -> str:
+    """Where :func:`connect` would connect, for messages, without connecting (a cluster
+    client would: it learns the slots when built)."""
+    if cluster:
+        return f"{_param_location(_checked(params, source))} (Redis Cluster)"
+    return connect(params, source=source)[1]
+
+
+def _checked(params: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """A copy of the arguments, its URL's scheme checked, never decoding (the store
+    keeps binary data)."""
+    out = dict(params)
+    if out.get("url"):
+        _check_scheme(str(out["url"]), source)
+    out["decode_responses"] = False
+    return out
+
+
+def redis_from_settings(settings: Any, url: str | None = None) -> tuple[Any, str]:
+    """A client as scrapy-redis builds it from ``settings`` (or for ``url``): kept for
+    the callers that hand over Scrapy settings (frontier/, the store built from
+    settings); scrapy_recrawl/redis_settings.py reads them (scrapy-redis's way), this
+    package only connects."""
+    from ..redis_settings import connection_args
+
+    params, source = connection_args(settings, url)
+    return connect(params, cluster=cluster_mode(settings), source=source)
 
 
 def redis_location(settings: Any, url: str | None = None) -> str:
     """Where :func:`redis_from_settings` would connect, for messages, without
-    connecting (a cluster client would: it learns the slots when built)."""
-    if cluster_mode(settings):
-        return f"{_param_location(_params(settings, url))} (Redis Cluster)"
-    return redis_from_settings(settings, url)[1]
+    connecting."""
+    from ..redis_settings import connection_args
+
+    params, source = connection_args(settings, url)
+    return location_of(params, cluster=cluster_mode(settings), source=source)
 
 
 def _cluster_client(params: dict[str, Any]) -> tuple[Any, str]:

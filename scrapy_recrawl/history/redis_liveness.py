@@ -13,7 +13,7 @@ has passed (``RECRAWL_REDIS_WORKER_TIMEOUT``, :func:`worker_timeout`).
 Two hashes use it: the workers of a ``RedisRecrawlScheduler`` cycle
 (``<spider>:recrawl:workers``, frontier/redis.py, stamped behind the shared cycle's
 fence) and the crawl lease of a Redis history store (``{<p>}:lease``,
-history/redis.py, stamped behind the store's epoch), which ``scrapy recrawl-reset``
+history/redis_lease.py, stamped behind the store's epoch), which ``scrapy recrawl-reset``
 reads to refuse while any crawl holds the store. Statuses are read as JSON data:
 nothing read back is unpickled or evaluated, and a field that is not a status this
 package wrote is no holder.
@@ -28,32 +28,14 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-#: The Redis's own clock (KEYS[1]: a key of the hash's slot, so on a cluster the master
-#: every holder stamps with answers): read only, no write. ``{seconds, microseconds}``.
-NOW_LUA = r"""
-local t = redis.call('TIME')
-return {t[1], t[2]}
-"""
+from .. import lua
 
-#: A holder's status, stamped with the Redis's clock. KEYS[1] the hash; ARGV the holder
-#: id, the status's other fields as a JSON object this package wrote (``{}``: none),
-#: and the hash's expiry in milliseconds (0: none; only ever lengthened, so a holder
-#: with a shorter timeout never cuts another's lease short). Returns the time seen.
-#: Scripts replicate their effects (Redis >= 5 by default; asked for on older ones),
-#: so a write after TIME is allowed.
-STAMP_LUA = r"""
-if redis.replicate_commands then pcall(redis.replicate_commands) end
-local t = redis.call('TIME')
-local seen = string.format('%d.%06d', tonumber(t[1]), tonumber(t[2]))
-local fields = string.sub(ARGV[2], 1, -2)
-if fields ~= '{' then fields = fields .. ', ' end
-redis.call('HSET', KEYS[1], ARGV[1], fields .. '"seen": ' .. seen .. '}')
-local expire = tonumber(ARGV[3])
-if expire > 0 and redis.call('PTTL', KEYS[1]) < expire then
-  redis.call('PEXPIRE', KEYS[1], expire)
-end
-return seen
-"""
+#: The Redis's own clock, read only (lua/liveness_now.lua): ``{seconds, microseconds}``.
+NOW_LUA = lua.load("liveness_now")
+
+#: A holder's status, stamped with the Redis's clock (lua/liveness_stamp.lua): KEYS[1]
+#: the hash; ARGV :func:`stamp_args`. Returns the time seen.
+STAMP_LUA = lua.load("liveness_stamp")
 
 
 def worker_timeout(settings: Any) -> float:

@@ -226,17 +226,24 @@ def _check_plain(value: Any, where: str, depth: int) -> None:
     raise RequestCodecError(f"{where}: a {type(value).__name__} is not plain data")
 
 
+#: the module and name of Scrapy's Request, the class every stored ``_class`` must be
+_SCRAPY_REQUEST = ("scrapy.http.request", "Request")
+
+
 def _request_class(path: Any) -> Any:
     """The Request subclass ``path`` names, if its module is already imported: a
-    stored value never makes us import a module (an import runs its code)."""
-    from scrapy import Request
-
+    stored value never makes us import a module (an import runs its code). Scrapy's
+    own Request is found the same way, among the modules already imported (this
+    codec is plain data and imports no Scrapy): a Request subclass can only exist once
+    Scrapy's request module is imported, so a process without it has none to name."""
     if not isinstance(path, str) or "." not in path:
         raise RequestCodecError(f"'_class' of a stored request is not a class path: {path!r}")
     module_name, _, name = path.rpartition(".")
     module = sys.modules.get(module_name)
     cls = getattr(module, name, None) if module is not None and name.isidentifier() else None
-    if not (isinstance(cls, type) and issubclass(cls, Request)):
+    scrapy_module = sys.modules.get(_SCRAPY_REQUEST[0])
+    request = getattr(scrapy_module, _SCRAPY_REQUEST[1], None)
+    if not (isinstance(cls, type) and isinstance(request, type) and issubclass(cls, request)):
         raise RequestCodecError(
             f"'_class' of a stored request is not a Request class already imported: {path!r}"
         )

@@ -6,8 +6,9 @@ a store a crawl is writing, or at a read-only copy. So, before SQLite is asked
 anything: the path must exist and start with SQLite's header. Then it is opened
 with a ``mode=ro`` URI, which never creates, migrates or switches the journal
 mode of a file, and it must have the store's ``meta`` table and a schema version
-this release reads. A store of an older schema is copied into memory (SQLite's
-backup API) and upgraded there: the file stays as it was.
+this release reads. A store of an older schema of the released sequence is copied into
+memory (SQLite's backup API) and upgraded there: the file stays as it was; one written
+by a pre-release build is refused (base.pre_release_store).
 
 Every query of the connection sees one snapshot: it is opened inside a read
 transaction (``BEGIN``, then the first read) that is held until it is closed, so a
@@ -36,8 +37,14 @@ import os
 import sqlite3
 from urllib.request import pathname2url
 
-from .base import SCHEMA_VERSION, HistoryStoreError
-from .sqlite_schema import MIGRATIONS, NotAStore, schema_version
+from .base import HistoryStoreError
+from .sqlite_schema import (
+    NotAStore,
+    current_version,
+    migrate,
+    refuse_unreadable,
+    schema_version,
+)
 
 _HEADER = b"SQLite format 3\x00"
 
@@ -66,13 +73,9 @@ def connect_read_only(path: str, location: str) -> tuple[sqlite3.Connection, int
         version = schema_version(db)
         if version is None:
             raise NotAStore("an empty SQLite database, no history in it")
-        if version > SCHEMA_VERSION:
-            raise HistoryStoreError(
-                f"history store {location} has schema version {version}, newer than this "
-                f"scrapy-recrawl understands ({SCHEMA_VERSION}): upgrade scrapy-recrawl"
-            )
-        if version < SCHEMA_VERSION:
-            db = _upgraded_in_memory(db, version)
+        refuse_unreadable(version, location, "upgrade scrapy-recrawl")
+        if version < current_version():
+            db = _upgraded_in_memory(db, version, location)
     except NotAStore as exc:
         db.close()
         raise HistoryStoreError(
@@ -144,7 +147,7 @@ def _check_file(path: str, location: str) -> None:
         )
 
 
-def _upgraded_in_memory(db: sqlite3.Connection, version: int) -> sqlite3.Connection:
+def _upgraded_in_memory(db: sqlite3.Connection, version: int, location: str) -> sqlite3.Connection:
     """The store copied into memory and migrated there, for reading (the file is
     left at its version: the next crawl upgrades it)."""
     memory = sqlite3.connect(":memory:", isolation_level=None)
@@ -152,9 +155,5 @@ def _upgraded_in_memory(db: sqlite3.Connection, version: int) -> sqlite3.Connect
         db.backup(memory)
     finally:
         db.close()
-    for v in range(version, SCHEMA_VERSION):
-        memory.execute("BEGIN")
-        MIGRATIONS[v](memory)
-        memory.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(v + 1),))
-        memory.execute("COMMIT")
+    migrate(memory, version, location, begin="BEGIN")
     return memory

@@ -24,15 +24,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-#: Columns of per-URL estimator state, with the dtype the arrays use.
-ESTIMATOR_FIELDS: dict[str, type] = {
-    "n": np.int64,
-    "X": np.int64,
-    "sad": np.float64,
-    "aad_sum": np.float64,
-    "gad": np.float64,
-}
-
 T = TypeVar("T", int, float, np.ndarray)
 
 

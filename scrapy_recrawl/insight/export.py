@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scrapy_recrawl.history.base import HistoryStore
 from scrapy_recrawl.learn.histories import History, from_store
 
 from .log import VisitLog
@@ -40,7 +41,7 @@ class Matrix:
     info: str = ""
 
 
-def monitoring_sample(store: object, monitor_share: float, seed: int) -> Matrix:
+def monitoring_sample(store: HistoryStore, monitor_share: float, seed: int) -> Matrix:
     """What recrawl-evolve reads from the store (the sample its crawls recorded;
     ``monitor_share`` and ``seed`` for a store that records none); HistoryError when
     there is none."""

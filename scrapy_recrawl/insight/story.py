@@ -106,10 +106,13 @@ def _last_budget(plans: list[CyclePlan]) -> int | None:
 
 
 def _score_now(store: Any, s: UrlStory, settings: Any, budget: int | None) -> None:
-    from scrapy_recrawl.scoring import Scorer, default_registry
+    from scrapy_recrawl.plugin_terminals import registry_from_settings
+    from scrapy_recrawl.scoring import Scorer
     from scrapy_recrawl.settings import get
 
-    scorer = Scorer.from_settings(settings)
+    # the crawl's terminals: the core's and its listed plug-ins'
+    registry = registry_from_settings(settings)
+    scorer = Scorer.from_settings(settings, registry=registry)
     if s.scorer is None:  # no recorded plan: the scorer of the settings
         named = scorer.name not in ("expression", scorer.expression)
         s.scorer = f"{scorer.name} = {scorer.expression}" if named else scorer.expression
@@ -131,7 +134,6 @@ def _score_now(store: Any, s: UrlStory, settings: Any, budget: int | None) -> No
     # outside the scored top-k, so its rank is among the other candidates
     rows = np.flatnonzero(live)
     state = {name: col[rows] for name, col in arrays.columns.items()}
-    registry = scorer.registry if scorer.registry is not None else default_registry()
     budgeted = any(registry.get(n).needs_budget for n in scorer.terminals_needed if n in registry)
     if budgeted and budget is None:
         s.notes.append(

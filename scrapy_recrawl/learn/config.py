@@ -15,6 +15,7 @@ from typing import Any
 from scrapy_recrawl.core.simulate import (
     ORACLE,
 )
+from scrapy_recrawl.plugin_terminals import default_registry
 from scrapy_recrawl.scoring import (
     DEFAULT_PRIOR,
     PAPER_PRESETS,
@@ -22,7 +23,6 @@ from scrapy_recrawl.scoring import (
     SMOOTHED_PRESETS,
     Scorer,
     TerminalRegistry,
-    default_registry,
 )
 
 #: The metrics a fitness is made of (core/simulate.py's three).

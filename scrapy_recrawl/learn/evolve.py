@@ -94,6 +94,7 @@ from scrapy_recrawl.core.simulate import (
     ReplayResult,
 )
 from scrapy_recrawl.learn import gp
+from scrapy_recrawl.plugin_terminals import default_registry
 from scrapy_recrawl.scoring import (
     Scorer,
     TerminalRegistry,
@@ -227,7 +228,10 @@ def evolve(
 
     def replay(part: Rows, expression: str, uses: frozenset[str]) -> ReplayResult:
         scorer = Scorer.from_spec(
-            expression, prior=config.prior, seed=config.seed, registry=registry
+            expression,
+            prior=config.prior,
+            seed=config.seed,
+            registry=default_registry() if registry is None else registry,
         )
         if gp.window_of(uses) or gp.uses_related(uses):
             # simulate() has no window / Q columns; simulate_content is simulate plus them

@@ -16,9 +16,8 @@ from scrapy_recrawl.content import window as win
 from scrapy_recrawl.core.simulate import ReplayResult
 from scrapy_recrawl.learn import gp
 from scrapy_recrawl.learn.gp import Tree
-from scrapy_recrawl.scoring import (
-    Scorer,
-)
+from scrapy_recrawl.plugin_terminals import default_registry
+from scrapy_recrawl.scoring import Scorer, TerminalRegistry
 
 from .config import combine
 
@@ -104,10 +103,17 @@ class IndexTieScorer(Scorer):
 
 
 class TreeScorer(Scorer):
-    """A scorer that evaluates a GP tree directly (:func:`gp.evaluate`)."""
+    """A scorer that evaluates a GP tree directly (:func:`gp.evaluate`), its terminals
+    computed with ``registry`` (None: the core's and the built-in plug-ins')."""
 
-    def __init__(self, tree: Tree, prior: tuple[float, float] | None = None) -> None:
+    def __init__(
+        self,
+        tree: Tree,
+        prior: tuple[float, float] | None = None,
+        registry: TerminalRegistry | None = None,
+    ) -> None:
         self.tree = tree
+        self.registry = default_registry() if registry is None else registry
         self.name = "tree"
         self.expression = gp.to_expression(tree)
         self.terminals_needed = gp.terminals_used(tree) or frozenset({"n"})

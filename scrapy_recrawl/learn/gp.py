@@ -3,7 +3,8 @@
 Santos et al. 2013 sec. 4 and 2015 sec. 4.1-4.2 (``../shared/papers/000``,
 ``002``). An *individual* is a tree of functions ``+ - * / log pow exp`` over
 terminals (the page features of the terminal registry,
-:mod:`scrapy_recrawl.scoring.registry`, and
+:mod:`scrapy_recrawl.scoring.registry`, with the plug-ins' of
+:mod:`scrapy_recrawl.plugin_terminals`, and
 the constants 0.001 0.01 0.1 0.5 1 10 100 1000). Division, ``log`` and
 ``pow`` are the scorer's protected definitions
 (:func:`~scrapy_recrawl.scoring.pdiv`, :func:`~scrapy_recrawl.scoring.plog`
@@ -29,13 +30,14 @@ from typing import Any, Union
 
 import numpy as np
 
+from scrapy_recrawl.plugin_terminals import default_registry
 from scrapy_recrawl.scoring import (
     pdiv,
     plog,
     ppow,  # the scorer's protected power
 )
 from scrapy_recrawl.scoring.presets import PRESETS
-from scrapy_recrawl.scoring.registry import TerminalRegistry, default_registry
+from scrapy_recrawl.scoring.registry import TerminalRegistry
 
 Tree = Union[str, float, tuple]  # noqa: UP007 -- a recursive alias, readable in 3.10
 
@@ -163,10 +165,6 @@ def terminal_set(
 
 
 # --------------------------------------------------------------------------- shape
-
-
-def is_function(tree: Tree) -> bool:
-    return isinstance(tree, tuple)
 
 
 def depth(tree: Tree) -> int:

@@ -26,6 +26,7 @@ import numpy as np
 
 from scrapy_recrawl.core.groups import history_groups
 from scrapy_recrawl.core.selection import monitor_mask
+from scrapy_recrawl.history.base import HistoryStore
 from scrapy_recrawl.history.cycle_log import monitor_samples
 from scrapy_recrawl.history.state import good_status
 
@@ -307,7 +308,9 @@ class MonitorSample:
         )
 
 
-def from_store(store: object, *, monitor_share: float, seed: int, min_cycles: int = 3) -> History:
+def from_store(
+    store: HistoryStore, *, monitor_share: float, seed: int, min_cycles: int = 3
+) -> History:
     """The monitoring sample's complete histories from an open history store.
 
     Rows: URLs of the sample (:class:`MonitorSample`: the rule each cycle's plan
@@ -317,7 +320,7 @@ def from_store(store: object, *, monitor_share: float, seed: int, min_cycles: in
     the most page-cycles. Column 0 is the window's first fetch (a baseline, not an
     observation), column j the change observed at the window's j-th cycle.
     """
-    where = getattr(store, "location", repr(store))
+    where = store.location
     sample = MonitorSample.of(store, monitor_share or 0.0, seed)
     if not sample.recorded and sample.empty:
         raise HistoryError(

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from scrapy_recrawl.content import window as win
+from scrapy_recrawl.content.replay import replay_registry
 from scrapy_recrawl.core.selection import with_budget
 from scrapy_recrawl.core.simulate import (
     _record_fetch,
@@ -23,11 +24,10 @@ from scrapy_recrawl.core.simulate import (
 )
 from scrapy_recrawl.learn import gp
 from scrapy_recrawl.learn.gp import Tree
+from scrapy_recrawl.plugin_terminals import default_registry
 from scrapy_recrawl.scoring import (
     CORE_TERMINALS,
     TerminalRegistry,
-    compute_terminals,
-    default_registry,
 )
 
 from .config import related_parameters
@@ -45,7 +45,7 @@ from .fitness import (
 def _q_column(state: Any, cycle: int) -> np.ndarray:
     """``Q`` of every URL for ``cycle`` from a content replay state, as a float64 terminal."""
     q = state.columns(cycle)["Q"]
-    return compute_terminals({"n": q, "Q": q}, cycle, needed=("Q",))["Q"]
+    return replay_registry().compute({"n": q, "Q": q}, cycle, needed=("Q",))["Q"]
 
 
 class PopulationReplay:

@@ -33,6 +33,7 @@ import numpy as np
 
 from scrapy_recrawl.core.simulate import resolve_k
 from scrapy_recrawl.learn import gp
+from scrapy_recrawl.scoring import TerminalRegistry
 
 from .config import BASELINES, EvolveConfig, replayable_presets
 from .search import Rows, _replay, fold_roles, split_folds
@@ -142,12 +143,14 @@ def dry_run(
     content: bool = False,
     baselines: Sequence[str] = BASELINES,
     groups: np.ndarray | None = None,
+    registry: TerminalRegistry | None = None,
 ) -> DryRun:
     """Time one generation of fresh individuals on the training pages and one preset on
-    the test fold (nothing is kept); ``groups`` as :func:`~scrapy_recrawl.learn.evolve.evolve`'s."""
+    the test fold (nothing is kept); ``groups`` and ``registry`` as
+    :func:`~scrapy_recrawl.learn.evolve.evolve`'s."""
     c = np.asarray(changes)
     rows = Rows.of(c, groups)
-    terminals = gp.terminal_set(config.terminals, content=content)
+    terminals = gp.terminal_set(config.terminals, content=content, registry=registry)
     folds = split_folds(c.shape[0], config.folds, config.seed)
     train_f, valid_f, test_f = fold_roles(config.folds)
     train = rows.take(np.sort(np.concatenate([folds[i] for i in train_f])))
@@ -158,7 +161,7 @@ def dry_run(
         min_depth=min(config.init_min_depth, config.max_depth),
         max_depth=min(config.init_max_depth, config.max_depth),
     )
-    replay = _replay(train, config, terminals)
+    replay = _replay(train, config, terminals, registry)
     fresh = gp.unique(trees)  # the time per individual is over those replayed
     t0 = time.perf_counter()
     replay.evaluate(fresh)
@@ -171,7 +174,7 @@ def dry_run(
     held_out = 1 + len(valid_f)  # the test fold, then each held-out fold on its own
     final = per * config.keep_best * config.seeds + preset * len(baselines) * (1 + held_out)
     if config.preset_guard:  # the pick and every preset on the validation folds (guard.py)
-        final += preset * (1 + len(replayable_presets())) * len(valid_f)
+        final += preset * (1 + len(replayable_presets(registry))) * len(valid_f)
     return DryRun(
         pages=int(c.shape[0]),
         cycles=int(c.shape[1]),

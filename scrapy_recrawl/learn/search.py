@@ -8,7 +8,6 @@ generations, then Best / Sum-sigma / Avg-sigma (or 1se) on the validation pages.
 from __future__ import annotations
 
 import math
-import os
 import random
 import time
 from collections.abc import Sequence
@@ -323,7 +322,3 @@ def _recorder(curve: list[float], then: Progress | None = None) -> Progress:
             then(seed, gen, gens, seeds, best, share)
 
     return record
-
-
-def default_jobs() -> int:
-    return max(1, min(5, os.cpu_count() or 1))

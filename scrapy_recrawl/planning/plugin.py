@@ -53,6 +53,8 @@ class WebFountainPlugin:
     """Plan mode: recrawls by per-bucket quotas from the WebFountain optimisation."""
 
     terminals: ClassVar[tuple[Terminal, ...]] = ()  # it adds none
+    api_version = "1"
+    capabilities: ClassVar[frozenset[str]] = frozenset({"selector"})
     selects = True
 
     @classmethod

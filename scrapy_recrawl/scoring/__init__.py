@@ -8,7 +8,8 @@ Used by the live scheduler and by the offline simulator alike::
     fetch = scorer.top_k(terms, k)               # indices, best first
 
 The terminals a scorer may name are a registry's (:mod:`.registry`): the
-core's (:data:`CORE_TERMINALS`) and those the listed plug-ins declare.
+core's (:func:`core_registry`), plus those the listed plug-ins declare when the
+layer that loads them adds them (:mod:`scrapy_recrawl.plugin_terminals`).
 """
 
 from scrapy_recrawl.scoring.expression import (
@@ -29,8 +30,8 @@ from scrapy_recrawl.scoring.protected import pdiv, plog, ppow
 from scrapy_recrawl.scoring.registry import (
     TerminalRegistry,
     compute_terminals,
-    default_registry,
-    registry_from_settings,
+    core_registry,
+    core_registry_from_settings,
 )
 from scrapy_recrawl.scoring.terminals import (
     CORE_TERMINALS,
@@ -56,13 +57,13 @@ __all__ = [
     "TerminalRegistry",
     "check_prior",
     "compute_terminals",
-    "default_registry",
+    "core_registry",
+    "core_registry_from_settings",
     "optional_column",
     "parse_expression",
     "pdiv",
     "plog",
     "ppow",
-    "registry_from_settings",
     "score_expression",
     "top_k_indices",
 ]

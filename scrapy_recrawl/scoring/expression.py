@@ -43,8 +43,8 @@ from .parse import SETTING, compile_expression, parse_expression
 from .registry import (
     TerminalRegistry,
     compute_terminals,
-    default_registry,
-    registry_from_settings,
+    core_registry,
+    core_registry_from_settings,
 )
 from .topk import CHUNK, _chunks, _length, top_k_indices
 
@@ -126,7 +126,7 @@ class Scorer:
     #: metadata of a JSON scorer file (empty otherwise)
     metadata: dict[str, Any]
     #: the terminals it was parsed against, and computes its own with (a crawl's: the
-    #: core's and its plug-ins', scoring/registry.py); None: the default registry
+    #: core's and its plug-ins', scrapy_recrawl/plugin_terminals.py); None: the core's
     registry: TerminalRegistry | None = None
 
     def score(self, terminals: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -182,9 +182,9 @@ class Scorer:
 
         ``prior`` is RECRAWL_PRIOR (used by the ``...p`` terminals), ``seed``
         is RECRAWL_SEED (used by ``rand``), ``registry`` the terminals it may use
-        (None: the core's and the built-in plug-ins';
-        :func:`~scrapy_recrawl.scoring.registry.registry_from_settings` gives a
-        crawl's). Bad input raises :class:`RecrawlSettingError` naming ``setting``.
+        (None: the core's, :func:`~scrapy_recrawl.scoring.registry.core_registry`;
+        :func:`scrapy_recrawl.plugin_terminals.registry_from_settings` gives a crawl's,
+        its plug-ins' too). Bad input raises :class:`RecrawlSettingError` naming ``setting``.
         """
         if not isinstance(spec, str):
             raise RecrawlSettingError(
@@ -255,15 +255,21 @@ class Scorer:
         return inner
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any] | Any) -> Scorer:
-        """Build from RECRAWL_SCORER, RECRAWL_PRIOR and RECRAWL_SEED, with the terminals of
-        the plug-ins RECRAWL_PLUGINS_BASE and RECRAWL_PLUGINS list."""
+    def from_settings(
+        cls, settings: Mapping[str, Any] | Any, registry: TerminalRegistry | None = None
+    ) -> Scorer:
+        """Build from RECRAWL_SCORER, RECRAWL_PRIOR and RECRAWL_SEED over ``registry``'s
+        terminals (None: the core's with these settings' RECRAWL_NUTCH_* and
+        RECRAWL_BURST_TAU). A crawl's scorer, whose terminals include those of the
+        plug-ins RECRAWL_PLUGINS_BASE and RECRAWL_PLUGINS list, is
+        :func:`scrapy_recrawl.plugin_terminals.scorer_from_settings`."""
         spec = get(
             settings, "RECRAWL_SCORER", str, expect="a preset name, an expression or a JSON path"
         )
         prior = prior_from_settings(settings)
         seed = get(settings, "RECRAWL_SEED", int, expect="an integer")
-        registry = registry_from_settings(settings)  # RECRAWL_NUTCH_* checked there
+        if registry is None:
+            registry = core_registry_from_settings(settings)  # RECRAWL_NUTCH_* checked there
         scorer = cls.from_spec(spec, prior=prior, seed=seed, registry=registry)
         check_window(scorer, spec, get(settings, "RECRAWL_WINDOW", int, expect="1..5"))
         _warn_related(scorer, spec, settings)
@@ -332,7 +338,7 @@ class ExpressionScorer(Scorer):
         self.expression = expression.strip()
         self.prior = prior
         self.metadata = {}
-        reg = default_registry() if registry is None else registry
+        reg = core_registry() if registry is None else registry
         self.registry = reg
         self._setting = setting
         self._compiled = _parsed(self.expression, setting, reg)
@@ -415,7 +421,7 @@ class RandomScorer(Scorer):
 
     def __init__(self, seed: int = 0, registry: TerminalRegistry | None = None) -> None:
         self.name = "rand"
-        self.registry = default_registry() if registry is None else registry
+        self.registry = core_registry() if registry is None else registry
         self.seed = int(seed)
         self.expression = f"rand(seed={self.seed})"
         self.prior = None

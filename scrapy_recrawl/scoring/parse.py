@@ -325,7 +325,7 @@ def _auto_number() -> Any:
 def parse_expression(text: str, setting: str = SETTING, *, registry: TerminalNames) -> sympy.Expr:
     """Parse a whitelisted expression string (unevaluated, not yet protected); the
     terminals it may name are the ``registry``'s
-    (:func:`~scrapy_recrawl.scoring.registry.default_registry`: the built-in ones)."""
+    (:func:`~scrapy_recrawl.scoring.registry.core_registry`: the core's)."""
     if not isinstance(text, str):
         raise RecrawlSettingError(f"{setting}={text!r}: expected a string")
     clean = _check_tokens(text, setting, registry)

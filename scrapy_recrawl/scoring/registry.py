@@ -5,14 +5,16 @@ name, a doc line, how it is computed from the per-URL columns, and who adds
 those columns (the store, or a plug-in). The scorer's parser (its symbol
 whitelist and its "unknown name" message), the crawl (:func:`compute_terminals`,
 through the scorer), the replays, the GP's terminal sets and the docs' table
-(docs/scorers.md is ``python -m scrapy_recrawl.scoring.registry``) all read it.
+all read it.
 
-The core terminals (:data:`~scrapy_recrawl.scoring.terminals.CORE_TERMINALS`)
-are always there; a plug-in adds its own through the ``terminals`` attribute of
-its class (:class:`scrapy_recrawl.core.plugins.RecrawlPlugin`), loaded from the
-paths in ``RECRAWL_PLUGINS_BASE`` and ``RECRAWL_PLUGINS`` -- by path, at run
-time, so the core never imports a paper's package and a third-party package
-adds a terminal without touching this one.
+This module knows the core terminals only (:func:`core_registry`: the store's
+columns', the policies', the pooled priors'). A plug-in declares its own in the
+``terminals`` attribute of its class (:class:`scrapy_recrawl.core.plugins.RecrawlPlugin`);
+the layer that loads the plug-ins by path (``RECRAWL_PLUGINS_BASE`` and
+``RECRAWL_PLUGINS``), :mod:`scrapy_recrawl.plugin_terminals`, adds them to a copy
+(:meth:`TerminalRegistry.register_plugin`). So building a scorer of core terminals
+imports neither Scrapy nor a paper's package, and a third-party package adds a
+terminal without touching this one.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..settings import DEFAULTS, RecrawlSettingError, closest, convert
+from ..settings import closest
 from .parse import RESERVED
 from .policies import (
     BURST_TAU,
@@ -50,13 +52,9 @@ __all__ = [
     "Terminal",
     "TerminalRegistry",
     "compute_terminals",
-    "default_registry",
-    "load_plugin",
+    "core_registry",
+    "core_registry_from_settings",
     "optional_column",
-    "path_of",
-    "plugin_paths",
-    "registry_for",
-    "registry_from_settings",
 ]
 
 
@@ -84,6 +82,22 @@ class TerminalRegistry:
                 f"{terminal.provider or 'the core'})"
             )
         self._terminals[name] = terminal
+
+    def register_plugin(self, provider: str, terminals: Iterable[Any]) -> None:
+        """Add the terminals a plug-in declares, each stamped with ``provider`` (the path
+        it was listed under); ValueError naming the first one that is no :class:`Terminal`
+        or cannot be registered (:meth:`register`)."""
+        for terminal in terminals:
+            if not isinstance(terminal, Terminal):
+                raise ValueError(
+                    f"{provider}.terminals holds {terminal!r}; expected "
+                    "scrapy_recrawl.scoring.registry.Terminal objects"
+                )
+            self.register(dataclasses.replace(terminal, provider=provider))
+
+    def copy(self) -> TerminalRegistry:
+        """A registry of the same terminals, to add others to (a shared one stays as it is)."""
+        return TerminalRegistry(self._terminals.values())
 
     def __contains__(self, name: object) -> bool:
         return name in self._terminals
@@ -179,98 +193,46 @@ class TerminalRegistry:
         return "\n".join(rows) + "\n"
 
 
-# ----------------------------------------------------------------- from the settings
+# ------------------------------------------------------------------ the core's
 
 
-def plugin_paths(settings: Any) -> list[Any]:
-    """RECRAWL_PLUGINS_BASE + RECRAWL_PLUGINS merged like Scrapy's DOWNLOADER_MIDDLEWARES:
-    the listed paths (or classes) by order, switched-off (None) ones left out.
-    ``settings`` None: the defaults."""
-    from scrapy.utils.conf import build_component_list
-
-    merged: dict[Any, Any] = {}
-    for name in ("RECRAWL_PLUGINS_BASE", "RECRAWL_PLUGINS"):
-        value = DEFAULTS[name] if settings is None else settings.get(name, DEFAULTS[name])
-        # a JSON object from the command line (-s), as Settings.getdict() reads one
-        value = convert(name, value, "a dict {'path.Class': order}")
-        if value is None:
-            continue
-        if not isinstance(value, Mapping):
-            raise RecrawlSettingError(f"{name}={value!r}: expected a dict {{'path.Class': order}}")
-        merged.update(value)
-    try:
-        return build_component_list(merged)
-    except ValueError as exc:
-        raise RecrawlSettingError(f"RECRAWL_PLUGINS: {exc}") from None
-
-
-def load_plugin(path: Any) -> Any:
-    """The plug-in class at ``path`` (a class is taken as it is); RecrawlSettingError naming
-    the path if it cannot be loaded."""
-    from scrapy.utils.misc import load_object
-
-    if not isinstance(path, str):
-        return path
-    try:
-        return load_object(path)
-    except (ImportError, ValueError, NameError, AttributeError) as exc:
-        raise RecrawlSettingError(
-            f"RECRAWL_PLUGINS: cannot load the plug-in {path!r}: {exc}"
-        ) from None
-
-
-def path_of(entry: Any) -> str:
-    """The dotted path of a RECRAWL_PLUGINS entry (a path, or a class)."""
-    if isinstance(entry, str):
-        return entry
-    return f"{entry.__module__}.{entry.__qualname__}"
-
-
-def registry_for(
-    paths: Iterable[Any],
-    nutch: Mapping[str, float] | None = None,
-    burst: float | None = None,
-) -> TerminalRegistry:
-    """The core terminals plus those of the plug-ins at ``paths`` (each stamped with the
-    path it was listed under as its ``provider``); ``nutch``: RECRAWL_NUTCH_*'s numbers
-    for ``nutch_interval`` (None: Nutch's defaults); ``burst``: RECRAWL_BURST_TAU for
-    ``burst`` (None: its default)."""
+def _core(nutch: Mapping[str, float] | None, burst: float | None) -> TerminalRegistry:
     made = {"nutch_interval": nutch_terminal(nutch), "burst": burst_terminal(burst)}
     policies = [made.get(t.name, t) for t in POLICY_TERMINALS]
-    registry = TerminalRegistry((*CORE_TERMINALS, *policies, *POOLED_TERMINALS))
-    for entry in paths:
-        path = path_of(entry)
-        declared = getattr(load_plugin(entry), "terminals", ())
-        for terminal in declared:
-            if not isinstance(terminal, Terminal):
-                raise RecrawlSettingError(
-                    f"RECRAWL_PLUGINS: {path}.terminals holds {terminal!r}; expected "
-                    "scrapy_recrawl.scoring.registry.Terminal objects"
-                )
-            try:
-                registry.register(dataclasses.replace(terminal, provider=path))
-            except ValueError as exc:
-                raise RecrawlSettingError(f"RECRAWL_PLUGINS: {path}: {exc}") from None
-    return registry
+    return TerminalRegistry((*CORE_TERMINALS, *policies, *POOLED_TERMINALS))
 
 
 @functools.lru_cache(maxsize=1)
-def default_registry() -> TerminalRegistry:
-    """The core terminals and the built-in plug-ins' (RECRAWL_PLUGINS_BASE's defaults).
-
-    Treat it as read-only: it is shared (cached)."""
-    return registry_for(plugin_paths(None))
+def _default_core() -> TerminalRegistry:
+    return _core(None, None)
 
 
-def registry_from_settings(settings: Any) -> TerminalRegistry:
-    """The registry a crawl with these settings uses (its listed plug-ins' terminals, its
-    RECRAWL_NUTCH_* numbers, its RECRAWL_BURST_TAU)."""
-    paths = plugin_paths(settings)
+def core_registry(
+    nutch: Mapping[str, float] | None = None, burst: float | None = None
+) -> TerminalRegistry:
+    """The core terminals: the store's columns', the policies' (scoring/policies.py) and
+    the pooled priors' (scoring/pooled.py); no plug-in's. ``nutch``: RECRAWL_NUTCH_*'s
+    numbers for ``nutch_interval`` (None: Nutch's defaults); ``burst``:
+    RECRAWL_BURST_TAU for ``burst`` (None: its default).
+
+    With both None it is shared (cached): treat it as read-only, :meth:`~TerminalRegistry.copy`
+    it to add a plug-in's terminals."""
+    if nutch is None and burst is None:
+        return _default_core()
+    return _core(nutch, burst)
+
+
+def core_registry_from_settings(settings: Any) -> TerminalRegistry:
+    """:func:`core_registry` with these settings' RECRAWL_NUTCH_* and RECRAWL_BURST_TAU,
+    each checked (RecrawlSettingError naming it; ``settings`` None: the defaults).
+
+    The plug-ins' terminals are not here: the layer that loads the plug-ins adds them
+    (:func:`scrapy_recrawl.plugin_terminals.registry_from_settings`)."""
     # checked whatever the scorer: start-up fails early
     nutch, tau = nutch_parameters(settings), burst_tau(settings)
-    if paths == plugin_paths(None) and nutch == NUTCH_DEFAULTS and tau == BURST_TAU:
-        return default_registry()
-    return registry_for(paths, nutch, tau)
+    if nutch == NUTCH_DEFAULTS and tau == BURST_TAU:
+        return _default_core()
+    return _core(nutch, tau)
 
 
 def compute_terminals(
@@ -291,15 +253,8 @@ def compute_terminals(
     :data:`~scrapy_recrawl.scoring.terminals.DEFAULT_PRIOR`). Only the terminals
     in ``needed`` are computed (None: all of the registry's, except those needing
     ``now`` when it is None and those needing the cycle's budget when ``state`` has no
-    :data:`~scrapy_recrawl.scoring.terminals.BUDGET` entry). ``registry``: :func:`default_registry` if None (a
-    scorer's :meth:`~scrapy_recrawl.scoring.Scorer.terminals` passes its own).
+    :data:`~scrapy_recrawl.scoring.terminals.BUDGET` entry). ``registry``: :func:`core_registry`
+    if None (a scorer's :meth:`~scrapy_recrawl.scoring.Scorer.terminals` passes its own).
     """
-    reg = default_registry() if registry is None else registry
+    reg = core_registry() if registry is None else registry
     return reg.compute(state, cycle, now, prior=prior, needed=needed)
-
-
-if __name__ == "__main__":  # the docs' table: python -m scrapy_recrawl.scoring.registry
-    # through the imported module (run as __main__, this file is a second copy of it)
-    from scrapy_recrawl.scoring.registry import default_registry as _registry
-
-    print(_registry().markdown_table(), end="")

@@ -8,9 +8,10 @@ extras, :data:`CORE_TERMINALS`: one :class:`Terminal` each (name, doc line,
 formula), used by the live scheduler and the simulator alike through the
 terminal registry (:mod:`scrapy_recrawl.scoring.registry`, whose
 ``compute_terminals`` computes them). The list with what each means is the
-docs' table (docs/scorers.md, ``python -m scrapy_recrawl.scoring.registry``).
+docs' table (docs/scorers.md, ``python -m scrapy_recrawl.plugin_terminals``).
 
-Plug-ins add terminals of their own (:mod:`scrapy_recrawl.scoring.registry`):
+Plug-ins add terminals of their own (:mod:`scrapy_recrawl.plugin_terminals` registers
+them):
 ``due`` (loop-time baskets, paper 001: :mod:`scrapy_recrawl.estimate.plugin`),
 ``D1..D5``, ``C1..C5`` and ``Q`` (content-aware prediction, paper 004:
 :mod:`scrapy_recrawl.content.plugin`). They read columns the plug-in adds
@@ -74,7 +75,8 @@ class Terminal:
     #: cycle core gives): computed only when it is there (scoring/policies.py)
     needs_budget: bool = False
     #: the plug-in (as listed in the settings) that adds the columns it reads; None:
-    #: the history store. Set by the registry when it loads the plug-in.
+    #: the history store. Set when the plug-in's terminals are registered
+    #: (:meth:`~scrapy_recrawl.scoring.registry.TerminalRegistry.register_plugin`).
     provider: str | None = None
 
 

@@ -106,7 +106,7 @@ def _open_job_store(settings: Any, spider: str | None = None) -> Any:
     return _original_open_store(_StoreOverride(settings, _store_path(settings, spider)), spider)
 
 
-# store_for_crawler() looks open_store up in its module at call time: the job's store.
+# the runtime (runtime.py) looks open_store up in its module at call time: the job's store.
 history.open_store = _open_job_store
 
 

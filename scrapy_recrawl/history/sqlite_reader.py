@@ -1,0 +1,220 @@
+"""The SQLite store's reads: one URL's record and body, and every URL's columns at once.
+
+Each read answers from the write-back buffers first (visits recorded but not yet
+flushed), then from the file. The bulk reads a cycle makes (:meth:`~SqliteReader.arrays`,
+:meth:`~SqliteReader.visit_log`, :meth:`~SqliteReader.change_window`) flush first and
+read the ``urls`` table in one scan, block by block into numpy; the point reads go
+by id in chunks of bound parameters, in id order.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sqlite3
+import zlib
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from itertools import islice
+from typing import Any
+
+import numpy as np
+
+from .base import HistoryArrays, StoredBody, UrlRecord
+from .records import window_from_bits
+from .sqlite_connection import SqliteConnection
+from .sqlite_schema import ARRAY_COLUMNS, RECORD_FIELDS, URL_COLUMNS
+
+_NULLABLE = ("last_visit_time", "D", "A", "R", "M")
+
+#: Rows per block read by :meth:`SqliteReader.arrays` (8 MiB a block).
+_ARRAY_BLOCK = 1 << 16
+
+
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """No cyclic garbage collection while many containers are made at once (a cycle's
+    decoded requests): each collection would walk every one made so far, nearly
+    doubling the time at 500,000 requests. Nothing made there is a reference cycle."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class SqliteReader(SqliteConnection):
+    """The reads of the store contract (HistoryStore: get, knows, body, requests,
+    arrays, urls, visit_log, change_window)."""
+
+    def __len__(self) -> int:
+        return self._count
+
+    def knows(self, fingerprint: bytes) -> bool:
+        if fingerprint in self._dirty:
+            return True
+        return (
+            self._read(
+                lambda db: db.execute(
+                    "SELECT 1 FROM urls WHERE fingerprint = ?", (fingerprint,)
+                ).fetchone()
+            )
+            is not None
+        )
+
+    def get(self, fingerprint: bytes, *, signature: bool = True) -> UrlRecord | None:
+        rec = self._dirty.get(fingerprint)
+        if rec is not None:
+            return rec
+        # signatures can be tens of KB: join them only when the caller compares
+        sig_col, join = (
+            (", s.signature", " LEFT JOIN signatures s ON s.url_id = u.id")
+            if signature
+            else ("", "")
+        )
+        row = self._read(
+            lambda db: db.execute(
+                f"SELECT {', '.join('u.' + c for c in URL_COLUMNS)}{sig_col} "
+                f"FROM urls u{join} WHERE u.fingerprint = ?",
+                (fingerprint,),
+            ).fetchone()
+        )
+        if row is None:
+            return None
+        values = dict(zip(RECORD_FIELDS, row[: len(URL_COLUMNS)], strict=True))
+        for key in ("last_visit_time", "last_change_time", "D", "A", "R", "M"):
+            if values[key] is None:
+                values[key] = float("nan")
+        values["gone"] = bool(values["gone"])
+        values["has_body"] = bool(values["has_body"])
+        return UrlRecord(**values, signature=row[-1] if signature else None)
+
+    def body(self, fingerprint: bytes) -> StoredBody | None:
+        rec = self.get(fingerprint, signature=False)
+        if rec is None or not rec.has_body:
+            return None
+        pending = self._bodies.get(rec.id)
+        row = pending or self._read(
+            lambda db: db.execute(
+                "SELECT status, headers, body FROM bodies WHERE url_id = ?", (rec.id,)
+            ).fetchone()
+        )
+        if row is None:
+            return None
+        status, headers, body = row
+        return StoredBody(status=status, headers=json.loads(headers), body=zlib.decompress(body))
+
+    def requests(self, ids: Iterable[int] | np.ndarray) -> list[dict[str, Any] | None]:
+        wanted = [int(i) for i in ids]
+        found = self._select_by_id("SELECT url_id, request FROM requests WHERE url_id IN", wanted)
+        wanted_set = set(wanted)
+        found.update({i: b for i, b in self._requests.items() if i in wanted_set})
+        with _no_gc():
+            return [
+                self._decode(found[i], f"requests row {i}") if i in found else None for i in wanted
+            ]
+
+    def arrays(self) -> HistoryArrays:
+        """The ``urls`` table's scoring columns as numpy, read in one scan.
+
+        The rows go block by block (:data:`_ARRAY_BLOCK`) through ``np.fromiter``
+        into a small structured buffer, and from there into the preallocated columns:
+        the peak memory is the columns plus one block, not twice the columns (a
+        structured array of every row, then a contiguous copy of each column).
+        """
+        self.flush()
+        sql = "SELECT id, " + ", ".join(expr for _, expr, _ in ARRAY_COLUMNS) + " FROM urls"
+        dtype = np.dtype([("id", np.int64)] + [(name, t) for name, _, t in ARRAY_COLUMNS])
+        names = dtype.names or ()
+        size = self._count
+        out = [np.empty(size, dtype=dtype[name]) for name in names]
+
+        def scan(db: sqlite3.Connection) -> int:
+            cursor = db.execute(sql)
+            done = 0
+            while done < size:
+                block = np.fromiter(islice(cursor, min(_ARRAY_BLOCK, size - done)), dtype)
+                if not len(block):
+                    break
+                for name, col in zip(names, out, strict=True):
+                    col[done : done + len(block)] = block[name]
+                done += len(block)
+            cursor.close()  # a store written since it was counted: the first rows only
+            return done
+
+        read = self._read(scan)
+        columns = {name: col[:read] for name, col in zip(names[1:], out[1:], strict=True)}
+        for name in _NULLABLE:
+            col = columns[name]
+            col[col < 0] = np.nan
+        return HistoryArrays(ids=out[0][:read], columns=columns, cycle=self._cycle)
+
+    def visit_log(
+        self, url_ids: Iterable[int] | None = None, *, since_cycle: int | None = None
+    ) -> dict[str, np.ndarray]:
+        """The visit log (oldest first) as numpy columns; ``changed`` is -1 for no observation.
+
+        ``since_cycle`` alone reads only the log's tail (schema version 7): the first
+        visit of those cycles is found in the index on cycle (its entries only), and
+        the rows from it on are read in log order, a range of the table, no sort. (A
+        visit of an older cycle recorded late lies in that range: the condition on
+        cycle still leaves it out.) With ``url_ids``, their index.
+        """
+        self.flush()
+        sql = (
+            "SELECT url_id, cycle, time, status, IFNULL(changed, -1), distance, added, removed,"
+            " modified, attributes, bytes FROM visits"
+        )
+        params: list[int] = []
+        where = []
+        if url_ids is not None:
+            params = [int(i) for i in url_ids]
+            where.append(f"url_id IN ({','.join('?' * len(params))})")
+        if since_cycle is not None:
+            if url_ids is None:
+                first = self._read(
+                    lambda db: db.execute(
+                        "SELECT MIN(id) FROM visits INDEXED BY visits_by_cycle WHERE cycle >= ?",
+                        (int(since_cycle),),
+                    ).fetchone()[0]
+                )
+                where.append("id >= ?")
+                params.append(1 << 62 if first is None else int(first))  # none: no row
+            where.append("cycle >= ?")
+            params.append(int(since_cycle))
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        names = "url_id cycle time status changed distance added removed modified attributes bytes"
+        dtype = np.dtype([(c, np.float64 if c == "time" else np.int64) for c in names.split()])
+        table = self._read(lambda db: np.fromiter(db.execute(sql + " ORDER BY id", params), dtype))
+        return {c: np.ascontiguousarray(table[c]) for c in dtype.names or ()}
+
+    def change_window(self, ids: np.ndarray, window: int) -> np.ndarray:
+        """From each URL's row (``cwin``, schema version 7): one small int per URL, no
+        visit log read (a cycle with the C* terminals read the whole log before)."""
+        self.flush()
+        ids = np.asarray(ids, dtype=np.int64)
+        if len(ids) * 4 < self._count:  # a few: by id
+            found = self._select_by_id("SELECT id, cwin FROM urls WHERE id IN", ids.tolist())
+            cw = np.fromiter((found.get(int(i), 0) for i in ids), np.int64, len(ids))
+            return window_from_bits(cw, window)
+        # most of them (a cycle's scoring): one scan of the two columns
+        dtype = np.dtype([("id", np.int64), ("cwin", np.int64)])
+        table = self._read(
+            lambda db: np.fromiter(db.execute("SELECT id, cwin FROM urls ORDER BY id"), dtype)
+        )
+        pos = np.searchsorted(table["id"], ids)
+        pos = np.minimum(pos, max(len(table) - 1, 0))
+        cw = np.zeros(len(ids), dtype=np.int64)
+        if len(table):
+            hit = table["id"][pos] == ids
+            cw[hit] = table["cwin"][pos[hit]]
+        return window_from_bits(cw, window)
+
+    def urls(self, ids: Iterable[int] | np.ndarray) -> list[str]:
+        wanted = [int(i) for i in ids]
+        found = self._select_by_id("SELECT id, url FROM urls WHERE id IN", wanted)
+        found.update({rec.id: rec.url for rec in self._dirty.values()})
+        return [found[i] for i in wanted]
