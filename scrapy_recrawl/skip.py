@@ -16,10 +16,11 @@ New and changed pages always reach the callback.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from scrapy import Request
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Response
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
@@ -49,6 +50,15 @@ def skip_mode(settings: Any) -> str | None:
 def unchanged(response: Response | None) -> bool:
     """The recording middleware flagged ``response`` as not changed since the last visit."""
     return response is not None and not UNCHANGED_FLAGS.isdisjoint(response.flags)
+
+
+def ignore_unchanged(response: Response, inc: Callable[[str], None]) -> Response:
+    """``RECRAWL_SKIP_UNCHANGED = "all"``: an unchanged page, once recorded, is ignored
+    (IgnoreRequest: the request's errback gets it, ``inc`` counts it); others pass."""
+    if unchanged(response):
+        inc("skipped_unchanged")
+        raise IgnoreRequest(f"recrawl: {response.url} has not changed")
+    return response
 
 
 class RecrawlSpiderMiddleware(BaseSpiderMiddleware):

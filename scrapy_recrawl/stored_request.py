@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from scrapy import Request
+from scrapy import Request, Spider
 
 from .core.meta import (
     META_CHANGEFREQ,
@@ -148,3 +148,34 @@ class StoredRequests:
             if downloaded:
                 out = scrub_previous(out)
         return scrub_request(out, self.headers, self.meta)
+
+
+def request_to_dict(request: Request, spider: Spider | None) -> dict[str, Any]:
+    """``request.to_dict(spider=spider)``, without its per-call scan of the spider.
+
+    Scrapy finds a callback's name with inspect.getmembers(spider) on every
+    call, which costs more than the rest of recording a visit; a bound method
+    of the spider is named by its own ``__name__`` (checked against the spider).
+    Raises ValueError as Scrapy does for a callback it cannot name.
+    """
+    names = [_method_name(spider, f) for f in (request.callback, request.errback)]
+    if None in names[:1] or (request.errback is not None and names[1] is None):
+        return request.to_dict(spider=spider)  # not a plain spider method: Scrapy decides
+    return request.replace(callback=None, errback=None).to_dict() | {
+        "callback": names[0],
+        "errback": names[1],
+    }
+
+
+def _method_name(spider: Spider | None, func: Any) -> str | None:
+    if func is None or isinstance(func, str):
+        return func
+    name = getattr(func, "__name__", None)
+    if (
+        spider is not None
+        and name is not None
+        and getattr(func, "__self__", None) is spider
+        and getattr(getattr(spider, name, None), "__func__", None) is getattr(func, "__func__", 0)
+    ):
+        return name
+    return None

@@ -1,4 +1,4 @@
-"""Pieces of the middleware that need no crawl."""
+"""Pieces of the middleware that need no crawl: the request it stores (stored_request.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import scrapy
 from scrapy.http import FormRequest
 
-from scrapy_recrawl.middleware import RecrawlMiddleware
+from scrapy_recrawl.stored_request import request_to_dict
 
 
 class Spider(scrapy.Spider):
@@ -30,7 +30,7 @@ def test_request_dict_matches_scrapys_own_to_dict():
         FormRequest("https://example.com/d", formdata={"q": "1"}, callback=spider.parse_item),
     ]
     for request in cases:
-        ours = RecrawlMiddleware._to_dict(request, spider)
+        ours = request_to_dict(request, spider)
         assert ours == request.to_dict(spider=spider)
 
 
@@ -42,4 +42,4 @@ def test_request_dict_of_a_foreign_callable_defers_to_scrapy():
     except ValueError as exc:
         expected = type(exc)
     with pytest.raises(expected):
-        RecrawlMiddleware._to_dict(request, spider)
+        request_to_dict(request, spider)

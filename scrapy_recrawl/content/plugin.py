@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..change.bow import Bag
-from ..core.plugins import declared, uses_terminals
+from ..core.plugins import uses_terminals
 from ..history.base import HistoryArrays
 from ..scoring.registry import Terminal, optional_column
 from ..settings import get
@@ -74,11 +74,6 @@ class ContentPlugin:
         self.bags = (
             BagStore(store, keep=cfg.window if uses_d else 1, window=cfg.window) if keeps else None
         )
-
-    @property
-    def keeps_bags(self) -> bool:
-        # the switch middleware.py reads until it asks declared(keeper, "bag_keeper")
-        return declared(self, "bag_keeper")
 
     # -- ColumnProvider --------------------------------------------------------
 
