@@ -2,6 +2,8 @@
 
 ``scrapy_recrawl.change._walk`` walks lxml's element tree in C through lxml's
 public C API, so it is built against lxml's bundled headers;
+``scrapy_recrawl.change._hashes`` hashes what the walk hands over (JSON leaves, the
+shingle simhash; its hashing, ``_hashes.pxd``, is compiled into both);
 ``scrapy_recrawl.change._diff`` is the element diff; ``scrapy_recrawl.scoring._em``
 the freshness estimate's EM step.
 """
@@ -18,6 +20,7 @@ setup(
                 ["scrapy_recrawl/change/_walk.pyx"],
                 include_dirs=lxml.get_include(),
             ),
+            Extension("scrapy_recrawl.change._hashes", ["scrapy_recrawl/change/_hashes.pyx"]),
             Extension("scrapy_recrawl.change._diff", ["scrapy_recrawl/change/_diff.pyx"]),
             Extension("scrapy_recrawl.scoring._em", ["scrapy_recrawl/scoring/_em.pyx"]),
         ],

@@ -12,7 +12,8 @@ trap 'rm -rf "$work"' EXIT
 sdist=$(ls "$work"/dist/*.tar.gz)
 ls "$work"/dist/*.whl >/dev/null
 tar -tzf "$sdist" >"$work/sdist.txt"
-for f in LICENSE CHANGELOG.md scrapy_recrawl/change/_walk.pyx scrapy_recrawl/change/_diff.pyx \
+for f in LICENSE CHANGELOG.md scrapy_recrawl/change/_walk.pyx scrapy_recrawl/change/_hashes.pyx \
+         scrapy_recrawl/change/_hashes.pxd scrapy_recrawl/change/_diff.pyx \
          scrapy_recrawl/scoring/_em.pyx scrapy_recrawl/py.typed; do
   grep -q "/$f\$" "$work/sdist.txt" || { echo "package-check: $f missing from the sdist"; exit 1; }
 done

@@ -120,8 +120,11 @@ def breakdown(pairs: list[dict], detector: ChangeDetector, repeat: int) -> None:
     """Median per page of each stage of :meth:`ChangeDetector.signature` (internals)."""
     from lxml import etree
 
-    from scrapy_recrawl.change._walk import shingle_simhash, walk
-    from scrapy_recrawl.change.detector import Signature, _as_utf8, _json_parts
+    from scrapy_recrawl.change._hashes import shingle_simhash
+    from scrapy_recrawl.change._walk import walk
+    from scrapy_recrawl.change.body import as_utf8
+    from scrapy_recrawl.change.detector import Signature
+    from scrapy_recrawl.change.parts import json_parts
     from scrapy_recrawl.change.shingles import fmix64
 
     parser = detector._parser()
@@ -144,13 +147,13 @@ def breakdown(pairs: list[dict], detector: ChangeDetector, repeat: int) -> None:
                 t = [time.perf_counter()]
                 h = detector.content_hash(p[side])
                 t.append(time.perf_counter())
-                data = _as_utf8(p[side], "text/html; charset=utf-8")
+                data = as_utf8(p[side], "text/html; charset=utf-8")
                 t.append(time.perf_counter())
                 root = etree.fromstring(data, parser)
                 t.append(time.perf_counter())
                 keys, codes, texts, attrs, words, _, data = walk(root)
                 t.append(time.perf_counter())
-                extra = _json_parts(data)
+                extra = json_parts(data)
                 t.append(time.perf_counter())
                 shown = ((texts != 0) | (attrs != 0)).nonzero()[0]
                 keys = fmix64(keys[shown])

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from scrapy_recrawl.change import BoilerplateModel, ChangeDetector, Signature
-from scrapy_recrawl.change.detector import MAX_JSON_LEAVES
+from scrapy_recrawl.change.parts import MAX_JSON_LEAVES
 from scrapy_recrawl.change.signature import SignatureVersionError
 from scrapy_recrawl.history import SqliteHistoryStore
 

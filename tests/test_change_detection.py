@@ -17,7 +17,7 @@ from scrapy.settings import Settings
 from simhash import Simhash
 
 from scrapy_recrawl.change import ChangeDetector, ChangeResult, Signature
-from scrapy_recrawl.change._walk import shingle_simhash
+from scrapy_recrawl.change._hashes import shingle_simhash
 from scrapy_recrawl.change.elements import extract
 from scrapy_recrawl.change.shingles import shingle_hashes, text_shingles
 from scrapy_recrawl.change.simhash import distance, fingerprint

@@ -9,8 +9,10 @@ Python object is made per element or per word, which is what keeps a page's
 signature within a small multiple of lxml's parse (``bench/change_detection.py``).
 
 The hashing rules are the module docstring of ``elements.py``; the byte-span,
-sequence and shingle hashes are the ones of ``shingles.py`` (same constants,
-same results), so text hashed there and a page hashed here agree.
+sequence and attribute hashes are ``_hashes.pxd``'s, the ones of ``shingles.py``
+(same constants, same results), so text hashed there and a page hashed here agree.
+What the walk hands over is hashed further by ``_hashes.pyx`` (JSON leaves, the
+shingle simhash).
 """
 
 from libc.stdint cimport int64_t, uint8_t, uint64_t
@@ -20,62 +22,26 @@ from libc.string cimport memcpy, strcmp
 from lxml.includes cimport tree
 cimport lxml.includes.etreepublic as cetree
 
-import sys
+from ._hashes cimport (
+    LEN_MIX,
+    SEQ_BASE,
+    attribute_hash,
+    fmix,
+    sequence_hash,
+    span_hash,
+)
 
 import numpy as np
 
-cdef bint LITTLE_ENDIAN = sys.byteorder == "little"
-
 cetree.import_lxml__etree()
 
-# -- hashing (as shingles.py) ------------------------------------------------------------
+# -- the walk's own hash constants (the shared ones: _hashes.pxd) -------------------------
 
-cdef uint64_t FMIX1 = 0xFF51AFD7ED558CCDULL
-cdef uint64_t FMIX2 = 0xC4CEB9FE1A85EC53ULL
-cdef uint64_t CHUNK_MUL = 0x9E3779B97F4A7C15ULL
-cdef uint64_t SEQ_BASE = 0xBF58476D1CE4E5B9ULL
-cdef uint64_t LEN_MIX = 0x94D049BB133111EBULL
 cdef uint64_t LEVEL_MUL = 0xD6E8FEB86659FD93ULL
 cdef uint64_t RANK_MUL = 0x9FB21C651E98DF25ULL
-cdef uint64_t SCRUBBED = 0x6A09E667F3BCC909ULL
 # salts of the data parts (data-* values, <meta content>): keys unlike any element's
 cdef uint64_t DATA_SALT = 0xA54FF53A5F1D36F1ULL
 cdef uint64_t META_SALT = 0x3C6EF372FE94F82BULL
-
-cdef inline uint64_t fmix(uint64_t x) noexcept nogil:
-    x ^= x >> 33
-    x *= FMIX1
-    x ^= x >> 33
-    x *= FMIX2
-    x ^= x >> 33
-    return x
-
-
-cdef inline uint64_t load_le(const uint8_t* p, size_t n) noexcept nogil:
-    """Up to 8 bytes as a little-endian integer, zero-filled."""
-    cdef uint64_t v = 0
-    cdef size_t i
-    if n == 8 and LITTLE_ENDIAN:
-        memcpy(&v, p, 8)
-        return v
-    for i in range(n):
-        v |= (<uint64_t>p[i]) << (8 * i)
-    return v
-
-
-cdef inline uint64_t span_hash(const uint8_t* p, size_t n) noexcept nogil:
-    """``shingles.span_hashes(..., mix=False)`` of one span."""
-    cdef uint64_t h, acc
-    cdef size_t k
-    if n <= 8:
-        return load_le(p, n)
-    acc = fmix(load_le(p, 8))
-    k = 8
-    while k < n:
-        acc += fmix(load_le(p + k, n - k if n - k < 8 else 8) + <uint64_t>k * CHUNK_MUL)
-        k += 8
-    return acc
-
 
 # -- growable arrays ---------------------------------------------------------------------
 
@@ -261,14 +227,6 @@ cdef int end_word(Walk* w) except -1 nogil:
     return 0
 
 
-cdef inline uint64_t sequence_hash(uint64_t seq, int64_t count) noexcept nogil:
-    """Order-sensitive hash of a run of ``count`` hashes from its sum of value * SEQ_BASE**i
-    (0 for an empty run, so "no text" is recognisable)."""
-    if count == 0:
-        return 0
-    return fmix(seq ^ (<uint64_t>count * LEN_MIX))
-
-
 cdef int end_piece(Walk* w) except -1 nogil:
     """Close the current text piece of the innermost element (words end too)."""
     cdef Frame* f
@@ -308,65 +266,6 @@ cdef int read_text(Walk* w, const uint8_t* p) except -1 nogil:
         else:
             add_word(w, span_hash(p + start, i - start))
     return 0
-
-
-cdef inline int token_class(uint8_t c) noexcept nogil:
-    # 1 digit, 2 lowercase, 4 uppercase, 8 "-" or "_", 0 anything else
-    if 48 <= c <= 57:
-        return 1
-    if 97 <= c <= 122:
-        return 2
-    if 65 <= c <= 90:
-        return 4
-    if c == 45 or c == 95:
-        return 8
-    return 0
-
-
-cdef enum:
-    TOKEN_MIN = 16  # shortest token (elements._TOKEN_MIN)
-
-
-cdef uint64_t attribute_hash(const uint8_t* p, size_t n, size_t value_at) noexcept nogil:
-    """Hash of ``name="value`` (``p[:n]``, the value from ``value_at``).
-
-    Token-like runs in a value of 16 bytes or more are left out: the attribute
-    is then the sequence of the pieces between them (see elements.py).
-    """
-    cdef size_t i, start, piece = 0
-    cdef int cls, c
-    cdef uint64_t seq = 0, power = 1
-    cdef int64_t count = 0
-    cdef bint scrubbed = False
-    if n - value_at >= TOKEN_MIN:
-        i = value_at
-        while i < n:
-            if token_class(p[i]) == 0:
-                i += 1
-                continue
-            start = i
-            cls = 0
-            while i < n:
-                c = token_class(p[i])
-                if c == 0:
-                    break
-                cls |= c
-                i += 1
-            if (
-                i - start >= TOKEN_MIN
-                and cls & 1
-                and cls & 6
-                and (not (cls & 8) or (cls & 6) == 6)
-            ):
-                seq += fmix(span_hash(p + piece, start - piece)) * power
-                power *= SEQ_BASE
-                count += 1
-                piece = i
-                scrubbed = True
-    if not scrubbed:
-        return fmix(span_hash(p, n))
-    seq += fmix(span_hash(p + piece, n - piece)) * power
-    return sequence_hash(seq, count + 1) ^ SCRUBBED
 
 
 cdef int open_element(Walk* w, tree.xmlNode* node) except -1 nogil:
@@ -630,67 +529,3 @@ def walk(cetree._Element root not None):
         free(w.part_texts.data)
         free(w.data_nodes.data)
         free(w.name.data)
-
-
-def value_hashes(list values, uint64_t salt):
-    """Hashes of byte strings as attribute values are hashed (token-like runs left out),
-    each mixed with ``salt``: the leaves of a page's JSON data (detector.py)."""
-    cdef Py_ssize_t i, n = len(values)
-    out = np.empty(n, dtype=np.uint64)
-    cdef uint64_t[::1] view = out
-    cdef bytes v
-    cdef const uint8_t* p
-    for i in range(n):
-        v = values[i]
-        p = <const uint8_t*>v
-        view[i] = fmix(attribute_hash(p, len(v), 0) ^ salt)
-    return out
-
-
-# SPREAD[v]: byte j is bit j of v, so adding SPREAD[byte] to a uint64 counts
-# 8 bits at once in 8 byte lanes (flushed before a lane can reach 256).
-cdef uint64_t SPREAD[256]
-cdef int _v, _j
-for _v in range(256):
-    SPREAD[_v] = 0
-    for _j in range(8):
-        SPREAD[_v] |= (<uint64_t>((_v >> _j) & 1)) << (8 * _j)
-
-
-def shingle_simhash(const uint64_t[::1] words, int size):
-    """``simhash.fingerprint(shingles.shingle_hashes(words, size))`` in one pass."""
-    cdef int64_t n = words.shape[0], m, i, j, k, pending = 0
-    cdef uint64_t acc, h, tail
-    cdef uint64_t lanes[8]
-    cdef int64_t counts[64]
-    cdef uint64_t result = 0
-    cdef int b, c
-    if n == 0:
-        return 0
-    k = size if size < n else n
-    m = n - k + 1
-    tail = <uint64_t>k * LEN_MIX
-    for b in range(64):
-        counts[b] = 0
-    for c in range(8):
-        lanes[c] = 0
-    with nogil:
-        for i in range(m):
-            acc = words[i]
-            for j in range(1, k):
-                acc = acc * SEQ_BASE + words[i + j]
-            h = fmix(acc ^ tail)
-            for c in range(8):
-                lanes[c] += SPREAD[(h >> (8 * c)) & 0xFF]
-            pending += 1
-            if pending == 255 or i == m - 1:
-                for c in range(8):
-                    for b in range(8):
-                        counts[8 * c + b] += (lanes[c] >> (8 * b)) & 0xFF
-                    lanes[c] = 0
-                pending = 0
-        # the package's rule: a bit is set when more than half the features have it
-        for b in range(64):
-            if counts[b] * 2 > m:
-                result |= (<uint64_t>1) << b
-    return result

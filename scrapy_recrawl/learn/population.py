@@ -3,7 +3,9 @@
 :class:`PopulationReplay` replays every tree of a generation over the same
 change matrix, sharing the state of the trees that fetched the same pages, and
 gives exactly the numbers of :func:`scrapy_recrawl.core.simulate.simulate` (and of
-:func:`scrapy_recrawl.content.replay.simulate_content` for trees using ``Q``).
+:func:`scrapy_recrawl.content.replay.simulate_content` for trees using ``Q``). This
+module keeps the replay's state (the class table, the groups, the Q states) from
+cycle to cycle; each cycle's top-k of every individual is :mod:`.selections`'.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ from .fitness import (
     _Group,
     _window_columns,
     _window_terms,
-    top_k_by_index,
 )
+from .selections import Selections
 
 
 def _q_column(state: Any, cycle: int) -> np.ndarray:
@@ -250,9 +252,7 @@ class PopulationReplay:
             terms = self.registry.compute(cols, cyc, now, prior=self.prior, needed=needed)
             url_terms = self._url_terms(table, cyc, now, url_only)
             groups: dict[int, _Group] = {}
-            chosen: dict[tuple, int] = {}
-            sel_group: list[int] = []  # distinct selections of this cycle: group, URLs
-            sel_idx: list[np.ndarray] = []
+            selections = Selections(self.interner, k)  # this cycle's distinct selections
             sel_of = np.empty(g, dtype=np.intp)
             with np.errstate(all="ignore"):
                 for i, root in enumerate(roots):
@@ -262,16 +262,10 @@ class PopulationReplay:
                         grp = groups[gid] = _Group(page_class[gid], size, terms, url_terms)
                         if gid in q_states:  # once per cycle and Q group, as simulate_content
                             grp.q = _q_column(q_states[gid], cyc)
-                    if per_url[i]:
-                        sel_of[i] = self._select_per_url(
-                            root, used[i], grp, gid, chosen, sel_group, sel_idx
-                        )
-                    else:
-                        sel_of[i] = self._select(
-                            root, used[i], grp, gid, chosen, sel_group, sel_idx
-                        )
-            s_group = np.array(sel_group, dtype=np.intp)
-            s_idx = np.stack(sel_idx)
+                    select = selections.by_url if per_url[i] else selections.by_class
+                    sel_of[i] = select(root, used[i], grp, gid)
+            s_group = np.array(selections.group, dtype=np.intp)
+            s_idx = np.stack(selections.idx)
             hit = stale[s_group[:, None], s_idx]
             n_stale = np.count_nonzero(stale, axis=1)[s_group]
             found = np.count_nonzero(hit, axis=1)
@@ -338,55 +332,6 @@ class PopulationReplay:
             per_cycle={"changerate": cr, "ndcg": nd, "freshness": fr},
         )
 
-    def _select(
-        self,
-        root: int,
-        used: tuple[str, ...],
-        grp: _Group,
-        gid: int,
-        chosen_cache: dict[tuple, int],
-        sel_group: list[int],
-        sel_idx: list[np.ndarray],
-    ) -> int:
-        """:func:`top_k_by_class` for one individual of a group (classes its URLs are in).
-
-        Returns the id of its selection in ``sel_idx`` / ``sel_group``. The
-        selection depends only on how the scores *rank* the classes down to the
-        cut (with ties), so individuals of the group that rank them alike share
-        one (and their metrics are computed once).
-        """
-        k = self.k
-        m = grp.present.shape[0]
-        cs = np.asarray(self.interner.evaluate(root, grp.sub(used), grp.memo), dtype=np.float64)
-        if cs.shape != (m,):
-            cs = np.broadcast_to(cs, (m,))
-        if not np.isfinite(cs).all():
-            cs = np.where(np.isfinite(cs), cs, -np.inf)
-        neg = -cs
-        order = np.argsort(neg, kind="stable")
-        ranked = neg[order]
-        cut = int(np.searchsorted(grp.cum_of(order), k))
-        end = m if cut >= m else int(np.searchsorted(ranked, ranked[cut], side="right"))
-        key = (gid, order[:end].tobytes(), (np.diff(ranked[:end]) != 0).tobytes())
-        found = chosen_cache.get(key)
-        if found is not None:
-            return found
-        page_class, size = grp.page_class, grp.size
-        full = np.empty(size)
-        full[grp.present] = cs
-        if cut >= m:
-            chosen = np.arange(page_class.shape[0])
-        else:
-            v = cs[order[cut]]
-            code = np.zeros(size, dtype=np.int8)
-            code[grp.present] = (cs > v).view(np.int8) * np.int8(2) + (cs == v).view(np.int8)
-            page_code = code[page_class]
-            above = np.flatnonzero(page_code == 2)
-            tied = np.flatnonzero(page_code == 1)[: k - above.shape[0]]
-            chosen = np.sort(np.concatenate((above, tied)))
-        chosen = chosen[np.argsort(-full[page_class[chosen]], kind="stable")][:k]
-        return _remember(key, chosen, gid, chosen_cache, sel_group, sel_idx)
-
     def _url_terms(
         self,
         table: Mapping[str, np.ndarray],
@@ -409,30 +354,6 @@ class PopulationReplay:
             return self.registry.compute(state, cycle, now, prior=self.prior, needed=names)
 
         return compute
-
-    def _select_per_url(
-        self,
-        root: int,
-        used: tuple[str, ...],
-        grp: _Group,
-        gid: int,
-        chosen_cache: dict[tuple, int],
-        sel_group: list[int],
-        sel_idx: list[np.ndarray],
-    ) -> int:
-        """The selection of a tree using ``Q``: scored per URL, :func:`top_k_by_index`."""
-        pages = grp.page_class.shape[0]
-        scores = np.asarray(
-            self.interner.evaluate(root, grp.per_url(used), grp.url_memo), dtype=np.float64
-        )
-        if scores.shape != (pages,):
-            scores = np.broadcast_to(scores, (pages,))
-        idx = top_k_by_index(scores, self.k)
-        key = (gid, b"url", idx.tobytes())
-        found = chosen_cache.get(key)
-        if found is not None:
-            return found
-        return _remember(key, idx, gid, chosen_cache, sel_group, sel_idx)
 
     def _next_q_states(
         self,
@@ -505,18 +426,3 @@ def _class_key(columns: Mapping[str, np.ndarray], names: Sequence[str]) -> np.nd
             if part.size and not (part == part[0]).all():
                 parts.append(part)
     return np.stack(parts, 1) if parts else np.zeros((rows, 1))
-
-
-def _remember(
-    key: tuple,
-    chosen: np.ndarray,
-    gid: int,
-    chosen_cache: dict[tuple, int],
-    sel_group: list[int],
-    sel_idx: list[np.ndarray],
-) -> int:
-    """Keep a selection (the URLs a group's individual fetches) once; its id."""
-    sel_idx.append(chosen)
-    sel_group.append(gid)
-    chosen_cache[key] = len(sel_idx) - 1
-    return chosen_cache[key]

@@ -1,0 +1,138 @@
+# cython: language_level=3
+"""The byte-span, sequence and attribute-value hashing of the compiled change detector.
+
+Defined here, inline, so that both compiled modules compile the very same code
+into their own loops (no call across modules in the walk's inner loop):
+``_walk.pyx`` (the tree walk) and ``_hashes.pyx`` (JSON leaves, shingle simhash)
+``cimport`` it. The hashes are the ones of ``shingles.py`` (same constants, same
+results), so text hashed there and a page hashed here agree.
+"""
+
+from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.string cimport memcpy
+
+# Compile-time constants (as shingles.py's); the byte order of the build machine
+# decides whether 8 bytes can be loaded with one memcpy.
+cdef extern from *:
+    """
+    #define SR_FMIX1 0xFF51AFD7ED558CCDULL
+    #define SR_FMIX2 0xC4CEB9FE1A85EC53ULL
+    #define SR_CHUNK_MUL 0x9E3779B97F4A7C15ULL
+    #define SR_SEQ_BASE 0xBF58476D1CE4E5B9ULL
+    #define SR_LEN_MIX 0x94D049BB133111EBULL
+    #define SR_SCRUBBED 0x6A09E667F3BCC909ULL
+    #if (defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__) || defined(_WIN32)
+    #define SR_LITTLE_ENDIAN 1
+    #else
+    #define SR_LITTLE_ENDIAN 0
+    #endif
+    """
+    const uint64_t FMIX1 "SR_FMIX1"
+    const uint64_t FMIX2 "SR_FMIX2"
+    const uint64_t CHUNK_MUL "SR_CHUNK_MUL"
+    const uint64_t SEQ_BASE "SR_SEQ_BASE"
+    const uint64_t LEN_MIX "SR_LEN_MIX"
+    const uint64_t SCRUBBED "SR_SCRUBBED"
+    const bint LITTLE_ENDIAN "SR_LITTLE_ENDIAN"
+
+
+cdef inline uint64_t fmix(uint64_t x) noexcept nogil:
+    x ^= x >> 33
+    x *= FMIX1
+    x ^= x >> 33
+    x *= FMIX2
+    x ^= x >> 33
+    return x
+
+
+cdef inline uint64_t load_le(const uint8_t* p, size_t n) noexcept nogil:
+    """Up to 8 bytes as a little-endian integer, zero-filled."""
+    cdef uint64_t v = 0
+    cdef size_t i
+    if n == 8 and LITTLE_ENDIAN:
+        memcpy(&v, p, 8)
+        return v
+    for i in range(n):
+        v |= (<uint64_t>p[i]) << (8 * i)
+    return v
+
+
+cdef inline uint64_t span_hash(const uint8_t* p, size_t n) noexcept nogil:
+    """``shingles.span_hashes(..., mix=False)`` of one span."""
+    cdef uint64_t acc
+    cdef size_t k
+    if n <= 8:
+        return load_le(p, n)
+    acc = fmix(load_le(p, 8))
+    k = 8
+    while k < n:
+        acc += fmix(load_le(p + k, n - k if n - k < 8 else 8) + <uint64_t>k * CHUNK_MUL)
+        k += 8
+    return acc
+
+
+cdef inline uint64_t sequence_hash(uint64_t seq, int64_t count) noexcept nogil:
+    """Order-sensitive hash of a run of ``count`` hashes from its sum of value * SEQ_BASE**i
+    (0 for an empty run, so "no text" is recognisable)."""
+    if count == 0:
+        return 0
+    return fmix(seq ^ (<uint64_t>count * LEN_MIX))
+
+
+cdef inline int token_class(uint8_t c) noexcept nogil:
+    # 1 digit, 2 lowercase, 4 uppercase, 8 "-" or "_", 0 anything else
+    if 48 <= c <= 57:
+        return 1
+    if 97 <= c <= 122:
+        return 2
+    if 65 <= c <= 90:
+        return 4
+    if c == 45 or c == 95:
+        return 8
+    return 0
+
+
+cdef enum:
+    TOKEN_MIN = 16  # shortest token (elements._TOKEN_MIN)
+
+
+cdef inline uint64_t attribute_hash(const uint8_t* p, size_t n, size_t value_at) noexcept nogil:
+    """Hash of ``name="value`` (``p[:n]``, the value from ``value_at``).
+
+    Token-like runs in a value of 16 bytes or more are left out: the attribute
+    is then the sequence of the pieces between them (see elements.py).
+    """
+    cdef size_t i, start, piece = 0
+    cdef int cls, c
+    cdef uint64_t seq = 0, power = 1
+    cdef int64_t count = 0
+    cdef bint scrubbed = False
+    if n - value_at >= TOKEN_MIN:
+        i = value_at
+        while i < n:
+            if token_class(p[i]) == 0:
+                i += 1
+                continue
+            start = i
+            cls = 0
+            while i < n:
+                c = token_class(p[i])
+                if c == 0:
+                    break
+                cls |= c
+                i += 1
+            if (
+                i - start >= TOKEN_MIN
+                and cls & 1
+                and cls & 6
+                and (not (cls & 8) or (cls & 6) == 6)
+            ):
+                seq += fmix(span_hash(p + piece, start - piece)) * power
+                power *= SEQ_BASE
+                count += 1
+                piece = i
+                scrubbed = True
+    if not scrubbed:
+        return fmix(span_hash(p, n))
+    seq += fmix(span_hash(p + piece, n - piece)) * power
+    return sequence_hash(seq, count + 1) ^ SCRUBBED
