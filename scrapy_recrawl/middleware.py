@@ -80,28 +80,18 @@ class RecrawlMiddleware:
         settings = crawler.settings
         self.crawler = crawler
         self.stats = crawler.stats
-        conditional_get: bool = get(settings, "RECRAWL_CONDITIONAL_GET", bool)
-        max_body_bytes: int = get(settings, "RECRAWL_MAX_PARSE_BYTES", int)
+        conditional_get: bool = get(settings, "RECRAWL_CONDITIONAL_GET")
+        max_body_bytes: int = get(settings, "RECRAWL_MAX_PARSE_BYTES")
         self.skip_all = skip_mode(settings) == "all"
         self.detector = ChangeDetector.from_settings(settings)
-        max_failures: int = get(
-            settings,
-            "RECRAWL_MAX_FAILURES",
-            int,
-            lambda v: v >= 0,
-            "a number of failed cycles >= 0 (0: never gone for failures)",
-        )
-        self.flush_seconds: float = get(
-            settings, "RECRAWL_FLUSH_SECONDS", (int, float), lambda v: v >= 0, "a number >= 0"
-        )
+        max_failures: int = get(settings, "RECRAWL_MAX_FAILURES")
+        self.flush_seconds: float = get(settings, "RECRAWL_FLUSH_SECONDS")
         #: the idle flush's clock (Twisted's IReactorTime; None: the reactor): a test may
         #: set a ``twisted.internet.task.Clock`` before the spider opens
         self.clock: Any = None
         self._flusher: task.LoopingCall | None = None
         #: responses the store was away for, recorded when it is back (held_visits.py)
-        self.held = HeldVisits(
-            get(settings, "RECRAWL_FLUSH_EVERY", int, lambda v: v >= 1, "a positive number")
-        )
+        self.held = HeldVisits(get(settings, "RECRAWL_FLUSH_EVERY"))
         stored_requests = StoredRequests.from_settings(settings)
         self.tally: CycleTally | None = None
         self.pairs: PairFetcher | None = None

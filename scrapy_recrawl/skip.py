@@ -67,7 +67,7 @@ class RecrawlSpiderMiddleware(BaseSpiderMiddleware):
 
     def __init__(self, crawler: Any) -> None:
         settings = crawler.settings
-        if not get(settings, "RECRAWL_ENABLED", bool) or skip_mode(settings) != "items":
+        if not get(settings, "RECRAWL_ENABLED") or skip_mode(settings) != "items":
             raise NotConfigured
         super().__init__(crawler)
         self.stats = crawler.stats

@@ -86,20 +86,9 @@ class StoredRequests:
 
     @classmethod
     def from_settings(cls, settings: Any) -> StoredRequests:
-        def names(setting: str, what: str) -> list[str]:
-            return list(
-                get(
-                    settings,
-                    setting,
-                    (list, tuple),
-                    lambda v: all(isinstance(x, str) and x for x in v),
-                    f"a list of {what}",
-                )
-            )
-
         return cls(
-            names("RECRAWL_UNSTORED_HEADERS", "header names"),
-            names("RECRAWL_UNSTORED_META", "Request.meta keys"),
+            list(get(settings, "RECRAWL_UNSTORED_HEADERS")),
+            list(get(settings, "RECRAWL_UNSTORED_META")),
         )
 
     def mark(self, request: Request) -> None:

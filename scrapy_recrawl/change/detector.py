@@ -80,10 +80,6 @@ logger = logging.getLogger(__name__)
 _NOISE = frozenset(t.lower() for t in NOISE_TAGS)
 
 
-def _is_int(low: int, high: int | None = None) -> Any:
-    return lambda v: v >= low and (high is None or v <= high)
-
-
 class ChangeDetector:
     """Compute :class:`Signature` objects and decide whether a page really changed.
 
@@ -134,16 +130,10 @@ class ChangeDetector:
             "RECRAWL_MIN_ELEMENT_CHANGES": min_element_changes,
             "RECRAWL_MAX_PARSE_BYTES": max_parse_bytes,
         }
-        self.shingle_size: int = _read_int(values, "RECRAWL_SHINGLE_SIZE", 1, None, "an int >= 1")
-        self.simhash_distance: int = _read_int(
-            values, "RECRAWL_SIMHASH_DISTANCE", 0, 64, "an int from 0 to 64"
-        )
-        self.min_element_changes: int = _read_int(
-            values, "RECRAWL_MIN_ELEMENT_CHANGES", 0, None, "an int >= 0"
-        )
-        self.max_parse_bytes: int = _read_int(
-            values, "RECRAWL_MAX_PARSE_BYTES", 0, None, "an int >= 0 (bytes)"
-        )
+        self.shingle_size: int = get(values, "RECRAWL_SHINGLE_SIZE")
+        self.simhash_distance: int = get(values, "RECRAWL_SIMHASH_DISTANCE")
+        self.min_element_changes: int = get(values, "RECRAWL_MIN_ELEMENT_CHANGES")
+        self.max_parse_bytes: int = get(values, "RECRAWL_MAX_PARSE_BYTES")
         self.ignore_xpaths: tuple[str, ...] = xpath_list(ignore_xpaths)
         self._xpaths = [compile_xpath(x) for x in self.ignore_xpaths]
         self._local = threading.local()
@@ -159,24 +149,16 @@ class ChangeDetector:
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any] | Any) -> ChangeDetector:
         """Build from Scrapy ``Settings`` (or a plain dict) using the ``RECRAWL_*`` names."""
-        xpaths = get(
-            settings, "RECRAWL_IGNORE_XPATHS", (list, tuple, str), expect="a list of XPaths"
-        )
+        xpaths = get(settings, "RECRAWL_IGNORE_XPATHS")
         return cls(
-            shingle_size=_read_int(settings, "RECRAWL_SHINGLE_SIZE", 1, None, "an int >= 1"),
-            simhash_distance=_read_int(
-                settings, "RECRAWL_SIMHASH_DISTANCE", 0, 64, "an int from 0 to 64"
-            ),
-            min_element_changes=_read_int(
-                settings, "RECRAWL_MIN_ELEMENT_CHANGES", 0, None, "an int >= 0"
-            ),
+            shingle_size=get(settings, "RECRAWL_SHINGLE_SIZE"),
+            simhash_distance=get(settings, "RECRAWL_SIMHASH_DISTANCE"),
+            min_element_changes=get(settings, "RECRAWL_MIN_ELEMENT_CHANGES"),
             ignore_xpaths=[xpaths] if isinstance(xpaths, str) else xpaths,
-            max_parse_bytes=_read_int(
-                settings, "RECRAWL_MAX_PARSE_BYTES", 0, None, "an int >= 0 (bytes)"
-            ),
-            change_test=get(settings, "RECRAWL_CHANGE_TEST", str),
-            chi2_p=get(settings, "RECRAWL_CHI2_P", (int, float)),
-            bow_terms=_read_int(settings, "RECRAWL_BOW_TERMS", 1, 65535, "an int from 1 to 65535"),
+            max_parse_bytes=get(settings, "RECRAWL_MAX_PARSE_BYTES"),
+            change_test=get(settings, "RECRAWL_CHANGE_TEST"),
+            chi2_p=get(settings, "RECRAWL_CHI2_P"),
+            bow_terms=get(settings, "RECRAWL_BOW_TERMS"),
         )
 
     def __repr__(self) -> str:
@@ -376,7 +358,3 @@ def _walk_order(root: Any) -> Iterable[Any]:
         stack.extend(
             reversed([c for c in el if isinstance(c.tag, str) and c.tag.lower() not in _NOISE])
         )
-
-
-def _read_int(settings: Any, name: str, low: int, high: int | None, expect: str) -> int:
-    return get(settings, name, int, _is_int(low, high), expect)

@@ -4,7 +4,7 @@ The word, shingle and fmix64 hashing of the change detector, in numpy, for
 plain text: :func:`text_shingles` gives a string the shingles a page with that
 visible text gets from the compiled walk (``_walk.pyx`` uses the same constants
 and rules; the tests check the two agree), and :func:`shingle_hashes` is the
-readable statement of the shingling that ``_walk.shingle_simhash`` fuses with
+readable statement of the shingling that ``_hashes.shingle_simhash`` fuses with
 the simhash. :func:`span_hashes` hashes many byte spans of one buffer at once:
 it reads each span as little-endian 64-bit chunks straight from the buffer (an
 unaligned, 1-byte-strided uint64 view, see :func:`u64_view`); a murmur3
