@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_recrawl.history import SCHEMA_VERSION, SqliteHistoryStore, Visit
+from scrapy_recrawl.history import SqliteHistoryStore
 from scrapy_recrawl.history.redis import RedisHistoryStore
 
 from .helpers import LocalSite, Page
@@ -201,21 +201,6 @@ def test_scrapy_fetch_parse_and_shell_never_write_the_history(tmp_path):
     assert sorted(p.name for p in store_dir.iterdir()) == ["alpha"]
 
 
-def _crawl_old_store(project, spider, site, **settings):
-    """``scrapy crawl`` on a previous release's store: its URLs (http://h/...) do not
-    resolve (Scrapy logs their download errors with tracebacks): only the exit counts."""
-    run = scrapy(
-        project,
-        "crawl",
-        spider,
-        "-a",
-        f"start_url={site.url}/",
-        settings={**settings, "DNS_TIMEOUT": 5},
-    )
-    assert run.returncode == 0, run.log[-3000:]
-    return run
-
-
 def test_an_old_shared_store_is_pointed_out_never_moved_and_refused(tmp_path):
     """The shared default store of the builds before stores knew their spider (schema
     version 2: nobody's) is pointed out, left as it is; pointed at, it is refused as
@@ -229,7 +214,7 @@ def test_an_old_shared_store_is_pointed_out_never_moved_and_refused(tmp_path):
         run = crawl(project, "alpha", site.url + "/")
         told = [line for line in run.log.splitlines() if ".scrapy/recrawl/history.sqlite3" in line]
         assert len(told) == 1, run.log
-        assert ".scrapy/recrawl/alpha/history.sqlite3" in told[0] and "RECRAWL_STORE" in told[0]
+        assert ".scrapy/recrawl/alpha/history.sqlite3" in told[0] and "pre-release" in told[0]
         assert _digest(old) == digest  # neither moved nor upgraded nor written
         assert run.stats["recrawl/cycle"] == 1  # a history of its own, from scratch
         refused = scrapy(
@@ -245,39 +230,3 @@ def test_an_old_shared_store_is_pointed_out_never_moved_and_refused(tmp_path):
         errors = [line for line in refused.log.splitlines() if "] ERROR:" in line]
         assert len(errors) == 1 and "pre-release build" in errors[0], refused.log[-3000:]
     assert _digest(old) == digest
-
-
-def _old_shared_redis_store(url: str) -> None:
-    """What an earlier scrapy-recrawl kept under the prefix ``recrawl``, shared by every
-    spider of the project: three cycles of history nobody claimed (a store from before
-    the release itself is refused: only its layout of today can be adopted)."""
-    with RedisHistoryStore(url, key="recrawl") as store:
-        for cycle in range(3):
-            store.advance_cycle()
-            for u in range(3):
-                changed = None if cycle == 0 else bool((u + cycle) % 2)
-                store.record(Visit(bytes([u]) * 20, f"http://h/{u}", 1000.0 + cycle, 200, changed))
-        assert store.owner() is None
-
-
-def test_the_old_shared_redis_prefix_is_pointed_out_then_adopted(tmp_path, redis_db):  # noqa: F811
-    project = make_project(tmp_path)
-    client = redis_db.client()
-    _old_shared_redis_store(redis_db.url)
-    old = {k: client.dump(k) for k in client.keys("{recrawl[}#]*")}
-    assert old
-    settings = {"SCHEDULER": "scrapy_recrawl.RedisRecrawlScheduler", "REDIS_URL": redis_db.url}
-    with _site("a") as site:
-        run = crawl(project, "alpha", site.url + "/", **settings)
-        told = [line for line in run.log.splitlines() if "key prefix 'recrawl'" in line]
-        assert len(told) == 1, run.log[-3000:]
-        assert "'alpha:history'" in told[0] and "RECRAWL_REDIS_KEY = 'recrawl'" in told[0]
-        assert {k: client.dump(k) for k in client.keys("{recrawl[}#]*")} == old  # untouched
-        run = _crawl_old_store(project, "alpha", site, **settings, RECRAWL_REDIS_KEY="recrawl")
-        assert "the spider 'alpha' adopts it" in run.log
-        assert run.stats["recrawl/cycle"] == 4
-        again = crawl(project, "alpha", site.url + "/", **settings)
-        assert "key prefix 'recrawl'" not in again.log  # adopted: no more word
-    assert client.hget("{recrawl}:meta", "spider") == b"alpha"
-    assert client.hget("{recrawl}:meta", "schema_version") == str(SCHEMA_VERSION).encode()
-    client.close()

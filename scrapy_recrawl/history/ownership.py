@@ -29,10 +29,9 @@ class StoreRefused(HistoryStoreError):
     """The store belongs to another spider (and RECRAWL_SHARED_STORE is off)."""
 
 
-#: What every spider of a project shared before stores were per spider: the file (in
-#: the project's recrawl data dir) and the Redis key prefix.
+#: What every spider of a project shared before stores were per spider (pre-release
+#: builds): the file in the project's recrawl data dir.
 OLD_DEFAULT = "history.sqlite3"
-OLD_REDIS_KEY = "recrawl"
 
 
 def for_spider(value: str, setting: str, spider: str | None) -> str:
@@ -186,48 +185,25 @@ def claim_store(store: HistoryStore, spider: str, settings: Any) -> None:
 
 
 def warn_old_default(store: HistoryStore, spider: str, settings: Any) -> None:
-    """Tell a project that still has the store every spider shared before (the file
-    ``.scrapy/recrawl/history.sqlite3``, the Redis prefix ``recrawl``) what to do.
-
-    Only when this spider uses the default store; nothing is moved, deleted or
-    written: the old store may hold several spiders' pages. Said on every run while
-    it is there and nobody has adopted it (once a spider opens it through
-    RECRAWL_STORE / RECRAWL_REDIS_KEY, it is that spider's and the message stops).
-    """
-    from .redis import RedisHistoryStore
+    """Point out the file every spider of a project shared before stores were per
+    spider (``.scrapy/recrawl/history.sqlite3``): a pre-release build wrote it, so this
+    release cannot read it (history/base.py: BASELINE_SCHEMA_VERSION). Only when this
+    spider uses the default SQLite store; the file is never moved, deleted or written
+    (it may hold several spiders' pages). Said on every run while it is there."""
     from .sqlite import SqliteHistoryStore
-    from .sqlite_schema import owner_of
 
-    if get(settings, "RECRAWL_STORE_CLASS"):
+    if get(settings, "RECRAWL_STORE_CLASS") or get(settings, "RECRAWL_STORE") is not None:
         return
-    if isinstance(store, SqliteHistoryStore):
-        if get(settings, "RECRAWL_STORE") is not None:
-            return
-        old = os.path.join(recrawl_dir(), OLD_DEFAULT)
-        if not os.path.isfile(old) or owner_of(old) is not None:
-            return
-        logger.warning(
-            "recrawl: %s holds the history of an earlier scrapy-recrawl, which every spider "
-            "of the project shared; the spider %r now keeps its own in %s. If that history "
-            "is this spider's, move the file there while no crawl runs (or set "
-            "RECRAWL_STORE = %r for this spider); the old file is left as it is",
-            os.path.relpath(old),
-            spider,
-            os.path.relpath(store.path),
-            os.path.relpath(old),
-        )
-    elif isinstance(store, RedisHistoryStore) and settings.get("RECRAWL_REDIS_KEY") is None:
-        if store.key == OLD_REDIS_KEY or not store.unclaimed_at(OLD_REDIS_KEY):
-            return
-        logger.warning(
-            "recrawl: the Redis at %s holds, under the key prefix %r, the history of an "
-            "earlier scrapy-recrawl, which every spider of the project shared; the spider %r "
-            "now keeps its own under %r. If that history is this spider's, set "
-            "RECRAWL_REDIS_KEY = %r for it; nothing under %r is changed",
-            store.location,
-            OLD_REDIS_KEY,
-            spider,
-            store.key,
-            OLD_REDIS_KEY,
-            OLD_REDIS_KEY,
-        )
+    if not isinstance(store, SqliteHistoryStore):
+        return
+    old = os.path.join(recrawl_dir(), OLD_DEFAULT)
+    if not os.path.isfile(old):
+        return
+    logger.warning(
+        "recrawl: %s holds the history a pre-release scrapy-recrawl kept for every spider "
+        "of the project; this release cannot read it, and the spider %r keeps its own in "
+        "%s. Delete the old file once you no longer need it (it is left as it is)",
+        os.path.relpath(old),
+        spider,
+        os.path.relpath(store.path),
+    )

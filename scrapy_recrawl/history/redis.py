@@ -384,11 +384,6 @@ class RedisHistoryStore:
     def claim(self, spider: str) -> str:
         return self._side.claim(spider)
 
-    def unclaimed_at(self, prefix: str) -> bool:
-        """Whether the same Redis holds a store nobody owns under ``prefix`` (the
-        shared one an earlier release kept under ``recrawl``); nothing is written."""
-        return self._side.unclaimed_at(prefix)
-
     # -- the frontier and side storage ------------------------------------------
 
     def push_frontier(self, items: list[tuple[bytes, dict[str, Any], int]]) -> int:

@@ -12,7 +12,6 @@ from typing import Any
 
 from .records import check_table, unpack_list
 from .redis_ids import decode_data
-from .redis_schema import Layout
 from .redis_session import RedisSession
 from .request_codec import encode_stored
 
@@ -46,17 +45,6 @@ class StoreKeys:
         owner = bytes(session.call("write to", claim)).decode()
         session.claimed = owner
         return owner
-
-    def unclaimed_at(self, prefix: str) -> bool:
-        """Whether the same Redis holds a store nobody owns under ``prefix``; nothing is
-        written (both key layouts: ``{<prefix>}:meta``, and ``<prefix>:meta`` before 5)."""
-        for meta in (Layout(prefix, 1).store("meta"), f"{prefix}:meta"):
-            version, owner = self.session.call(
-                "read", lambda c, m=meta: c.hmget(m, ["schema_version", "spider"])
-            )
-            if version is not None:
-                return owner is None
-        return False
 
     # -- the frontier --------------------------------------------------------
 
