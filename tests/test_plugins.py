@@ -3,6 +3,7 @@ and a terminal of its own), and the check of what a plug-in declares (scrapy_rec
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import numpy as np
@@ -362,3 +363,58 @@ def test_the_public_api_names_what_a_plugin_author_uses():
     for name in api.__all__:
         assert getattr(api, name) is not None, name
     assert api.HistoryStore is HistoryStore and api.Visit is Visit
+
+
+def test_a_listed_plugin_with_a_misspelled_method_is_said_once_at_start_up(caplog):
+    from scrapy_recrawl.startup import check_settings
+
+    settings = Settings({"RECRAWL_PLUGINS": {f"{__name__}._Misspelled": 500}})
+    with caplog.at_level("WARNING", logger="scrapy_recrawl"):
+        for _ in range(3):  # the add-on, the middleware, the scheduler
+            check_settings(settings)
+    said = [r.getMessage() for r in caplog.records if "_Misspelled" in r.getMessage()]
+    assert said == [f"recrawl: {_one_line(_Misspelled)}"]
+    assert "colums()" in said[0]
+
+
+@pytest.mark.slow
+def test_a_third_party_visit_hook_sees_every_recorded_visit_and_its_change(tmp_path):
+    """The example package's ChangeStreak (examples/plugin, installed by `make test`):
+    its hook counts the visits in a row that saw a page changed."""
+    example = pytest.importorskip("recrawl_example_plugin", reason="pip install -e examples/plugin")
+    from scrapy_recrawl.history import SqliteHistoryStore
+
+    from .helpers import REPO
+
+    # the crawl's process imports the package from where this one found it
+    where = os.pathsep.join([str(REPO), os.path.dirname(os.path.dirname(example.__file__))])
+
+    settings = {
+        "ADDONS": {"scrapy_recrawl.RecrawlAddon": 100},
+        "RECRAWL_STORE": str(tmp_path / "history.sqlite3"),
+        "RECRAWL_PLUGINS": {"recrawl_example_plugin.ChangeStreak": 500},
+        "RECRAWL_SCORER": "streak + t",  # uses its terminal: the plug-in is on
+        "RECRAWL_WARMUP_CYCLES": 5,  # every known URL recrawled each time
+    }
+    with LocalSite() as site:
+        site.pages["/still"] = Page(b"<html><body><p>the same text each time</p></body></html>")
+        for version in range(3):
+            words = " ".join(f"w{version}x{i}" for i in range(60))
+            site.pages["/moving"] = Page(f"<html><body><p>{words}</p></body></html>".encode())
+            run_crawl(
+                [site.url + "/moving", site.url + "/still"],
+                settings,
+                tmp_path,
+                env={"PYTHONPATH": where},
+            )
+        url = site.url
+    store = SqliteHistoryStore(tmp_path / "history.sqlite3", read_only=True)
+    store.open()
+    try:
+        arrays = store.arrays()
+        ids = dict(zip(store.urls(arrays.ids), arrays.ids.tolist(), strict=True))
+        kept = {k: int.from_bytes(v, "big") for k, v in store.side_items("change_streak")}
+    finally:
+        store.close()
+    # /moving: first fetch (no observation), then changed twice; /still: never changed
+    assert kept == {ids[url + "/moving"]: 2}
