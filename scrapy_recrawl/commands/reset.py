@@ -107,12 +107,8 @@ class Command(RecrawlCommand):
                 return
             what = f"{len(store)} URLs, cycle {store.cycle}"
             also = " and its shared cycle on Redis (RedisRecrawlScheduler)" if shared else ""
-            print(f"The history of spider {name!r} is {store.location} ({what}){also}.")
-            if not opts.yes and not sys.stdin.isatty():
-                self._fail("no terminal to confirm on: nothing deleted (pass --yes)")
-                return
-            if not opts.yes and not _confirm("Delete it? [y/N] "):
-                self._fail("nothing deleted")
+            said = f"The history of spider {name!r} is {store.location} ({what}){also}."
+            if not self._confirmed(said, opts):
                 return
             store.clear()
         except HistoryStoreError as exc:
@@ -172,10 +168,15 @@ class Command(RecrawlCommand):
         return True
 
     def _confirm_pre_release(self, refused: Any, name: str, opts: argparse.Namespace) -> bool:
-        print(
+        return self._confirmed(
             f"The history of spider {name!r} is {refused.location}, written by a pre-release "
-            f"build (schema version {refused.version}): this release cannot read it."
+            f"build (schema version {refused.version}): this release cannot read it.",
+            opts,
         )
+
+    def _confirmed(self, said: str, opts: argparse.Namespace) -> bool:
+        """``said`` (what would be deleted), then --yes or a yes on the terminal."""
+        print(said)
         if not opts.yes and not sys.stdin.isatty():
             self._fail("no terminal to confirm on: nothing deleted (pass --yes)")
             return False
