@@ -8,7 +8,7 @@ and the ``D*`` distances) and the scheduler a column provider.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -17,8 +17,14 @@ from ..core.plugins import uses_terminals
 from ..history.base import HistoryArrays
 from ..scoring.registry import Terminal, optional_column
 from ..settings import get
-from .store import CONTENT_TERMINALS, BagStore, ContentColumns, ContentSettings
 from .window import c_names, d_names
+
+if TYPE_CHECKING:
+    from .store import ContentSettings
+
+# store.py and related.py are imported where used (check_settings, from_crawler,
+# __init__), not here: reading the class's terminals (the crawl's terminal registry,
+# plugin_terminals.py) loads neither; window.py names them, and is light
 
 
 def _column(name: str, doc: str) -> Terminal:
@@ -54,15 +60,21 @@ class ContentPlugin:
 
     @classmethod
     def check_settings(cls, settings: Any) -> None:
+        from .store import ContentSettings
+
         ContentSettings.from_settings(settings)
 
     @classmethod
     def from_crawler(
         cls, crawler: Any, store: Any, terminals_needed: frozenset[str]
     ) -> ContentPlugin:
+        from .store import ContentSettings
+
         return cls(store, ContentSettings.from_settings(crawler.settings), terminals_needed)
 
     def __init__(self, store: Any, cfg: ContentSettings, terminals_needed: frozenset[str]):
+        from .store import CONTENT_TERMINALS, BagStore, ContentColumns
+
         needed = terminals_needed & CONTENT_TERMINALS
         self.content = ContentColumns(store, cfg, needed) if needed else None
         uses_d = bool(needed & set(d_names()))

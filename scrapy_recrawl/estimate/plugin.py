@@ -19,8 +19,10 @@ from ..core.meta import META_PAIR
 from ..core.plugins import uses_terminals
 from ..history.base import HistoryArrays
 from ..scoring.registry import Terminal
-from .baskets import BasketSettings
-from .probes import Prober, probe_cap
+
+# baskets.py, probes.py and forest.py are imported where used (enabled, check_settings,
+# __init__, cap), not here: reading the class's terminals (the crawl's terminal
+# registry, plugin_terminals.py) loads none of them
 
 
 def _due(state: Mapping[str, np.ndarray], cycle: int, now: float | None, *_: object) -> np.ndarray:
@@ -51,11 +53,15 @@ class BasketsPlugin:
 
     @classmethod
     def enabled(cls, settings: Any, terminals_needed: frozenset[str]) -> bool:
+        from .baskets import BasketSettings
+
         probe = BasketSettings.from_settings(settings).probe
         return bool(probe) if probe is not None else uses_terminals(cls, terminals_needed)
 
     @classmethod
     def check_settings(cls, settings: Any) -> None:
+        from .baskets import BasketSettings
+
         BasketSettings.from_settings(settings)
 
     @classmethod
@@ -65,6 +71,9 @@ class BasketsPlugin:
         return cls(crawler, store)
 
     def __init__(self, crawler: Any, store: Any) -> None:
+        from .baskets import BasketSettings
+        from .probes import Prober
+
         self.crawler = crawler
         self.settings = BasketSettings.from_settings(crawler.settings)
         self.prober = Prober(store, self.settings, ChangeDetector.from_settings(crawler.settings))
@@ -80,6 +89,8 @@ class BasketsPlugin:
     # -- ProbeSource -----------------------------------------------------------
 
     def cap(self, budget_total: int | None) -> int | None:
+        from .probes import probe_cap
+
         return probe_cap(self.settings.probe_share, budget_total)
 
     def has_due(self) -> bool:

@@ -36,7 +36,11 @@ from ..core.selection import DUE_NOW, hosts_of
 from ..history.base import HistoryArrays, HistoryStoreError
 from ..scoring.registry import Terminal, optional_column
 from ..settings import get
-from . import announce, importance
+from . import importance
+
+# announce.py is imported where used (each cycle's columns, a sitemap entry), not here:
+# reading the class's terminals (the crawl's terminal registry, plugin_terminals.py)
+# does not load it; importance.py is light, and enabled() needs it
 
 logger = logging.getLogger(__name__)
 
@@ -184,6 +188,8 @@ class EvidencePlugin:
             logger.error("recrawl: could not keep the evidence of %s: %s", request.url, exc)
 
     def _announce(self, request: Any, rec: Any) -> None:
+        from . import announce
+
         meta = request.meta
         lastmod = period = None
         if META_LASTMOD in meta:
@@ -261,6 +267,8 @@ class EvidencePlugin:
     # -- ColumnProvider ------------------------------------------------------------
 
     def columns(self, arrays: HistoryArrays, now: float) -> dict[str, np.ndarray]:
+        from . import announce
+
         ids = arrays.ids
         self._weights = importance.read_weights(self.store)  # other processes' too
         out: dict[str, np.ndarray] = {importance.COLUMN: importance.column(ids, self._weights)}
@@ -312,6 +320,8 @@ class EvidencePlugin:
     def _trust(self, keys: np.ndarray, recs: np.ndarray) -> np.ndarray:
         """:func:`announce.trust` of each record; hosts are looked up only for the rows
         that can need them (checked or pending ones: the rest stay 1.0)."""
+        from . import announce
+
         share = np.ones(len(keys))
         need = ((recs["ok"] + recs["bad"]) > 0) | (recs["pending"] == 1)
         rows = np.flatnonzero(need)
@@ -329,6 +339,8 @@ class EvidencePlugin:
 
     def _tick(self, cycle: int, now: float) -> float:
         """Keep this opening among the recent ones; the crawl's cycle length from them."""
+        from . import announce
+
         raw = self.store.side_get(announce.CLOCK_TABLE, [1])[0]
         clock = np.zeros((0, 2))
         if raw is not None and len(raw) % 16 == 0:

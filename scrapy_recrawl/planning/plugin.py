@@ -30,7 +30,8 @@ def make_planner(settings: Any) -> Any:
         raise RecrawlSettingError(
             "RECRAWL_PLANNER='webfountain' needs scipy: pip install 'scrapy-recrawl[planning]'"
         ) from None
-    from . import PlanError, WebFountainPlanner
+    from .model import PlanError
+    from .webfountain import WebFountainPlanner
 
     strategy = get(settings, "RECRAWL_PLAN_STRATEGY")
     try:
