@@ -26,7 +26,7 @@ from typing import Any
 
 import msgpack
 
-from .request_scrub import scrub_previous, scrub_request
+from .request_scrub import scrub_request
 
 #: Keys of ``Request.to_dict()`` (Scrapy's ``Request.attributes`` plus the callbacks'
 #: names and ``_class``); a subclass named by ``_class`` may add its own attributes.
@@ -119,16 +119,6 @@ def encode_stored(d: Mapping[str, Any]) -> bytes | None:
                 d.get("url"),
                 exc,
             )
-        return None
-
-
-def scrubbed_previous(data: bytes) -> bytes | None:
-    """The bytes of a request an earlier release stored, scrubbed as this release stores
-    one (:func:`~.request_scrub.scrub_previous`; the migration to schema version 6);
-    None: not a stored request (left as it is: skipped when read, never run)."""
-    try:
-        return encode_request(scrub_previous(decode_request(data)))
-    except RequestCodecError:
         return None
 
 
