@@ -38,12 +38,13 @@ def open_store(
 
     ``read_only``: for reading only (the offline commands): the store is then never
     created, locked, migrated, claimed or changed (SQLite: history/sqlite_readonly.py).
-    ``RECRAWL_STORE_CLASS`` names a backend of one's own, built with both
-    (:func:`_third_party_store`).
+    ``RECRAWL_STORE_CLASS`` names a backend of one's own, as HTTPCACHE_STORAGE names
+    one, built with both and checked against the store contract
+    (:func:`~.history.third_party.build_store`).
     """
     cls_path = get(settings, "RECRAWL_STORE_CLASS")
     if cls_path:
-        return _third_party_store(cls_path, settings, spider=spider, read_only=read_only)
+        return build_store(cls_path, settings, spider=spider, read_only=read_only)
     spec = get(settings, "RECRAWL_STORE")
     options: dict[str, Any] = {
         "store_bodies": get(settings, "RECRAWL_STORE_BODIES"),
@@ -123,12 +124,3 @@ def check_directory(store: HistoryStore, spider: str, settings: Any) -> None:
         f"directory {directory} does not exist; create it, or leave RECRAWL_STORE unset "
         "for the default location"
     )
-
-
-def _third_party_store(
-    path: str, settings: Any, *, spider: str | None, read_only: bool
-) -> HistoryStore:
-    """RECRAWL_STORE_CLASS: a backend of your own, as HTTPCACHE_STORAGE names one, built
-    with ``cls.from_settings(settings, spider=spider, read_only=read_only)`` and checked
-    against the store contract (history/third_party.py)."""
-    return build_store(path, settings, spider=spider, read_only=read_only)
