@@ -72,20 +72,17 @@ def open_store(
         shards = get(settings, "RECRAWL_REDIS_SHARDS")
         # scrapy-redis's way: REDIS_PARAMS over its defaults, then REDIS_URL (or this URL)
         params, source = connection_args(settings, None if spec == "redis" else spec)
-        redis_store = RedisHistoryStore(
+        return RedisHistoryStore(
             connection=params,
             source=source,
             settings=settings,
             key=for_spider(key, "RECRAWL_REDIS_KEY", spider),
-            store_bodies=options["store_bodies"],
             log_maxlen=10_000_000 if maxlen is None else maxlen,
             on_loss=on_store_loss(settings),
             shards=DEFAULTS["RECRAWL_REDIS_SHARDS"] if shards is None else shards,
-            flush_every=options["flush_every"],
-            flush_seconds=options["flush_seconds"],
             read_only=read_only,
+            **options,
         )
-        return redis_store
     if spec.startswith("sqlite:///"):
         # as SQLAlchemy spells it: sqlite:///relative.db, sqlite:////absolute.db
         path = spec[len("sqlite:///") :]
