@@ -7,7 +7,7 @@
 local NO_COUNT = 65535  -- redis_schema.NO_COUNT
 local BIG_BLOB = 65535  -- redis_schema.BIG_BLOB
 local FMT, LOGFMT = ARGV[1], ARGV[2]
-local VFMT = '<I2i4di4i4i4i4i4i4i4i8i4i4c8i4i4i4i4i4i4i4'  -- redis_blob.VISIT_FORMAT_LUA
+local VFMT = '<I2i4di4i4i4i4i4i4i4i8i4i4c8i4i4i4i4i4i4i4'  -- redis_schema.VISIT_FORMAT_LUA
 local logcap = tonumber(ARGV[3])
 local S = tonumber(ARGV[4])
 local cur = tonumber(ARGV[5])
