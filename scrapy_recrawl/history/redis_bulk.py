@@ -14,11 +14,16 @@ from .redis_schema import BIG_BLOB, MAX_SHAPES, PRESENT, ROW_DTYPE, Layout
 
 
 def delete_store_keys(client: Any, layout: Layout) -> None:
-    """Delete every key of the store's hash tags (its own and its shards'), one key per
-    command in a pipeline (on a cluster, each goes to its slot's node)."""
+    """Delete every key of the store's hash tags (its own and its shards')."""
     keys: list[Any] = []
     for pattern in layout.glob():
         keys.extend(client.scan_iter(match=pattern, count=1000))
+    _delete(client, keys)
+
+
+def _delete(client: Any, keys: list[Any]) -> None:
+    """Delete ``keys``, one key per command, pipelined a thousand at a time (on a
+    cluster, each goes to its slot's node)."""
     for start in range(0, len(keys), 1000):
         pipe = client.pipeline(transaction=False)
         for key in keys[start : start + 1000]:
@@ -44,11 +49,7 @@ def delete_pre_release_keys(client: Any, prefix: str) -> None:
         name = key.decode("latin-1") if isinstance(key, bytes) else key
         if name[skip:].split(":", 1)[0] in PRE_RELEASE_NAMES:
             keys.append(key)
-    for start in range(0, len(keys), 1000):
-        pipe = client.pipeline(transaction=False)
-        for key in keys[start : start + 1000]:
-            pipe.delete(key)
-        pipe.execute()
+    _delete(client, keys)
 
 
 def _escaped(prefix: str) -> str:
