@@ -9,10 +9,10 @@ URL's request, the store's frontier) goes through :func:`scrub_request`, with th
 built-in lists below and the ones ``RECRAWL_UNSTORED_HEADERS`` /
 ``RECRAWL_UNSTORED_META`` add (docs/reliability.md, "What is kept at rest").
 
-:func:`scrub_previous` is the migration to schema version 6: a request stored by an
-earlier release is the request *after* the downloader middlewares ran, so it also
-loses what they add to every request (the User-Agent, the default headers, the
-timeout, the proxy): a recrawl gets them from the settings of its own crawl.
+:func:`scrub_previous` is for a request taken *after* the downloader middlewares ran
+(scrapy_recrawl/stored_request.py: one that came past the scheduler): it also loses
+what they add to every request (the User-Agent, the default headers, the timeout, the
+proxy): a recrawl gets them from the settings of its own crawl.
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ UNSTORED_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
 UNSTORED_META = frozenset({"http_user", "http_pass", "_auth_proxy", "_scheme_proxy"})
 
 #: Headers Scrapy's downloader middlewares add to every request (UserAgentMiddleware,
-#: DefaultHeadersMiddleware's defaults, HttpCompressionMiddleware): an earlier release
-#: stored them; the migration to version 6 drops them (:func:`scrub_previous`).
+#: DefaultHeadersMiddleware's defaults, HttpCompressionMiddleware): dropped from a
+#: request taken after they ran (:func:`scrub_previous`).
 MIDDLEWARE_HEADERS = frozenset({"user-agent", "accept", "accept-language", "accept-encoding"})
 
 #: Meta keys Scrapy's downloader middlewares set on every request (DownloadTimeout,
-#: HttpProxy): dropped from a request an earlier release stored.
+#: HttpProxy): dropped from a request taken after they ran.
 MIDDLEWARE_META = frozenset({"download_timeout", "proxy"})
 
 
@@ -83,7 +83,7 @@ def scrub_request(
 
 
 def scrub_previous(d: Mapping[str, Any]) -> dict[str, Any]:
-    """A request an earlier release stored (after the downloader middlewares), as this
-    release stores one: scrubbed (:func:`scrub_request`), less the headers and meta the
-    middlewares add to every request (:data:`MIDDLEWARE_HEADERS`, :data:`MIDDLEWARE_META`)."""
+    """A request taken after the downloader middlewares ran, as a request is stored:
+    scrubbed (:func:`scrub_request`), less the headers and meta the middlewares add to
+    every request (:data:`MIDDLEWARE_HEADERS`, :data:`MIDDLEWARE_META`)."""
     return scrub_request(d, MIDDLEWARE_HEADERS, MIDDLEWARE_META)
