@@ -35,19 +35,18 @@ def connection_args(settings: Any, url: str | None = None) -> tuple[dict[str, An
 
     params: dict[str, Any] = defaults.REDIS_PARAMS.copy()
     params.update(_settings_dict(settings, "REDIS_PARAMS"))
-    if url is None:
-        for source, dest in connection.SETTINGS_PARAMS_MAP.items():
-            value = settings.get(source) if settings is not None else None
+    if url is not None:
+        params["url"] = url
+        source = "RECRAWL_STORE"
+    else:
+        for name, dest in connection.SETTINGS_PARAMS_MAP.items():
+            value = settings.get(name) if settings is not None else None
             if value:
                 params[dest] = value
-    else:
-        params["url"] = url
-    if url is not None:
-        source = "RECRAWL_STORE"
-    elif settings is not None and settings.get("REDIS_URL"):
-        source = "REDIS_URL"
-    else:
-        source = "REDIS_PARAMS['url']"
+        if settings is not None and settings.get("REDIS_URL"):
+            source = "REDIS_URL"
+        else:
+            source = "REDIS_PARAMS['url']"
     if isinstance(params.get("redis_cls"), str):
         from scrapy.utils.misc import load_object
 
