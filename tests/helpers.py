@@ -34,6 +34,18 @@ class Page:
     gzip: bool = False
 
 
+def topic_page(i: int, version: int) -> Page:
+    """Page ``i`` of a LocalSite at ``version``: its text and ETag change with it."""
+    text = f"Page {i} says something about topic {i}, version {version}, in enough words."
+    return Page(f"<html><body><p>{text}</p></body></html>".encode(), etag=f'"{i}-{version}"')
+
+
+def index_page(n: int) -> Page:
+    """The index linking ``/p0`` .. ``/p{n-1}``."""
+    links = "".join(f'<a href="/p{j}">p{j}</a>' for j in range(n))
+    return Page(f"<html><body>{links}</body></html>".encode())
+
+
 class LocalSite:
     """Pages served from a dict the test edits between crawls; every request is logged."""
 

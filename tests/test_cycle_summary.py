@@ -27,7 +27,7 @@ from scrapy_recrawl.insight.cycles import estimate_by_cycle
 from scrapy_recrawl.insight.log import VisitLog
 from scrapy_recrawl.scoring.freshness import estimate_freshness
 
-from .helpers import LocalSite, Page, run_crawl
+from .helpers import LocalSite, index_page, run_crawl, topic_page
 from .test_redis_crawl import finish, start_crawl
 
 # `make test` runs pytest-xdist with --dist loadgroup: the module is one group, so
@@ -43,16 +43,6 @@ LINE = re.compile(
 )
 FIGURES = ("recrawl", "new", "probe", "monitor", "start", "backlog", *COUNTS[5:])
 PAGES = 12
-
-
-def page(i: int, version: int) -> Page:
-    text = f"Page {i} says something about topic {i}, version {version}, in enough words."
-    return Page(f"<html><body><p>{text}</p></body></html>".encode(), etag=f'"{i}-{version}"')
-
-
-def index(n: int) -> Page:
-    links = "".join(f'<a href="/p{j}">p{j}</a>' for j in range(n))
-    return Page(f"<html><body>{links}</body></html>".encode())
 
 
 @pytest.fixture(scope="module")
@@ -72,20 +62,20 @@ def crawled(tmp_path_factory):
     }
     runs = []
     with LocalSite() as site:
-        site.pages["/"] = index(PAGES)
+        site.pages["/"] = index_page(PAGES)
         for i in range(PAGES):
-            site.pages[f"/p{i}"] = page(i, 0)
+            site.pages[f"/p{i}"] = topic_page(i, 0)
         for cycle in (1, 2, 3):
             served_before = len(site.log)
             result = run_crawl([site.url + "/"], settings, tmp, follow=True)
             result["served"] = site.log[served_before:]
             runs.append(result)
             for i in range(0, PAGES, 2):  # every other page changes each cycle
-                site.pages[f"/p{i}"] = page(i, cycle)
+                site.pages[f"/p{i}"] = topic_page(i, cycle)
             if cycle == 1:
                 del site.pages["/p11"]  # gone (404) when next recrawled
-                site.pages["/"] = index(PAGES + 1)  # a new page
-                site.pages[f"/p{PAGES}"] = page(PAGES, 0)
+                site.pages["/"] = index_page(PAGES + 1)  # a new page
+                site.pages[f"/p{PAGES}"] = topic_page(PAGES, 0)
     with SqliteHistoryStore(tmp / "history.sqlite3") as store:
         records = cycle_records(store)
         log = store.visit_log()
@@ -249,9 +239,9 @@ def test_a_continuous_crawl_sums_up_each_cycle_at_its_roll_over(tmp_path):
         "LOG_LEVEL": "INFO",
     }
     with LocalSite() as site:
-        site.pages["/"] = index(8)
+        site.pages["/"] = index_page(8)
         for i in range(8):
-            site.pages[f"/p{i}"] = page(i, 0)
+            site.pages[f"/p{i}"] = topic_page(i, 0)
         result = run_crawl([site.url + "/"], settings, tmp_path, follow=True)
     lines = LINE.findall(result["log"])
     assert [int(line[0]) for line in lines] == [1, 2, 3]  # once each, in order

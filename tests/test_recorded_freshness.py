@@ -47,7 +47,7 @@ from scrapy_recrawl.insight.log import VisitLog
 from .fixtures.visit_plan import CYCLES as V7_CYCLES
 from .fixtures.visit_plan import URLS as V7_URLS
 from .fixtures.visit_plan import visit as v7_visit
-from .helpers import REPO, LocalSite, Page, run_crawl
+from .helpers import REPO, LocalSite, index_page, run_crawl, topic_page
 from .test_redis_crawl import finish, start_crawl
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -86,16 +86,6 @@ def check_report_is_the_crawls(store: object, stats: dict[int, dict], last: int)
 # ------------------------------------------------------------------ real crawls
 
 
-def page(i: int, version: int) -> Page:
-    text = f"Page {i} says something about topic {i}, version {version}, in enough words."
-    return Page(f"<html><body><p>{text}</p></body></html>".encode(), etag=f'"{i}-{version}"')
-
-
-def index(n: int) -> Page:
-    links = "".join(f'<a href="/p{j}">p{j}</a>' for j in range(n))
-    return Page(f"<html><body>{links}</body></html>".encode())
-
-
 @pytest.mark.slow
 def test_a_sqlite_crawl_keeps_each_cycle_estimate_and_the_report_shows_it(tmp_path):
     """Four cron-style cycles of a 16-page site (a warm-up, then a budget of 6 and a
@@ -113,13 +103,13 @@ def test_a_sqlite_crawl_keeps_each_cycle_estimate_and_the_report_shows_it(tmp_pa
     }
     runs = []
     with LocalSite() as site:
-        site.pages["/"] = index(pages)
+        site.pages["/"] = index_page(pages)
         for i in range(pages):
-            site.pages[f"/p{i}"] = page(i, 0)
+            site.pages[f"/p{i}"] = topic_page(i, 0)
         for cycle in (1, 2, 3, 4):
             runs.append(run_crawl([site.url + "/"], settings, tmp_path, follow=True)["stats"])
             for i in range(cycle % 3, pages, 3):
-                site.pages[f"/p{i}"] = page(i, cycle)
+                site.pages[f"/p{i}"] = topic_page(i, cycle)
     stats = crawl_stats(runs)
     with SqliteHistoryStore(store_path, read_only=True) as store:
         check_report_is_the_crawls(store, stats, last=4)

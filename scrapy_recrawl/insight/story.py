@@ -106,13 +106,13 @@ def _last_budget(plans: list[CyclePlan]) -> int | None:
 
 
 def _score_now(store: Any, s: UrlStory, settings: Any, budget: int | None) -> None:
-    from scrapy_recrawl.plugin_terminals import registry_from_settings
-    from scrapy_recrawl.scoring import Scorer
+    from scrapy_recrawl.plugin_terminals import scorer_from_settings
     from scrapy_recrawl.settings import get
 
-    # the crawl's terminals: the core's and its listed plug-ins'
-    registry = registry_from_settings(settings)
-    scorer = Scorer.from_settings(settings, registry=registry)
+    # the crawl's scorer, over its terminals: the core's and its listed plug-ins'
+    scorer = scorer_from_settings(settings)
+    registry = scorer.registry
+    assert registry is not None  # the one it was built over
     if s.scorer is None:  # no recorded plan: the scorer of the settings
         named = scorer.name not in ("expression", scorer.expression)
         s.scorer = f"{scorer.name} = {scorer.expression}" if named else scorer.expression

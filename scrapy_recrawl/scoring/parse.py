@@ -316,12 +316,6 @@ def _protect(e: sympy.Basic) -> sympy.Basic:
     return e.func(*args)
 
 
-def _auto_number() -> Any:
-    from sympy.parsing.sympy_parser import auto_number
-
-    return auto_number
-
-
 def parse_expression(text: str, setting: str = SETTING, *, registry: TerminalNames) -> sympy.Expr:
     """Parse a whitelisted expression string (unevaluated, not yet protected); the
     terminals it may name are the ``registry``'s
@@ -330,6 +324,7 @@ def parse_expression(text: str, setting: str = SETTING, *, registry: TerminalNam
         raise RecrawlSettingError(f"{setting}={text!r}: expected a string")
     clean = _check_tokens(text, setting, registry)
     import sympy
+    from sympy.parsing.sympy_parser import auto_number
 
     symbols = {name: sympy.Symbol(name) for name in registry}  # none RESERVED: register()
     try:
@@ -337,7 +332,7 @@ def parse_expression(text: str, setting: str = SETTING, *, registry: TerminalNam
             clean,
             local_dict={**symbols, **_function_locals()},
             global_dict=dict(_globals()),
-            transformations=(_auto_number(),),
+            transformations=(auto_number,),
             evaluate=False,
         )
     except TypeError as exc:
