@@ -140,7 +140,6 @@ class VisitRecorder:
         try:
             rec = self.store.record(visit)
         except FlushFailed as exc:
-            self.accepted = True
             self.inc("store_errors")
             logger.error(
                 "recrawl: could not write buffered visits to the history store (kept, "
