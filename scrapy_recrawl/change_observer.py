@@ -23,7 +23,7 @@ from scrapy.http import Response
 
 from .boilerplate_pairs import PairFetcher
 from .change import ChangeDetector, Signature, SignatureVersionError
-from .core.meta import FLAG_CHANGED, FLAG_NEW, FLAG_UNCHANGED, META_CYCLE, META_RESULT
+from .core.meta import FLAG_CHANGED, FLAG_NEW, FLAG_UNCHANGED, META_RESULT
 from .core.plugins import BagKeeper
 from .history import HistoryStore, UrlRecord
 from .visit_recorder import VisitRecorder, first, header
@@ -112,14 +112,8 @@ class ChangeObserver:
             recorder.inc(outcome)
         request.meta[META_RESULT] = result
         if self.pairs is not None and recorder.arrived is None:  # a held one: too late for a pair
-            cycle = request.meta.get(META_CYCLE)
             self.pairs.after_visit(
-                request,
-                response,
-                old,
-                new,
-                result.changed,
-                self.store.cycle if cycle is None else cycle,
+                request, response, old, new, result.changed, recorder.cycle_of(request)
             )
         # nothing to compare with (first fetch, or an unreadable old signature): new
         tag = FLAG_NEW if old is None else FLAG_CHANGED if result.changed else FLAG_UNCHANGED

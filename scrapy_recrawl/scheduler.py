@@ -327,7 +327,7 @@ class RecrawlScheduler(Scheduler):
         if df.request_seen(request):
             df.log(request, self.spider)
             return False
-        if self.store.knows(self.fingerprinter.fingerprint(request)):
+        if self.store.knows(self.fingerprint(request)):
             self.inc_stat("recrawl/known_skipped")
             return False
         if not self.caps.admit(request, self.store):
@@ -423,7 +423,7 @@ class RecrawlScheduler(Scheduler):
         except (ValueError, TypeError, AttributeError) as exc:
             logger.warning("recrawl: dropping frontier request %r: %s", d.get("url"), exc)
             return None
-        if self.store.knows(self.fingerprinter.fingerprint(request)):
+        if self.store.knows(self.fingerprint(request)):
             return None  # fetched since it was kept: its recrawl is the scorer's decision
         # Marked seen, so the spider's own link to it is a duplicate, but never dropped
         # for having been seen: a JOBDIR dupefilter (requests.seen) already holds every

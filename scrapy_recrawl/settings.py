@@ -111,15 +111,16 @@ def _text(value: Any) -> Any:
     return value
 
 
+#: The strings that say "no value" (an ``-s NAME=None`` on the command line).
+_NONE = ("None", "none", "")
+
+
 def _skip(value: Any) -> Any:
     if isinstance(value, str) and value.strip().lower() in ("items", "all"):
         return value.strip().lower()
-    if value in (None, "", "None", "none"):
+    if value is None or value in _NONE:
         return False
     return _bool(value)
-
-
-_NONE = ("None", "none", "")
 
 
 def _optional(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:

@@ -116,7 +116,6 @@ def _check(settings: Any) -> None:
     CycleConfig.from_settings(settings)
     check_plugins(settings, scorer_from_settings(settings).terminals_needed)
     ChangeDetector.from_settings(settings)
-    get(settings, "RECRAWL_CONDITIONAL_GET")
     on_store_loss(settings)
     skip_mode(settings)
     StoredRequests.from_settings(settings)

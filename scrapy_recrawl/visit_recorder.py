@@ -117,10 +117,14 @@ class VisitRecorder:
         """One recorded visit in its cycle's figures (cycle_summary.py), in the cycle the
         visit log has it in; ``is_first``: the URL's first visit (:func:`first`)."""
         if cycle is None:
-            cycle = request.meta.get(META_CYCLE)
-        if cycle is None:
-            cycle = self.store.cycle  # as the store records a visit with no cycle
+            cycle = self.cycle_of(request)
         self.tally.count(request, cycle, is_first, outcome, gone=gone)
+
+    def cycle_of(self, request: Request) -> int:
+        """The cycle ``request``'s visit is in: its own (meta), else the store's, as the
+        store records a visit with no cycle."""
+        cycle = request.meta.get(META_CYCLE)
+        return self.store.cycle if cycle is None else cycle
 
     def note_refetch(self, request: Request, before: UrlRecord | None, after: UrlRecord) -> None:
         """A good refetch of a known page: the new links its callback yields count for it
@@ -140,7 +144,6 @@ class VisitRecorder:
         try:
             rec = self.store.record(visit)
         except FlushFailed as exc:
-            self.accepted = True
             self.inc("store_errors")
             logger.error(
                 "recrawl: could not write buffered visits to the history store (kept, "
@@ -205,7 +208,7 @@ class VisitRecorder:
             self.modified.fetched(
                 rec.id,
                 response.url,
-                self.store.cycle if cycle is None else cycle,
+                self.cycle_of(request),
                 response.headers,
                 first=rec.n == 0,
             )
@@ -250,9 +253,7 @@ class VisitRecorder:
         the URL gone when that makes RECRAWL_MAX_FAILURES in a row."""
         fp = self.crawler.request_fingerprinter.fingerprint(request)
         rec = self.store.get(fp, signature=False)
-        cycle = request.meta.get(META_CYCLE)
-        if cycle is None:
-            cycle = self.store.cycle
+        cycle = self.cycle_of(request)
         # retries within one cycle are one failure: the store's own rule
         failures = (
             1 if rec is None else fold_failure(rec.failures, rec.last_failure_cycle, 0, cycle)[0]
