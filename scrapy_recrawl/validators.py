@@ -57,8 +57,9 @@ class Validators:
         meta[META_SENT] = id(request)
         if meta.pop(META_CONDITIONAL, False):
             # a copy of our request (redirect, retry): its validators may be another URL's
-            del request.headers["If-None-Match"]
-            del request.headers["If-Modified-Since"]
+            # (a page with only one of them stored was sent only that one)
+            request.headers.pop(b"If-None-Match", None)
+            request.headers.pop(b"If-Modified-Since", None)
         if not self.enabled or b"If-None-Match" in request.headers:
             return
         if meta.get(META_REFETCH):

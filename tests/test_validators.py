@@ -60,6 +60,21 @@ def test_a_kept_copys_validators_go_out_and_a_copy_of_the_request_loses_them(sto
     assert META_CONDITIONAL not in copy.meta and sent(copy)
 
 
+@pytest.mark.parametrize(("etag", "lm"), [('"v1"', None), (None, "Mon")])
+def test_a_copy_of_a_request_sent_with_one_validator_loses_it(store, etag, lm):
+    """A page that gave only an ETag (or only a Last-Modified) was sent that one: its
+    retry's or redirect's copy drops it, and the missing other is no error."""
+    validators, fingerprint = _validators(store)
+    _visited(store, fingerprint, "http://h/one", etag=etag, lm=lm)
+    request = scrapy.Request("http://h/one")
+    validators.outgoing(request)
+    assert (b"If-None-Match" in request.headers) == (etag is not None)
+    assert (b"If-Modified-Since" in request.headers) == (lm is not None)
+    copy = request.replace(url="http://h/elsewhere")
+    validators.outgoing(copy)
+    assert b"If-None-Match" not in copy.headers and b"If-Modified-Since" not in copy.headers
+
+
 def test_no_validators_without_a_kept_copy_or_when_off(store):
     validators, fingerprint = _validators(store)
     _visited(store, fingerprint, "http://h/nocopy", body=None)
