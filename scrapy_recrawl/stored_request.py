@@ -124,7 +124,7 @@ class StoredRequests:
         downloader middleware (``downloaded`` False: a pending request kept for a later
         cycle), and is as the spider made it, or came past the scheduler (a component's
         own ``engine.download()``): then what Scrapy's middlewares add to every request
-        is dropped too, as from a request an earlier release stored."""
+        is dropped too (request_scrub.scrub_previous)."""
         out = dict(d)
         note = request.meta.get(META_AS_MADE)
         meta = request.meta
