@@ -97,6 +97,7 @@ class ChangeObserver:
             result=result,
             signature=new.to_bytes(),
             body=body if small else None,
+            before=rec,  # the items signal holds a refetch's visit (held_observations.py)
         )
         # paper 004: keep this version's bag (a byte-identical body reuses the last one)
         bag = new.bag if new.bag is not None else (old_bags[0] if new is old and old_bags else None)

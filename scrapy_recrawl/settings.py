@@ -123,6 +123,17 @@ def _skip(value: Any) -> Any:
     return _bool(value)
 
 
+def _lower(value: Any) -> Any:
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+def _feed(value: Any) -> Any:
+    # a URI, or a JSON object of FEEDS' shape on the command line
+    if isinstance(value, str) and value.strip().startswith("{"):
+        return _dict(value)
+    return _dict(value) if isinstance(value, Mapping) else value
+
+
 def _optional(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """A setting whose default is None: the string "None" (or "") gives it back."""
 
@@ -236,6 +247,30 @@ SETTINGS: dict[str, Setting] = _declare(
     _b("RECRAWL_CONDITIONAL_GET", True),
     # or "items" / "all": what an unchanged page gives the spider
     Setting("RECRAWL_SKIP_UNCHANGED", False, _skip, None, None, "False, 'items' or 'all'"),
+    # -- what changed in the spider's items (item_change.py, item_watch.py)
+    # "items": a page changed iff its items did (held_observations.py)
+    Setting(
+        "RECRAWL_CHANGE_SIGNAL",
+        "text",
+        _lower,
+        str,
+        lambda v: v in ("text", "items"),
+        "'text' or 'items'",
+    ),
+    _b("RECRAWL_ITEM_CHANGES", False),  # compare each page's items (on with the two above)
+    # the fields that identify an item ([]: its class and position on the page)
+    Setting("RECRAWL_ITEM_KEY", [], _list, (list, tuple), _strings, "a list of field names"),
+    _b("RECRAWL_ITEM_VALUES", False),  # keep field values (old -> new), not only hashes
+    _i("RECRAWL_ITEM_VALUES_MAX_BYTES", 16384, lambda v: v >= 0, "an int >= 0 (bytes per page)"),
+    # a feed URI (JSON Lines) or a FEEDS-style {uri: options} of the item change records
+    Setting(
+        "RECRAWL_CHANGE_FEED",
+        None,
+        _optional(_feed),
+        (str, dict),
+        lambda v: bool(v),
+        "a feed URI or a FEEDS-style dict {uri: options}",
+    ),
     # consecutive failed cycles before a URL is gone (0: never)
     _i(
         "RECRAWL_MAX_FAILURES",
