@@ -268,8 +268,8 @@ SETTINGS: dict[str, Setting] = _declare(
         None,
         _optional(_feed),
         (str, dict),
-        lambda v: bool(v),
-        "a feed URI or a FEEDS-style dict {uri: options}",
+        lambda v: bool(v) and (isinstance(v, str) or all(isinstance(o, dict) for o in v.values())),
+        "a feed URI or a FEEDS-style dict {uri: {option: value}}",
     ),
     # consecutive failed cycles before a URL is gone (0: never)
     _i(

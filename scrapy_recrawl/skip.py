@@ -110,7 +110,12 @@ class RecrawlSpiderMiddleware(BaseSpiderMiddleware):
         self.per_item = items_signal(settings)  # drop unchanged items, not pages
         self.watch: ItemWatch | None = None
         if watch:
-            feed = ChangeFeedExporter.from_settings_of(crawler)
+            try:
+                feed = ChangeFeedExporter.from_settings_of(crawler)
+            except RecrawlSettingError as exc:
+                from .startup import startup_failure
+
+                raise startup_failure(exc) from None  # one line, no traceback, exit 1
             self.watch = ItemWatch(crawler, lambda: store_for_crawler(crawler), feed)
             from .runtime import before_close
 

@@ -146,10 +146,20 @@ def test_unchanged_items_are_dropped_item_by_item(tmp_path):
     assert all(s["fields"] and set(s["fields"]) <= {"price", "stock"} for s in statuses)
 
 
-def test_skip_all_with_the_items_signal_is_refused_in_one_line(tmp_path):
-    project = make_project(tmp_path / "project", ITEMS + 'RECRAWL_SKIP_UNCHANGED = "all"\n')
+@pytest.mark.parametrize(
+    ("settings", "names"),
+    [
+        (
+            ITEMS + 'RECRAWL_SKIP_UNCHANGED = "all"\n',
+            ("RECRAWL_SKIP_UNCHANGED", "RECRAWL_CHANGE_SIGNAL"),
+        ),
+        ('RECRAWL_CHANGE_FEED = "nosuch://x/changes.jsonl"\n', ("RECRAWL_CHANGE_FEED", "nosuch")),
+    ],
+)
+def test_a_bad_combination_or_feed_is_refused_in_one_line(tmp_path, settings, names):
+    project = make_project(tmp_path / "project", settings)
     with pytest.raises(RuntimeError) as err:
         crawl(project, "shop", "http://127.0.0.1:9/shop/", str(tmp_path / "h.sqlite3"))
     text = str(err.value)
-    assert "RECRAWL_SKIP_UNCHANGED" in text and "RECRAWL_CHANGE_SIGNAL" in text
+    assert all(name in text for name in names), text
     assert "Traceback" not in text
