@@ -97,11 +97,12 @@ class HeldObservations:
         the completed ones the store did not take."""
         now = self.clock()
         for obs in list(self._held.values()):
-            if obs.verdict is not None or now - obs.since >= self.max_age:
-                if obs.verdict is None:
-                    self.inc("items_signal/released_late")
-                if not self._release(obs, obs.verdict):
-                    return  # the store is away: the rest waits for the next tick
+            if obs.verdict is None and now - obs.since < self.max_age:
+                return  # held in arrival order: the rest are younger
+            if obs.verdict is None:
+                self.inc("items_signal/released_late")
+            if not self._release(obs, obs.verdict):
+                return  # the store is away: the rest waits for the next tick
 
     def release_all(self) -> int:
         """Before the store closes: record every held one; returns how many could not be."""

@@ -112,6 +112,25 @@ def test_items_signal_detects_page_change_and_feeds_every_price_change(backend, 
     assert stats[0]["item_scraped_count"] == 60  # the spider's items are untouched
 
 
+def test_the_items_signal_needs_no_boilerplate_learning_on_item_pages(tmp_path):
+    """With boilerplate learning off, the text detector reads the shop's rotating
+    boilerplate as change (tests/test_reference_crawl.py: precision < 0.5); the product
+    pages' verdicts, made by their items, stay exact. (Category pages yield no item:
+    they keep the text verdict, and are left out here.)"""
+    backend = Backend("sqlite", tmp_path)
+    settings = HALF + ITEMS + "RECRAWL_LEARN_BOILERPLATE = False\n"
+    project = make_project(tmp_path / "project", settings)
+    with RunningReferenceSite(seed=1, sites=["shop"], **SMALL_SHOP) as running:
+        stats = run_cycles(running.site, running.base_url, "shop", 3, project, backend.store)
+        with backend.open() as store:
+            visits = visits_from_store(store)
+        d = detection(running.site.changes(), visits, from_day=1, kinds={"product"})
+    print(f"\nlearning off, items signal, product pages, cycles 2-3: {d}")
+    assert sum(s.get("recrawl/items_signal/overruled", 0) for s in stats) >= 10  # text was wrong
+    assert d.compared >= 50 and d.tn >= 20 and d.tp >= 5
+    assert d.precision == 1.0 and d.recall == 1.0, d
+
+
 def test_unchanged_items_are_dropped_item_by_item(tmp_path):
     backend = Backend("sqlite", tmp_path)
     items_file, status_file = tmp_path / "items.jsonl", tmp_path / "status.jsonl"
