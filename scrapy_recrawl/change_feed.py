@@ -21,6 +21,7 @@ import copy
 import datetime
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
@@ -76,6 +77,30 @@ def feeds_of(value: Any) -> dict[str, dict[str, Any]]:
             )
         out[str(uri)] = {"format": "jsonlines", **options}
     return out
+
+
+def check_change_feed(settings: Any) -> None:
+    """Refuse, at start-up, a ``RECRAWL_CHANGE_FEED`` whose storage (URI scheme) or
+    format Scrapy has no component for (``FEED_STORAGES``, ``FEED_EXPORTERS``)."""
+    value = get(settings, "RECRAWL_CHANGE_FEED")
+    if not value or not hasattr(settings, "getwithbase"):
+        return
+    storages = settings.getwithbase("FEED_STORAGES")
+    exporters = settings.getwithbase("FEED_EXPORTERS")
+    for uri, options in feeds_of(value).items():
+        scheme = urlsplit(uri).scheme
+        if len(scheme) <= 1:
+            scheme = "file"  # a plain path (or a Windows drive letter), as Scrapy reads it
+        if scheme not in storages:
+            raise RecrawlSettingError(
+                f"RECRAWL_CHANGE_FEED={value!r}: no feed storage for {scheme!r} URIs "
+                f"(FEED_STORAGES has {', '.join(sorted(storages))})"
+            )
+        if options["format"] not in exporters:
+            raise RecrawlSettingError(
+                f"RECRAWL_CHANGE_FEED={value!r}: no feed exporter for the format "
+                f"{options['format']!r} (FEED_EXPORTERS)"
+            )
 
 
 class ChangeFeedExporter(FeedExporter):

@@ -32,7 +32,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Response
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
-from .change_feed import ChangeFeedExporter
+from .change_feed import ChangeFeedExporter, check_change_feed
 from .core.meta import UNCHANGED_FLAGS
 from .item_change import UNCHANGED
 from .item_watch import ItemWatch, PageWatch
@@ -45,8 +45,10 @@ SPIDER_MIDDLEWARE_ORDER = 950
 
 
 def skip_mode(settings: Any) -> str | None:
-    """``None`` (skip nothing), ``"items"`` or ``"all"``."""
+    """``None`` (skip nothing), ``"items"`` or ``"all"``; the start-up check runs it, so
+    it refuses here what the items' settings cannot do together (module docstring)."""
     value = get(settings, "RECRAWL_SKIP_UNCHANGED")
+    check_change_feed(settings)
     if value is False or value is None:
         return None
     if value == "all" and items_signal(settings):
@@ -110,12 +112,8 @@ class RecrawlSpiderMiddleware(BaseSpiderMiddleware):
         self.per_item = items_signal(settings)  # drop unchanged items, not pages
         self.watch: ItemWatch | None = None
         if watch:
-            try:
-                feed = ChangeFeedExporter.from_settings_of(crawler)
-            except RecrawlSettingError as exc:
-                from .startup import startup_failure
-
-                raise startup_failure(exc) from None  # one line, no traceback, exit 1
+            # a feed Scrapy cannot write was refused at start-up (skip_mode)
+            feed = ChangeFeedExporter.from_settings_of(crawler)
             self.watch = ItemWatch(crawler, lambda: store_for_crawler(crawler), feed)
             from .runtime import before_close
 

@@ -141,3 +141,21 @@ def test_the_change_feed_setting_reads_as_feeds():
     assert feeds_of({"s3://b/c.csv": {"format": "csv"}}) == {"s3://b/c.csv": {"format": "csv"}}
     with pytest.raises(RecrawlSettingError, match="RECRAWL_CHANGE_FEED"):
         feeds_of({"file:///tmp/c.jsonl": "jsonlines"})
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("nosuch://x/c.jsonl", "no feed storage for 'nosuch'"),
+        ({"file:///tmp/c.x": {"format": "yaml"}}, "no feed exporter for the format 'yaml'"),
+    ],
+)
+def test_a_feed_scrapy_cannot_write_is_refused_at_start_up(value, words):
+    from scrapy.settings import Settings
+
+    from scrapy_recrawl.settings import RecrawlSettingError
+    from scrapy_recrawl.startup import check_settings
+
+    with pytest.raises(RecrawlSettingError, match=words):
+        check_settings(Settings({"RECRAWL_CHANGE_FEED": value}))
+    check_settings(Settings({"RECRAWL_CHANGE_FEED": "/tmp/changes.jsonl"}))  # a path: a file
