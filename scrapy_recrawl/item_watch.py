@@ -217,9 +217,9 @@ class ItemWatch:
 
     def keep(self, page_id: int, record: PageItems) -> None:
         self._pending[page_id] = record.to_bytes()
-        if len(self._pending) >= WRITE_BATCH or time.monotonic() - self._last_write >= max(
-            self.flush_seconds, 0.0
-        ):
+        # a batch, or the store's flush bound (RECRAWL_FLUSH_SECONDS; 0: batches only)
+        due = 0 < self.flush_seconds <= time.monotonic() - self._last_write
+        if len(self._pending) >= WRITE_BATCH or due:
             self.flush()
 
     def flush(self) -> int:
