@@ -10,8 +10,9 @@ boilerplate learner (boilerplate_pairs.py), put the
 A body the store keeps is signed lazily: its first visit stores a *deferred*
 signature (a content hash), signed in full only once the body changes, from the
 kept copy. A signature made by another version of the hashing or under other
-signing rules (``RECRAWL_IGNORE_XPATHS`` edited) is made again from the kept copy,
-so neither is a change of the page.
+signing rules (``RECRAWL_IGNORE_XPATHS`` or a watch list edited: the request's own,
+``ChangeDetector.for_request``) is made again from the kept copy, so neither is a change
+of the page.
 """
 
 from __future__ import annotations
@@ -65,17 +66,17 @@ class ChangeObserver:
     ) -> Response:
         """Sign, compare, record and flag a 2xx response (module docstring); ``rec``: the
         URL's record before this visit (None: never seen)."""
-        detector = self.detector
+        detector = self.detector.for_request(request.meta)  # its own watch list, if any
         bags = self.bags
         recorder = self.recorder
         body = response.body
         content_type = header(response, "Content-Type")
-        old = self._old_signature(rec, fp, response.url)
+        old = self._old_signature(rec, fp, response.url, detector)
         small = len(body) <= self.max_body_bytes
         keep_body = small and self.store.store_bodies
         if old is not None and old.kind == "deferred":
             if old.content_hash != detector.content_hash(body):
-                old = self._resolve_deferred(fp, response.url) or old
+                old = self._resolve_deferred(fp, response.url, detector) or old
             new = detector.signature(body, response.url, content_type, previous=old)
         elif old is None and keep_body and bags is None:
             # first visit of a body the store keeps: sign it only if it ever changes
@@ -120,7 +121,7 @@ class ChangeObserver:
         response.flags.append(tag)  # in place, as HttpCacheMiddleware adds "cached"
         return response
 
-    def _resolve_deferred(self, fp: bytes, url: str) -> Signature | None:
+    def _resolve_deferred(self, fp: bytes, url: str, detector: ChangeDetector) -> Signature | None:
         """The full signature of the stored body a deferred signature stands for."""
         stored = self.store.body(fp)
         if stored is None:
@@ -128,28 +129,30 @@ class ChangeObserver:
         content_type = next(
             (v[0] for k, v in stored.headers.items() if k.lower() == "content-type" and v), None
         )
-        return self.detector.signature(stored.body, url, content_type)
+        return detector.signature(stored.body, url, content_type)
 
-    def _old_signature(self, rec: UrlRecord | None, fp: bytes, url: str) -> Signature | None:
+    def _old_signature(
+        self, rec: UrlRecord | None, fp: bytes, url: str, detector: ChangeDetector
+    ) -> Signature | None:
         if rec is None or rec.signature is None:
             return None
         try:
             old = Signature.from_bytes(rec.signature)
         except SignatureVersionError:
             # made by another version of the hashing: sign the stored body again
-            return self._resolve_deferred(fp, url)
+            return self._resolve_deferred(fp, url, detector)
         except ValueError as exc:
             logger.warning(
                 "recrawl: stored signature of %s unreadable (%s); starting afresh", url, exc
             )
             return None
-        if self.detector.same_rules(old):
+        if detector.same_rules(old):
             return old
-        # made under other signing rules (RECRAWL_IGNORE_XPATHS edited): the kept copy is
+        # made under other signing rules (ignore or watch list edited): the kept copy is
         # signed again under today's, so the edit itself is no change; with no copy kept,
         # this visit is the new baseline (recorded without a change observation)
         self.recorder.inc("resigned")
-        resigned = self._resolve_deferred(fp, url)
+        resigned = self._resolve_deferred(fp, url, detector)
         if resigned is None:
             self.recorder.inc("rebaselined")
         return resigned

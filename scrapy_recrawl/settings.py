@@ -224,6 +224,9 @@ SETTINGS: dict[str, Setting] = _declare(
     _i("RECRAWL_SIMHASH_DISTANCE", 3, lambda v: 0 <= v <= 64, "an int from 0 to 64"),
     _i("RECRAWL_MIN_ELEMENT_CHANGES", 1, lambda v: v >= 0, "an int >= 0"),
     Setting("RECRAWL_IGNORE_XPATHS", [], _list, (list, tuple), _strings, "a list of XPaths"),
+    # compare only inside these elements, when a page has one (else the whole page)
+    Setting("RECRAWL_WATCH_XPATHS", [], _list, (list, tuple), _strings, "a list of XPaths"),
+    Setting("RECRAWL_WATCH_CSS", [], _list, (list, tuple), _strings, "a list of CSS selectors"),
     _b("RECRAWL_LEARN_BOILERPLATE", True),
     _i(
         "RECRAWL_BOILERPLATE_PAIRS",

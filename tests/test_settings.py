@@ -29,6 +29,8 @@ FROM_THE_COMMAND_LINE = {
     "RECRAWL_SIMHASH_DISTANCE": ("4", 4),
     "RECRAWL_MIN_ELEMENT_CHANGES": ("2", 2),
     "RECRAWL_IGNORE_XPATHS": ("//footer,//nav", ["//footer", "//nav"]),
+    "RECRAWL_WATCH_XPATHS": ("//main,//h1", ["//main", "//h1"]),
+    "RECRAWL_WATCH_CSS": ("p.price,h1", ["p.price", "h1"]),
     "RECRAWL_LEARN_BOILERPLATE": ("false", False),
     "RECRAWL_BOILERPLATE_PAIRS": ("3", 3),
     "RECRAWL_MAX_PARSE_BYTES": ("1000", 1000),
