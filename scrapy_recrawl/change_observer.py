@@ -9,7 +9,9 @@ boilerplate learner (boilerplate_pairs.py), put the
 
 A body the store keeps is signed lazily: its first visit stores a *deferred*
 signature (a content hash), signed in full only once the body changes, from the
-kept copy. A signature made by another version of the hashing or under other
+kept copy. At a change, the kept body (the version before it) is copied aside first
+(history/previous_body.py: ``RECRAWL_KEEP_PREVIOUS``), for ``recrawl-report --url``.
+A signature made by another version of the hashing or under other
 signing rules (``RECRAWL_IGNORE_XPATHS`` or a watch list edited: the request's own,
 ``ChangeDetector.for_request``) is made again from the kept copy, so neither is a change
 of the page.
@@ -27,6 +29,7 @@ from .change import ChangeDetector, Signature, SignatureVersionError
 from .core.meta import FLAG_CHANGED, FLAG_NEW, FLAG_UNCHANGED, META_RESULT
 from .core.plugins import BagKeeper
 from .history import HistoryStore, UrlRecord
+from .history.previous_body import PreviousBodies
 from .visit_recorder import VisitRecorder, first, header
 
 #: the middleware's log lines keep its logger's name (a user's logging config names it)
@@ -60,6 +63,10 @@ class ChangeObserver:
         if bags is not None:
             detector.keep_bags = True
         self._too_deep_seen = 0  # detector.too_deep already counted in the stats
+        #: the body before each change, kept aside (None: RECRAWL_KEEP_PREVIOUS off)
+        self.previous = PreviousBodies.from_settings(
+            recorder.crawler.settings, store, detector.content_hash
+        )
 
     def good(
         self, request: Request, response: Response, fp: bytes, rec: UrlRecord | None
@@ -89,6 +96,8 @@ class ChangeObserver:
         result = detector.compare(
             old, new, old_bag=old_bags[0] if old_bags else None, ignore=ignore
         )
+        if result.changed and old is not None and rec is not None:
+            self._keep_previous(request, fp, rec, old, new)
         is_first = first(rec)
         saved = recorder.record(
             request,
@@ -120,6 +129,26 @@ class ChangeObserver:
         tag = FLAG_NEW if old is None else FLAG_CHANGED if result.changed else FLAG_UNCHANGED
         response.flags.append(tag)  # in place, as HttpCacheMiddleware adds "cached"
         return response
+
+    def _keep_previous(
+        self, request: Request, fp: bytes, rec: UrlRecord, old: Signature, new: Signature
+    ) -> None:
+        """The stored body, still the version before this change, copied aside before the
+        visit replaces it (history/previous_body.py)."""
+        if self.previous is None:
+            return
+        kept = self.previous.changed(
+            rec.id,
+            fp,
+            before=old.content_hash,
+            after=new.content_hash,
+            before_cycle=rec.last_visit_cycle,
+            before_time=rec.last_visit_time,
+            cycle=self.recorder.cycle_of(request),
+            time=self.recorder.now(),
+        )
+        if kept:
+            self.recorder.inc("previous_kept")
 
     def _resolve_deferred(self, fp: bytes, url: str, detector: ChangeDetector) -> Signature | None:
         """The full signature of the stored body a deferred signature stands for."""
