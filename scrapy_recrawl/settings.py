@@ -225,6 +225,14 @@ SETTINGS: dict[str, Setting] = _declare(
     # a backend of your own (class path), instead of RECRAWL_STORE
     Setting("RECRAWL_STORE_CLASS", None, _optional(_text), str, None, "a class path"),
     _b("RECRAWL_STORE_BODIES", True),
+    # the body before a URL's last change, beside the kept one (recrawl-report --url)
+    _b("RECRAWL_KEEP_PREVIOUS", True),
+    _i(
+        "RECRAWL_PREVIOUS_BODY_MAX_BYTES",
+        1024 * 1024,
+        lambda v: v >= 0,
+        "an int >= 0 (bytes of a body; 0: none kept)",
+    ),
     # visits per write; responses held while the store is away
     _i("RECRAWL_FLUSH_EVERY", 500, lambda v: v >= 1, "a positive number of visits"),
     _n("RECRAWL_FLUSH_SECONDS", 5.0, lambda v: v >= 0, "a number of seconds >= 0"),
@@ -235,6 +243,9 @@ SETTINGS: dict[str, Setting] = _declare(
     _i("RECRAWL_SIMHASH_DISTANCE", 3, lambda v: 0 <= v <= 64, "an int from 0 to 64"),
     _i("RECRAWL_MIN_ELEMENT_CHANGES", 1, lambda v: v >= 0, "an int >= 0"),
     Setting("RECRAWL_IGNORE_XPATHS", [], _list, (list, tuple), _strings, "a list of XPaths"),
+    # compare only inside these elements, when a page has one (else the whole page)
+    Setting("RECRAWL_WATCH_XPATHS", [], _list, (list, tuple), _strings, "a list of XPaths"),
+    Setting("RECRAWL_WATCH_CSS", [], _list, (list, tuple), _strings, "a list of CSS selectors"),
     _b("RECRAWL_LEARN_BOILERPLATE", True),
     _i(
         "RECRAWL_BOILERPLATE_PAIRS",
