@@ -15,8 +15,14 @@ hashes per item; the values themselves only when ``RECRAWL_ITEM_VALUES`` is on, 
 ``RECRAWL_ITEM_VALUES_MAX_BYTES`` per page, and never of a field whose name says it is
 a credential (:data:`SECRET_WORDS`).
 
+A page's last item change (:class:`PageChange`: when, and per new, changed or removed
+item its key, the field names and, where kept, old -> new values) is kept beside the
+record (:data:`LAST_CHANGE_TABLE`), since the record itself is replaced at every visit:
+``recrawl-report --url`` shows it. Its values obey the same per-page bound and
+credential rule as the record's.
+
 Pure: no Scrapy, no store; item_watch.py reads and writes the records through the
-store contract's side storage (:data:`ITEMS_TABLE`).
+store contract's side storage (:data:`ITEMS_TABLE`, :data:`LAST_CHANGE_TABLE`).
 """
 
 from __future__ import annotations
@@ -35,8 +41,12 @@ from itemadapter import ItemAdapter
 
 #: the side-storage table of the page records (key: the page's URL id)
 ITEMS_TABLE = "item_changes"
+#: the side-storage table of each page's last item change (key: the page's URL id)
+LAST_CHANGE_TABLE = "item_last_change"
 #: the record's format (a record of another version is no baseline: a first observation)
 RECORD_VERSION = 1
+#: the last change record's format (one of another version is not shown)
+CHANGE_VERSION = 1
 
 NEW = "new"
 CHANGED = "changed"
@@ -241,3 +251,82 @@ def removed(before: PageItems | None, seen: Iterable[str]) -> list[ItemChange]:
         for s in before.items
         if s.key not in keys
     ]
+
+
+@dataclass
+class PageChange:
+    """A page's last item change, as stored (:data:`LAST_CHANGE_TABLE`; JSON, no pickles).
+
+    ``items``: the new, changed and removed items (:class:`ItemChange` without ``item``);
+    their ``old`` / ``new`` hold values only where they were kept within the page's
+    bound (empty: the field names only). ``values``: ``RECRAWL_ITEM_VALUES`` was on."""
+
+    cycle: int | None
+    time: float
+    items: list[ItemChange] = field(default_factory=list)
+    values: bool = False
+
+    @classmethod
+    def of(
+        cls, changes: Iterable[ItemChange], cycle: int | None, time: float, budget: ValueBudget
+    ) -> PageChange:
+        """The change of a page from its items' changes (unchanged ones left out); the
+        values within ``budget`` (a fresh one: the record's bound), in the items' order,
+        never a credential's (an item's values that do not fit: its field names only)."""
+        items = []
+        for c in changes:
+            if c.status == UNCHANGED:
+                continue
+            old = {k: v for k, v in c.old.items() if not is_secret(k)}
+            new = {k: v for k, v in c.new.items() if not is_secret(k)}
+            kept = budget.take({"old": old, "new": new}) if (old or new) else None
+            if kept is None:
+                old, new = {}, {}
+            items.append(ItemChange(c.key, c.status, tuple(c.fields), old, new))
+        return cls(cycle, float(time), items, budget.keep)
+
+    def to_bytes(self) -> bytes:
+        def entry(c: ItemChange) -> dict[str, Any]:
+            out: dict[str, Any] = {"k": c.key, "s": c.status, "f": list(c.fields)}
+            if c.old or c.new:
+                out["o"], out["n"] = c.old, c.new
+            return out
+
+        doc = {
+            "v": CHANGE_VERSION,
+            "cycle": self.cycle,
+            "time": self.time if math.isfinite(self.time) else None,
+            "values": self.values,
+            "items": [entry(c) for c in self.items],
+        }
+        return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> PageChange:
+        """Raises ValueError for bytes that are not a change record of this version."""
+        try:
+            doc = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"not an item change record: {exc}") from None
+        if not isinstance(doc, dict) or doc.get("v") != CHANGE_VERSION:
+            raise ValueError("not an item change record of this version")
+        cycle, when = doc.get("cycle"), doc.get("time")
+        entries = doc.get("items")
+        if (
+            not (cycle is None or isinstance(cycle, int))
+            or not (when is None or isinstance(when, (int, float)))
+            or not isinstance(entries, list)
+        ):
+            raise ValueError("not an item change record")
+        items = []
+        for e in entries:
+            if not isinstance(e, dict) or not isinstance(e.get("k"), str):
+                raise ValueError("not an item change entry")
+            status, names = e.get("s"), e.get("f")
+            old, new = e.get("o") or {}, e.get("n") or {}
+            if status not in (NEW, CHANGED, REMOVED) or not isinstance(names, list):
+                raise ValueError("not an item change entry")
+            if not isinstance(old, dict) or not isinstance(new, dict):
+                raise ValueError("not an item change entry")
+            items.append(ItemChange(e["k"], status, tuple(str(n) for n in names), old, new))
+        return cls(cycle, math.nan if when is None else float(when), items, bool(doc.get("values")))

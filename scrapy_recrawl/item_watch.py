@@ -9,7 +9,10 @@ each recorded response a :class:`PageWatch`, which
   values, or unchanged), against the page's record of its previous visit, read from
   the store's side storage (``item_changes``, keyed by the page's URL id);
 * when the output is exhausted, lists the items that disappeared, keeps this visit's
-  record (written in batches: :meth:`ItemWatch.flush`), hands the change records to
+  record and, when an item was new, changed or removed, the page's last change
+  (``item_last_change``: :class:`~scrapy_recrawl.item_change.PageChange`, which
+  ``recrawl-report --url`` shows; both written in batches: :meth:`ItemWatch.flush`),
+  hands the change records to
   the change feed (change_feed.py) and gives a held visit its verdict
   (held_observations.py: ``RECRAWL_CHANGE_SIGNAL = "items"``).
 
@@ -31,18 +34,21 @@ from typing import Any
 
 from scrapy.http import Response
 
+from .core.meta import META_CYCLE
 from .cycle_summary import tally_for_crawler
 from .held_observations import META_HELD, HeldObservation
 from .history import HistoryStoreError
 from .item_change import (
     CHANGED,
     ITEMS_TABLE,
+    LAST_CHANGE_TABLE,
     NEW,
     REMOVED,
     UNCHANGED,
     ItemChange,
     ItemKeyer,
     ItemState,
+    PageChange,
     PageItems,
     ValueBudget,
     compare,
@@ -154,6 +160,8 @@ class PageWatch:
                 self.watch.inc("items/removed", len(changes.removed))
             changes.complete = True
             verdict = changes.page_changed
+            if verdict:  # compared, and an item new, changed or removed
+                self.watch.keep_change(self.page_id, self.response, changes)
             self.watch.keep(self.page_id, PageItems(self.states))
             self.watch.feed_changes(self.response, changes)
         if self.held is not None:
@@ -175,6 +183,7 @@ class ItemWatch:
         self._store: Any = None
         self.feed = feed
         self._pending: dict[int, bytes] = {}
+        self._pending_changes: dict[int, bytes] = {}  # LAST_CHANGE_TABLE's, same batches
         self._last_write = time.monotonic()
         self._warned = False
 
@@ -222,19 +231,31 @@ class ItemWatch:
         if len(self._pending) >= WRITE_BATCH or due:
             self.flush()
 
+    def keep_change(self, page_id: int, response: Response, changes: ItemChanges) -> None:
+        """The page's last item change (written with the next batch of records)."""
+        wall = tally_for_crawler(self.crawler).wall()
+        budget = ValueBudget(self.keep_values, self.values_max)  # the record's bound
+        cycle = response.meta.get(META_CYCLE)
+        record = PageChange.of([*changes.changes, *changes.removed], cycle, wall, budget)
+        self._pending_changes[page_id] = record.to_bytes()
+
     def flush(self) -> int:
         """Write the kept records in one batch; returns 0 (a hook of the store's close:
         a record that could not be written is no visit lost, only a baseline)."""
         self._last_write = time.monotonic()
-        if not self._pending:
-            return 0
-        items = sorted(self._pending.items())
-        try:
-            self.store.side_put(ITEMS_TABLE, items)
-        except HistoryStoreError as exc:
-            self._warn(f"could not keep the items of {len(items)} pages (retried): {exc}")
-            return 0
-        self._pending.clear()
+        for table, pending, what in (
+            (ITEMS_TABLE, self._pending, "the items"),
+            (LAST_CHANGE_TABLE, self._pending_changes, "the last item change"),
+        ):
+            if not pending:
+                continue
+            items = sorted(pending.items())
+            try:
+                self.store.side_put(table, items)
+            except HistoryStoreError as exc:
+                self._warn(f"could not keep {what} of {len(items)} pages (retried): {exc}")
+                continue
+            pending.clear()
         return 0
 
     def feed_changes(self, response: Response, changes: ItemChanges) -> None:

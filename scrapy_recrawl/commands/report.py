@@ -7,7 +7,8 @@ changes look like boilerplate, with the ``RECRAWL_IGNORE_XPATHS`` line that woul
 silence them. ``--url URL``: one URL's visits and why it was (or was not) picked, and its
 last change as a diff (the version before it, kept by the crawl: ``RECRAWL_KEEP_PREVIOUS``);
 with ``--ignore XPATH`` / ``--watch XPATH`` (``--watch-css``), that change under those
-rules too: would it still be one?
+rules too: would it still be one? And the page's items at their last change, field by
+field, old -> new (kept by the item watch: ``insight/last_items.py``).
 ``--format csv|json`` for pipelines, ``--plot FILE.png|.svg``, and ``--export
 FILE.npz|.csv``: the change matrix ``recrawl-evolve --history`` reads.
 
@@ -242,8 +243,14 @@ class Command(RecrawlCommand):
         log = VisitLog(store.visit_log([url_id], since_cycle=opts.since or None))
         s = story(store, log, opts.url, url_id, rec, self.settings)
         change, missing = self._last_change(store, opts, url_id, rec)
+        from scrapy_recrawl.insight.last_items import items_at_last_change, print_items
+
+        items = items_at_last_change(store, url_id)  # its own record: no body needed
         if opts.format == "json":
-            extra = {"last_change": change.as_dict() if change is not None else None}
+            extra = {
+                "last_change": change.as_dict() if change is not None else None,
+                "items_at_last_change": items.as_dict() if items is not None else None,
+            }
             render.write_json({**s.as_dict(), "why": render.why_lines(s), **extra})
         elif opts.format == "csv":
             if change is not None and change.trial is not None:  # the trial's lines
@@ -261,6 +268,8 @@ class Command(RecrawlCommand):
                 print_last_change(change)
             else:
                 print(f"note: last change: {missing}")
+            if items is not None:
+                print_items(items)
 
     def _last_change(
         self, store: Any, opts: argparse.Namespace, url_id: int, rec: Any

@@ -7,8 +7,9 @@ The verdicts are the detector's own (:meth:`ChangeDetector.compare` of the two b
 signatures, with the URL's learned boilerplate and its request's own watch list, as the
 crawl compares now); the lines under them come from the same rules
 (:mod:`scrapy_recrawl.change.diff_view`). More sections plug in through
-:data:`SECTIONS`: each a function of the two versions returning sections (the items
-signal's field diffs, old -> new, are one: issue 31).
+:data:`SECTIONS`: each a function of the two versions returning sections. (The page's
+items at their last change, old -> new, are not one: they come from a record of their
+own, with or without bodies kept, and no trial rule changes them: insight/last_items.py.)
 """
 
 from __future__ import annotations
@@ -177,8 +178,7 @@ def element_sections(
 
 
 #: what a last change shows, each a function of the two versions (and the rules: the
-#: detector, the learned boilerplate) returning its sections, in this order. The items
-#: signal (issue 31, items 1-3) appends its field diffs (old -> new) here.
+#: detector, the learned boilerplate) returning its sections, in this order.
 SECTIONS: list[SectionMaker] = [element_sections]
 
 
