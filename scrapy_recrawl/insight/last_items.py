@@ -102,7 +102,11 @@ def items_at_last_change(store: Any, url_id: int) -> ItemsAtLastChange | None:
             return None
         change = PageChange(None, math.nan)
         return ItemsAtLastChange(
-            change, ["none kept: its items have not changed since they were first compared"]
+            change,
+            [
+                "none kept: its items have not changed since they were first compared "
+                "(or since the crawl began keeping item changes)"
+            ],
         )
     try:
         change = PageChange.from_bytes(data)
