@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from . import sqlite_packed
 from .base import HistoryArrays, StoredBody, UrlRecord
 from .records import window_from_bits
 from .sqlite_connection import SqliteConnection
@@ -117,12 +118,31 @@ class SqliteReader(SqliteConnection):
             ]
 
     def arrays(self) -> HistoryArrays:
-        """The ``urls`` table's scoring columns as numpy, read in one scan.
+        """The scoring columns of every URL as numpy, from the packed table
+        (history/sqlite_packed.py: a block of URLs a row, no object per value), in
+        id order, into columns preallocated for the store's URLs: the peak memory is
+        the columns plus one batch of blocks."""
+        self.flush()
+        size = self._count
+        ids = np.empty(size, dtype=np.int64)
+        columns = {name: np.empty(size, dtype=t) for name, _, t in ARRAY_COLUMNS}
+        read = self._read(lambda db: sqlite_packed.read(db, size, columns, ids))
+        return self._arrays(ids, columns, read)
+
+    def _arrays(self, ids: np.ndarray, columns: dict[str, np.ndarray], read: int) -> HistoryArrays:
+        columns = {name: col[:read] for name, col in columns.items()}
+        for name in _NULLABLE:
+            col = columns[name]
+            col[col < 0] = np.nan  # the urls table's NULL (read as -1 there), or NaN here
+        return HistoryArrays(ids=ids[:read], columns=columns, cycle=self._cycle)
+
+    def _arrays_from_urls(self) -> HistoryArrays:
+        """:meth:`arrays` read from the ``urls`` table itself (the read before schema
+        version 9, about 1.6 µs per URL): what the packed table must always equal
+        (tests/test_sqlite_packed.py), and the benchmark's baseline.
 
         The rows go block by block (:data:`_ARRAY_BLOCK`) through ``np.fromiter``
-        into a small structured buffer, and from there into the preallocated columns:
-        the peak memory is the columns plus one block, not twice the columns (a
-        structured array of every row, then a contiguous copy of each column).
+        into a small structured buffer, and from there into the preallocated columns.
         """
         self.flush()
         sql = "SELECT id, " + ", ".join(expr for _, expr, _ in ARRAY_COLUMNS) + " FROM urls"
@@ -145,11 +165,8 @@ class SqliteReader(SqliteConnection):
             return done
 
         read = self._read(scan)
-        columns = {name: col[:read] for name, col in zip(names[1:], out[1:], strict=True)}
-        for name in _NULLABLE:
-            col = columns[name]
-            col[col < 0] = np.nan
-        return HistoryArrays(ids=out[0][:read], columns=columns, cycle=self._cycle)
+        columns = dict(zip(names[1:], out[1:], strict=True))
+        return self._arrays(out[0], columns, read)
 
     def visit_log(
         self, url_ids: Iterable[int] | None = None, *, since_cycle: int | None = None
