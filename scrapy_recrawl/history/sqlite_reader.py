@@ -23,6 +23,7 @@ import numpy as np
 from . import sqlite_packed
 from .base import HistoryArrays, StoredBody, UrlRecord
 from .records import window_from_bits
+from .request_codec import decode_stored_many
 from .sqlite_connection import SqliteConnection
 from .sqlite_schema import ARRAY_COLUMNS, RECORD_FIELDS, URL_COLUMNS
 
@@ -108,14 +109,22 @@ class SqliteReader(SqliteConnection):
         return StoredBody(status=status, headers=json.loads(headers), body=zlib.decompress(body))
 
     def requests(self, ids: Iterable[int] | np.ndarray) -> list[dict[str, Any] | None]:
-        wanted = [int(i) for i in ids]
+        wanted = ids.tolist() if isinstance(ids, np.ndarray) else [int(i) for i in ids]
         found = self._select_by_id("SELECT url_id, request FROM requests WHERE url_id IN", wanted)
-        wanted_set = set(wanted)
-        found.update({i: b for i, b in self._requests.items() if i in wanted_set})
+        if self._requests:  # buffered, not flushed yet: newer than the file's
+            wanted_set = set(wanted)
+            found.update({i: b for i, b in self._requests.items() if i in wanted_set})
+        blobs = [found.get(i) for i in wanted]
+
+        def where(n: int) -> str:
+            return f"requests row {wanted[n]} of the history store {self.location}"
+
         with _no_gc():
-            return [
-                self._decode(found[i], f"requests row {i}") if i in found else None for i in wanted
-            ]
+            out = decode_stored_many(blobs, where)
+        self.unreadable_values += sum(
+            1 for d, b in zip(out, blobs, strict=True) if d is None and b is not None
+        )
+        return out
 
     def arrays(self) -> HistoryArrays:
         """The scoring columns of every URL as numpy, from the packed table
