@@ -115,6 +115,7 @@ class SqliteReader(SqliteConnection):
             wanted_set = set(wanted)
             found.update({i: b for i, b in self._requests.items() if i in wanted_set})
         blobs = [found.get(i) for i in wanted]
+        del found  # ~500,000 entries at 10M URLs: not held while they are decoded
 
         def where(n: int) -> str:
             return f"requests row {wanted[n]} of the history store {self.location}"
