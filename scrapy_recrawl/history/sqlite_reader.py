@@ -1,10 +1,13 @@
 """The SQLite store's reads: one URL's record and body, and every URL's columns at once.
 
 Each read answers from the write-back buffers first (visits recorded but not yet
-flushed), then from the file. The bulk reads a cycle makes (:meth:`~SqliteReader.arrays`,
-:meth:`~SqliteReader.visit_log`, :meth:`~SqliteReader.change_window`) flush first and
-read the ``urls`` table in one scan, block by block into numpy; the point reads go
-by id in chunks of bound parameters, in id order.
+flushed), then from the file. The bulk reads a cycle makes flush first:
+:meth:`~SqliteReader.arrays` reads the packed copy of the scoring columns
+(sqlite_packed.py: blocks of records into numpy, no object per value);
+:meth:`~SqliteReader.visit_log` and :meth:`~SqliteReader.change_window` read their
+table in one scan into numpy. The point reads go by id in chunks of bound
+parameters, in id order; a cycle's picks are decoded by the codec's
+``decode_stored_many``.
 """
 
 from __future__ import annotations
