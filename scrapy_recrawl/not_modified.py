@@ -57,10 +57,9 @@ class NotModified:
             if name in response.headers:
                 headers[name] = response.headers[name]
         cls = responsetypes.from_args(headers=headers, url=response.url, body=stored.body)
-        return cls(
+        kept = cls(
             url=response.url,
             status=stored.status,
-            headers=headers,
             body=stored.body,
             flags=[*response.flags, FLAG_NOT_MODIFIED],
             request=request,
@@ -68,6 +67,9 @@ class NotModified:
             ip_address=response.ip_address,
             protocol=response.protocol,
         )
+        # set after: the constructor would copy the Headers just built, key by key
+        kept.headers = headers
+        return kept
 
     def without_copy(
         self, request: Request, response: Response, fp: bytes, rec: UrlRecord | None

@@ -148,12 +148,27 @@ def request_to_dict(request: Request, spider: Spider | None) -> dict[str, Any]:
     Raises ValueError as Scrapy does for a callback it cannot name.
     """
     names = [_method_name(spider, f) for f in (request.callback, request.errback)]
-    if None in names[:1] or (request.errback is not None and names[1] is None):
-        return request.to_dict(spider=spider)  # not a plain spider method: Scrapy decides
-    return request.replace(callback=None, errback=None).to_dict() | {
+    if (
+        None in names[:1]
+        or (request.errback is not None and names[1] is None)
+        or type(request).to_dict is not Request.to_dict
+    ):
+        # not a plain spider method, or a request class with its own to_dict: Scrapy decides
+        return request.to_dict(spider=spider)
+    # Request.to_dict()'s dict, made here with the names found above: a
+    # ``replace(callback=None).to_dict()`` would build a whole new Request first (its URL
+    # parsed again, its headers and meta copied), a fifth of what recording a 304 costs
+    d: dict[str, Any] = {
+        "url": request.url,
         "callback": names[0],
         "errback": names[1],
+        "headers": dict(request.headers),
     }
+    for attr in request.attributes:
+        d.setdefault(attr, getattr(request, attr))
+    if type(request) is not Request:
+        d["_class"] = f"{type(request).__module__}.{type(request).__name__}"
+    return d
 
 
 def _method_name(spider: Spider | None, func: Any) -> str | None:

@@ -64,11 +64,12 @@ def header(response: Response, name: str) -> str | None:
 
 
 def _headers_to_dict(headers: Headers) -> dict[str, list[str]]:
-    return {
-        k.decode("latin-1"): [v.decode("latin-1") for v in vs]
-        for k, vs in headers.items()
-        if k.decode("latin-1").lower() not in _DROPPED_HEADERS
-    }
+    out: dict[str, list[str]] = {}
+    for k, vs in headers.items():
+        name = k.decode("latin-1")  # once per header (a first fetch's every header)
+        if name.lower() not in _DROPPED_HEADERS:
+            out[name] = [v.decode("latin-1") for v in vs]
+    return out
 
 
 def first(rec: UrlRecord | None) -> bool:

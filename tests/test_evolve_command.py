@@ -348,7 +348,6 @@ def test_each_spider_has_its_history_and_the_command_asks_which(spiders_project,
 def test_the_historys_groups_reach_the_run(outside, monkeypatch):
     """recrawl-evolve hands the history's group column (its page names' directories) to
     evolve(), which replays every fold with it (tests/test_learn_objectives.py)."""
-    from scrapy_recrawl.commands import evolve as command
     from tests.test_learn_objectives import _two_directories
 
     changes, names, groups = _two_directories(fast=10, slow=10, cycles=8)
@@ -360,7 +359,8 @@ def test_the_historys_groups_reach_the_run(outside, monkeypatch):
         seen.update(kw)
         raise ValueError("stopped before the run")
 
-    monkeypatch.setattr(command, "evolve", stop)
+    # the command imports evolve() when it runs (commands/evolve.py: lazy imports)
+    monkeypatch.setattr("scrapy_recrawl.learn.evolve.evolve", stop)
     with pytest.raises(Exception, match="stopped before the run"):
         run(["--history", str(path), *TINY])
     assert seen["groups"].tolist() == groups.tolist()

@@ -27,6 +27,22 @@ LAZY = (
     "scrapy_recrawl.evidence.announce",
 )
 
+#: the GP's machinery (its search, its process pool, its report): imported by
+#: ``recrawl-evolve`` when it runs, not by its module, which Scrapy imports for every
+#: ``scrapy`` command, ``scrapy crawl`` included
+LAZY_IN_COMMANDS = (
+    "scrapy_recrawl.learn.evolve",
+    "scrapy_recrawl.learn.search",
+    "scrapy_recrawl.learn.population",
+    "scrapy_recrawl.learn.fitness",
+    "scrapy_recrawl.learn.report",
+    "scrapy_recrawl.learn.recommend",
+    "scrapy_recrawl.learn.histories",
+    "scrapy_recrawl.learn.preflight",
+    "scrapy_recrawl.learn.gp",
+    "concurrent.futures.process",
+)
+
 _REGISTRY_AND_CLASSES = f"""
 import sys
 from scrapy.settings import Settings
@@ -99,3 +115,27 @@ def test_scrapy_list_in_a_project_with_the_add_on_imports_no_sympy(tmp_path):
     # the add-on's commands and settings were imported (and timed) in this process
     assert "scrapy_recrawl.settings" in modules, out.stderr[-3000:]
     assert not [m for m in modules if m.split(".")[0] == "sympy"]
+    # (Scrapy loads the commands with importlib, which -X importtime does not list; what
+    # they import is listed, as scrapy_recrawl.settings above)
+    assert not [m for m in LAZY_IN_COMMANDS if m in modules]
+
+
+def test_recrawl_evolve_still_finds_its_machinery_when_it_runs(tmp_path):
+    # the command's imports happen in run(): a dry run over a tiny history reaches them
+    history = tmp_path / "h.csv"
+    history.write_text(
+        "url,cycle,changed\n"
+        + "".join(
+            f"p{i},{c},{int((i + c) % (i % 3 + 2) == 0)}\n" for i in range(8) for c in range(24)
+        )
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "scrapy", "recrawl-evolve", "--history", str(history), "--dry-run"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=_env(REPO),
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "scrapy_recrawl.learn.evolve" not in out.stderr

@@ -43,3 +43,38 @@ def test_request_dict_of_a_foreign_callable_defers_to_scrapy():
         expected = type(exc)
     with pytest.raises(expected):
         request_to_dict(request, spider)
+
+
+class JsonLike(scrapy.Request):
+    """A request class of a user's, with an attribute of its own."""
+
+    attributes = (*scrapy.Request.attributes, "extra")
+
+    def __init__(self, *args, extra=None, **kwargs):
+        self.extra = extra
+        super().__init__(*args, **kwargs)
+
+
+def test_request_dict_of_request_subclasses_and_every_attribute_matches_scrapys():
+    spider = Spider()
+    cases = [
+        JsonLike("https://example.com/e", callback=spider.parse_item, extra={"a": [1]}),
+        scrapy.http.JsonRequest("https://example.com/f", data={"k": 1}, callback=spider.parse_item),
+        scrapy.Request(
+            "https://example.com/h",
+            callback=spider.parse_item,
+            headers={"X-A": ["1", "2"]},
+            cookies={"c": "v"},
+            flags=["f"],
+            dont_filter=True,
+            method="POST",
+            body=b"x=1",
+            encoding="latin-1",
+        ),
+    ]
+    for request in cases:
+        assert request_to_dict(request, spider) == request.to_dict(spider=spider)
+    # the request itself is left as it was (no copy of it is made to drop its callback)
+    request = cases[2]
+    request_to_dict(request, spider)
+    assert request.callback == spider.parse_item and request.flags == ["f"]

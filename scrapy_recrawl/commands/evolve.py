@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import UsageError
 
-from scrapy_recrawl.learn import gp
+# the options' defaults and checks; the GP itself (learn/: its search, its process pool,
+# its report) is imported by run(): Scrapy imports every command's module for any
+# `scrapy` command, `scrapy crawl` included (tests/test_lazy_imports.py)
 from scrapy_recrawl.learn.config import (
     FITNESS,
     SELECTION,
@@ -36,14 +38,12 @@ from scrapy_recrawl.learn.config import (
     EvolveConfig,
     fitness_weights,
 )
-from scrapy_recrawl.learn.evolve import evolve
-from scrapy_recrawl.learn.histories import History, HistoryError, from_store, load
-from scrapy_recrawl.learn.preflight import dry_run, size_warnings
-from scrapy_recrawl.learn.recommend import NOISE
-from scrapy_recrawl.learn.report import plot, save_json
-from scrapy_recrawl.scoring import TerminalRegistry
 
 from . import InputError, RecrawlCommand, check_output, int_at_least
+
+if TYPE_CHECKING:
+    from scrapy_recrawl.learn.histories import History
+    from scrapy_recrawl.scoring import TerminalRegistry
 
 _DEFAULTS = EvolveConfig()
 
@@ -247,6 +247,12 @@ class Command(RecrawlCommand):
         )
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        from scrapy_recrawl.learn import gp
+        from scrapy_recrawl.learn.evolve import evolve
+        from scrapy_recrawl.learn.preflight import dry_run, size_warnings
+        from scrapy_recrawl.learn.recommend import NOISE
+        from scrapy_recrawl.learn.report import plot, save_json
+
         config = EvolveConfig(
             population=opts.population,
             generations=opts.generations,
@@ -353,6 +359,8 @@ class Command(RecrawlCommand):
         return None if registry is default_registry() else registry
 
     def _history(self, opts: argparse.Namespace) -> History:
+        from scrapy_recrawl.learn.histories import HistoryError, load
+
         if opts.history:
             try:
                 return load(opts.history)
@@ -376,6 +384,7 @@ class Command(RecrawlCommand):
         seed = get(settings, "RECRAWL_SEED")
         from scrapy_recrawl.history import HistoryStoreError
         from scrapy_recrawl.history.records import RecordError
+        from scrapy_recrawl.learn.histories import HistoryError, from_store
 
         store = self.open_history(opts)  # read-only: never created, migrated or changed
         try:

@@ -36,9 +36,12 @@ logger = logging.getLogger("scrapy_recrawl.scheduler")
 def is_new(request: Request) -> bool:
     """A page of the spider's (scope.not_a_page), not a continuation (start request,
     redirect, retry, ``dont_filter``)."""
+    meta = request.meta  # asked of every link the spider yields: no generator per call
     return (
         not request.dont_filter
-        and not any(k in request.meta for k in ("redirect_urls", "retry_times", "is_start_request"))
+        and "redirect_urls" not in meta
+        and "retry_times" not in meta
+        and "is_start_request" not in meta
         and not_a_page(request) is None
     )
 
