@@ -139,7 +139,9 @@ def test_compact_keeps_the_history_and_gives_back_the_trimmed_log(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert "2500 visits dropped" in run.stdout and "every URL's record kept" in run.stdout
-    assert path.stat().st_size < size / 2
+    # the 2,500 dropped visits' pages given back: a visit is about 60 bytes with its two
+    # index entries (docs/benchmarks.md); at least half of that, whatever else the file holds
+    assert size - path.stat().st_size >= 2500 * 30
     with SqliteHistoryStore(path) as store:
         assert len(store.visit_log()["url_id"]) == 500 and store.cycle == 30
         after = store.arrays()
