@@ -18,12 +18,19 @@ Accuracy: how many pairs of each label the default detector flags as changed.
 
 ``--breakdown`` adds where a signature's time goes (median page, same timing
 method), stage by stage: what is spent beyond "parse only" and why.
+
+``--digest`` only prints a SHA-256 over every page's signature (all its stored
+fields, :meth:`Signature.to_bytes`, and its bag of words, signed both with and
+without a charset in the ``Content-Type``) and every pair's comparison result
+(all fields), then exits: a speed-up of the detector must leave it unchanged
+(stores keep signatures; a different one would flag every stored page as changed).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import json
 import statistics
 import sys
@@ -116,6 +123,26 @@ def confusion(pairs: list[dict], detector: ChangeDetector) -> None:
     print(f"pages flagged against themselves: {self_flagged} of {2 * len(pairs)} (required 0)")
 
 
+def digest(pairs: list[dict]) -> str:
+    """SHA-256 over every signature and comparison result (see the module docstring)."""
+    h = hashlib.sha256()
+    plain, bags = ChangeDetector(), ChangeDetector()
+    bags.keep_bags = True
+    for p in pairs:
+        url = p["source_url"]
+        for ctype in ("text/html", "text/html; charset=utf-8"):
+            sigs = []
+            for side in ("old", "new"):
+                sig = plain.signature(p[side], url, ctype)
+                with_bag = bags.signature(p[side], url, ctype)
+                assert sig == with_bag
+                h.update(sig.to_bytes())
+                h.update(b"-" if with_bag.bag is None else with_bag.bag.to_bytes())
+                sigs.append(sig)
+            h.update(repr(plain.compare(*sigs)).encode())
+    return h.hexdigest()
+
+
 def breakdown(pairs: list[dict], detector: ChangeDetector, repeat: int) -> None:
     """Median per page of each stage of :meth:`ChangeDetector.signature` (internals)."""
     from lxml import etree
@@ -186,8 +213,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7, help="timings per page and operation")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="html_pairs directory")
     ap.add_argument("--breakdown", action="store_true", help="also time each signature stage")
+    ap.add_argument(
+        "--digest", action="store_true", help="print a digest of all signatures, results; exit"
+    )
     args = ap.parse_args()
     pairs = load_pairs(args.data)
+    if args.digest:
+        print(f"digest of {2 * len(pairs)} signatures and {len(pairs)} results: {digest(pairs)}")
+        return
     detector = ChangeDetector()
     n_bytes = sum(len(p["old"]) + len(p["new"]) for p in pairs)
     print(
