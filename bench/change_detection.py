@@ -11,8 +11,25 @@ Speed: for every page, each operation is timed ``--repeat`` times (interleaved,
 so machine noise hits all of them alike) and the page's median is kept; the
 table gives the median and 90th percentile over pages. ``signature+compare``
 charges each page its own signature plus the *whole* compare of its pair. The
-target is ``signature+compare <= 2.0 x parse only``, where "parse only" is
-``lxml.html.document_fromstring`` of the same bytes.
+target (issue 32) is ``signature+compare <= 1.3 x parse only``, where "parse
+only" is what parsing the page costs a user of lxml: ``lxml.html.document_fromstring``
+of the same bytes, and dropping the tree it returns.
+
+Like for like: every timed operation ends with the memory it leaves behind
+released, inside its timing. The baseline's tree is dropped inside its timing, as
+a signature drops its own (until 2026-11 it was freed after the timer stopped,
+which charged the signature for a cost the baseline did not pay: about 0.08 ms of
+a median 0.4 ms parse). And each timing ends with one allocation of a few KB,
+which makes glibc's malloc merge the chunks freed just before (``malloc_consolidate``,
+run lazily at the next large allocation): without it, that part of freeing a tree
+(about 0.03 ms) lands in whichever operation is timed next.
+
+What the detector's parse does differently from the baseline's (both are lxml.html's
+HTML parser; the detector's options): comments and processing instructions are
+dropped while parsing (``remove_comments``, ``remove_pis``: they are not read), ids
+are not indexed (``collect_ids=False``), no default doctype, ``huge_tree`` (pages
+nested past 256 levels are read whole), and the bytes are given in UTF-8 with the
+encoding named (decoded first when the page is in another encoding).
 
 Accuracy: how many pairs of each label the default detector flags as changed.
 
@@ -44,7 +61,7 @@ from scrapy_recrawl.change import ChangeDetector
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "html_pairs"
-TARGET = 2.0
+TARGET = 1.3  # issue 32
 
 
 def load_pairs(data: Path) -> list[dict]:
@@ -63,10 +80,24 @@ def load_pairs(data: Path) -> list[dict]:
     return pairs
 
 
+def settle() -> None:
+    """One allocation of a few KB: glibc merges the chunks freed before it (see above)."""
+    bytes(_SETTLE)
+
+
+_SETTLE = 4096
+
+
 def timed(fn, *args) -> tuple[float, object]:
     t0 = time.perf_counter()
     result = fn(*args)
+    settle()
     return time.perf_counter() - t0, result
+
+
+def parse_only(body: bytes) -> None:
+    """The baseline: what parsing a page with lxml.html costs (the tree is dropped)."""
+    lxml.html.document_fromstring(body)
 
 
 def bench(pairs: list[dict], detector: ChangeDetector, repeat: int) -> dict[str, list[float]]:
@@ -79,7 +110,7 @@ def bench(pairs: list[dict], detector: ChangeDetector, repeat: int) -> dict[str,
             sigs = {}
             for side in ("old", "new"):
                 body = p[side]
-                t, _ = timed(lxml.html.document_fromstring, body)
+                t, _ = timed(parse_only, body)
                 times["parse"][side].append(t)
                 t, sigs[side] = timed(detector.signature, body, url, ctype)
                 times["signature"][side].append(t)
@@ -178,9 +209,9 @@ def breakdown(pairs: list[dict], detector: ChangeDetector, repeat: int) -> None:
                 t.append(time.perf_counter())
                 root = etree.fromstring(data, parser)
                 t.append(time.perf_counter())
-                keys, codes, texts, attrs, words, _, data = walk(root)
+                keys, codes, texts, attrs, words, _, scripts = walk(root)
                 t.append(time.perf_counter())
-                extra = json_parts(data)
+                extra = json_parts(scripts)
                 t.append(time.perf_counter())
                 shown = ((texts != 0) | (attrs != 0)).nonzero()[0]
                 keys = fmix64(keys[shown])
@@ -196,7 +227,8 @@ def breakdown(pairs: list[dict], detector: ChangeDetector, repeat: int) -> None:
                 t.append(time.perf_counter())
                 Signature("html", h, sim, keys[order], texts[order], attrs[order])
                 t.append(time.perf_counter())
-                del root
+                del root, scripts
+                settle()
                 t.append(time.perf_counter())
                 for k, a, b in zip(names, t, t[1:], strict=False):
                     times[k].append(b - a)
