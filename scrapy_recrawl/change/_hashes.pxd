@@ -26,6 +26,17 @@ cdef extern from *:
     #else
     #define SR_LITTLE_ENDIAN 0
     #endif
+    /* SR_SPREAD[v]: byte j is bit j of v (a table the compiler fills) */
+    #define SR_SP(v) ((uint64_t)((v) & 1) | ((uint64_t)(((v) >> 1) & 1) << 8) \
+        | ((uint64_t)(((v) >> 2) & 1) << 16) | ((uint64_t)(((v) >> 3) & 1) << 24) \
+        | ((uint64_t)(((v) >> 4) & 1) << 32) | ((uint64_t)(((v) >> 5) & 1) << 40) \
+        | ((uint64_t)(((v) >> 6) & 1) << 48) | ((uint64_t)(((v) >> 7) & 1) << 56))
+    #define SR_SP4(v) SR_SP(v), SR_SP((v) + 1), SR_SP((v) + 2), SR_SP((v) + 3)
+    #define SR_SP16(v) SR_SP4(v), SR_SP4((v) + 4), SR_SP4((v) + 8), SR_SP4((v) + 12)
+    #define SR_SP64(v) SR_SP16(v), SR_SP16((v) + 16), SR_SP16((v) + 32), SR_SP16((v) + 48)
+    static const uint64_t SR_SPREAD[256] = {
+        SR_SP64(0), SR_SP64(64), SR_SP64(128), SR_SP64(192)
+    };
     """
     const uint64_t FMIX1 "SR_FMIX1"
     const uint64_t FMIX2 "SR_FMIX2"
@@ -34,6 +45,7 @@ cdef extern from *:
     const uint64_t LEN_MIX "SR_LEN_MIX"
     const uint64_t SCRUBBED "SR_SCRUBBED"
     const bint LITTLE_ENDIAN "SR_LITTLE_ENDIAN"
+    const uint64_t SPREAD "SR_SPREAD"[256]
 
 
 cdef inline uint64_t fmix(uint64_t x) noexcept nogil:
@@ -136,3 +148,45 @@ cdef inline uint64_t attribute_hash(const uint8_t* p, size_t n, size_t value_at)
         return fmix(span_hash(p, n))
     seq += fmix(span_hash(p + piece, n - piece)) * power
     return sequence_hash(seq, count + 1) ^ SCRUBBED
+
+
+cdef inline uint64_t simhash_of_words(
+    const uint64_t* words, int64_t n, int64_t size
+) noexcept nogil:
+    """``simhash.fingerprint(shingles.shingle_hashes(words, size))`` in one pass: each
+    shingle's hash is made and its bits counted at once (``SPREAD`` adds 8 bits to 8
+    byte lanes of a uint64, flushed before a lane can reach 256)."""
+    cdef int64_t m, i, j, k, pending = 0
+    cdef uint64_t acc, h, tail
+    cdef uint64_t lanes[8]
+    cdef int64_t counts[64]
+    cdef uint64_t result = 0
+    cdef int b, c
+    if n == 0:
+        return 0
+    k = size if size < n else n
+    m = n - k + 1
+    tail = <uint64_t>k * LEN_MIX
+    for b in range(64):
+        counts[b] = 0
+    for c in range(8):
+        lanes[c] = 0
+    for i in range(m):
+        acc = words[i]
+        for j in range(1, k):
+            acc = acc * SEQ_BASE + words[i + j]
+        h = fmix(acc ^ tail)
+        for c in range(8):
+            lanes[c] += SPREAD[(h >> (8 * c)) & 0xFF]
+        pending += 1
+        if pending == 255 or i == m - 1:
+            for c in range(8):
+                for b in range(8):
+                    counts[8 * c + b] += (lanes[c] >> (8 * b)) & 0xFF
+                lanes[c] = 0
+            pending = 0
+    # the package's rule: a bit is set when more than half the features have it
+    for b in range(64):
+        if counts[b] * 2 > m:
+            result |= (<uint64_t>1) << b
+    return result

@@ -17,7 +17,7 @@ shingle simhash).
 
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcpy, strcmp
+from libc.string cimport memcpy, memset, strcmp, strlen
 
 from lxml.includes cimport tree
 cimport lxml.includes.etreepublic as cetree
@@ -28,12 +28,16 @@ from ._hashes cimport (
     attribute_hash,
     fmix,
     sequence_hash,
+    simhash_of_words,
     span_hash,
 )
+from ._words cimport separates, word_end
 
 import numpy as np
 
 cetree.import_lxml__etree()
+
+_U64 = np.uint64
 
 # -- the walk's own hash constants (the shared ones: _hashes.pxd) -------------------------
 
@@ -51,15 +55,20 @@ cdef struct Vec:
     int64_t cap
 
 
-cdef int vec_push(Vec* v, uint64_t x) except -1 nogil:
+cdef int vec_grow(Vec* v) except -1 nogil:
     cdef uint64_t* grown
+    v.cap = v.cap * 2 if v.cap else 256
+    grown = <uint64_t*>realloc(v.data, v.cap * sizeof(uint64_t))
+    if grown == NULL:
+        with gil:
+            raise MemoryError()
+    v.data = grown
+    return 0
+
+
+cdef inline int vec_push(Vec* v, uint64_t x) except -1 nogil:
     if v.size == v.cap:
-        v.cap = v.cap * 2 if v.cap else 256
-        grown = <uint64_t*>realloc(v.data, v.cap * sizeof(uint64_t))
-        if grown == NULL:
-            with gil:
-                raise MemoryError()
-        v.data = grown
+        vec_grow(v)
     v.data[v.size] = x
     v.size += 1
     return 0
@@ -122,7 +131,10 @@ cdef struct Walk:
     Frame* stack
     int64_t depth
     int64_t cap
-    Bytes word  # the word being read (may span text nodes)
+    Bytes word  # a word that spans text nodes, read so far (see read_text())
+    const uint8_t* open_word  # a word that ends its text node (it may go on in the next)
+    size_t open_size  # its length (0: none)
+    uint64_t open_hash  # and its hash, if it does not go on
     Bytes attr  # an attribute as ` name="value` (without the space), to hash
     Vec words  # word hashes, reading order
     Vec keys  # per element: running key, tag code, own text, attributes
@@ -157,6 +169,10 @@ _point_at_noise_names()
 
 cdef inline bint is_noise(const uint8_t* name) noexcept nogil:
     cdef int i
+    if name[0] != b"s" and name[0] != b"t" and name[0] != b"l" and name[0] != b"m" and (
+        name[0] != b"b"
+    ):  # no noise tag starts otherwise: most elements are told in one test
+        return False
     for i in range(N_NOISE):
         if strcmp(<const char*>name, NOISE[i]) == 0:
             return True
@@ -220,10 +236,12 @@ cdef inline int add_word(Walk* w, uint64_t h) except -1 nogil:
 
 cdef int end_word(Walk* w) except -1 nogil:
     """Hash the word kept across text nodes (if any)."""
-    if w.word.size == 0:
-        return 0
-    add_word(w, span_hash(w.word.data, w.word.size))
-    w.word.size = 0
+    if w.word.size:
+        add_word(w, span_hash(w.word.data, w.word.size))
+        w.word.size = 0
+    elif w.open_size:
+        add_word(w, w.open_hash)
+        w.open_size = 0
     return 0
 
 
@@ -243,28 +261,42 @@ cdef int end_piece(Walk* w) except -1 nogil:
     return 0
 
 
-cdef inline bint separates(const uint8_t* p) noexcept nogil:
-    """ASCII whitespace and control characters, and U+00A0, separate words."""
-    return p[0] <= 32 or (p[0] == 0xC2 and p[1] == 0xA0)
-
-
 cdef int read_text(Walk* w, const uint8_t* p) except -1 nogil:
-    """The words of a text node. A word that touches either end of the node is
-    kept in ``w.word``: it may go on in the next text node (after a skipped
-    noise element); any other word is hashed in place."""
-    cdef size_t i = 0, start
-    while p[i]:
-        if separates(p + i):
+    """The words of a text node. A word that touches either end of the node may go on
+    in the next text node (after a skipped noise element): one that ends the node is
+    kept open (``w.open_word``: where it is, hashed already), one that goes on from
+    the last node is gathered in ``w.word``; any other word is hashed in place."""
+    cdef size_t n = strlen(<const char*>p), i = 0, end
+    cdef uint64_t h
+    if n == 0:
+        return 0
+    if w.word.size or w.open_size:  # a word from the last text node: does it go on?
+        if separates(p):
             end_word(w)
-            i += 1 if p[i] <= 32 else 2
-            continue
-        start = i
-        while p[i] and not separates(p + i):
-            i += 1
-        if w.word.size or p[i] == 0:
-            bytes_add(&w.word, p + start, i - start)
         else:
-            add_word(w, span_hash(p + start, i - start))
+            end = word_end(p, 0, n, &h)
+            if w.open_size:
+                bytes_add(&w.word, w.open_word, w.open_size)
+                w.open_size = 0
+            bytes_add(&w.word, p, end)
+            if end == n:
+                return 0
+            end_word(w)
+            i = end
+    while i < n:
+        if p[i] <= 32:
+            i += 1
+        elif p[i] == 0xC2 and p[i + 1] == 0xA0:
+            i += 2
+        else:
+            end = word_end(p, i, n, &h)
+            if end == n:
+                w.open_word = p + i
+                w.open_size = n - i
+                w.open_hash = h
+                return 0
+            add_word(w, h)
+            i = end
     return 0
 
 
@@ -458,6 +490,51 @@ cdef int walk_tree(Walk* w, tree.xmlNode* root) except -1 nogil:
     return 0
 
 
+cdef int walk_page(Walk* w, cetree._Element root) except -1:
+    """Walk the tree under ``root`` into ``w`` (set to zero before), the data parts
+    after the elements; the number of elements."""
+    cdef int64_t i, elements
+    w.cap = 64
+    w.stack = <Frame*>malloc(w.cap * sizeof(Frame))
+    if w.stack == NULL:
+        raise MemoryError()
+    if root._c_node.type == tree.XML_ELEMENT_NODE and not is_noise(
+        <const uint8_t*>root._c_node.name
+    ):
+        with nogil:
+            walk_tree(w, root._c_node)
+    elements = w.keys.size
+    for i in range(w.part_keys.size):
+        vec_push(&w.keys, w.part_keys.data[i])
+        vec_push(&w.codes, 0)
+        vec_push(&w.texts, w.part_texts.data[i])
+        vec_push(&w.attrs, 0)
+    return elements
+
+
+cdef list json_scripts(Walk* w, cetree._Element root):
+    cdef int64_t i
+    return [
+        cetree.elementFactory(root._doc, <tree.xmlNode*><size_t>w.data_nodes.data[i])
+        for i in range(w.data_nodes.size)
+    ]
+
+
+cdef void walk_free(Walk* w) noexcept:
+    free(w.stack)
+    free(w.word.data)
+    free(w.attr.data)
+    free(w.words.data)
+    free(w.keys.data)
+    free(w.codes.data)
+    free(w.texts.data)
+    free(w.attrs.data)
+    free(w.part_keys.data)
+    free(w.part_texts.data)
+    free(w.data_nodes.data)
+    free(w.name.data)
+
+
 def walk(cetree._Element root not None):
     """``(keys, codes, texts, attrs, words, elements, data)`` of the tree under ``root``.
 
@@ -468,42 +545,16 @@ def walk(cetree._Element root not None):
     ``NOISE_TAGS`` are skipped with their content (their tails are read).
 
     After the ``elements`` elements, the arrays hold the data parts (code 0, attrs 0),
-    compared apart from the markup: one part per element with own text and ``data-*`` attributes with a value
-    (noise as attributes, but what a scraper reads: ``data-price="19.99"``), and one
-    per ``<meta content>`` (see ``meta_part``; ``<meta>`` is noise as an element).
-    ``data``: the JSON ``<script>`` elements met on the way (not walked), for their
-    parts (detector.py), so they need no second pass.
+    compared apart from the markup: one part per element with own text and ``data-*``
+    attributes with a value (noise as attributes, but what a scraper reads:
+    ``data-price="19.99"``), and one per ``<meta content>`` (see ``meta_part``;
+    ``<meta>`` is noise as an element). ``data``: the JSON ``<script>`` elements met
+    on the way (not walked), for their parts (detector.py), so they need no second pass.
     """
     cdef Walk w
-    w.depth = 0
-    w.cap = 64
-    w.stack = <Frame*>malloc(w.cap * sizeof(Frame))
-    if w.stack == NULL:
-        raise MemoryError()
-    w.word = Bytes(NULL, 0, 0)
-    w.attr = Bytes(NULL, 0, 0)
-    w.words = Vec(NULL, 0, 0)
-    w.keys = Vec(NULL, 0, 0)
-    w.codes = Vec(NULL, 0, 0)
-    w.texts = Vec(NULL, 0, 0)
-    w.attrs = Vec(NULL, 0, 0)
-    w.part_keys = Vec(NULL, 0, 0)
-    w.part_texts = Vec(NULL, 0, 0)
-    w.data_nodes = Vec(NULL, 0, 0)
-    w.name = Bytes(NULL, 0, 0)
-    cdef int64_t i, elements
+    memset(&w, 0, sizeof(Walk))
     try:
-        if root._c_node.type == tree.XML_ELEMENT_NODE and not is_noise(
-            <const uint8_t*>root._c_node.name
-        ):
-            with nogil:
-                walk_tree(&w, root._c_node)
-        elements = w.keys.size
-        for i in range(w.part_keys.size):
-            vec_push(&w.keys, w.part_keys.data[i])
-            vec_push(&w.codes, 0)
-            vec_push(&w.texts, w.part_texts.data[i])
-            vec_push(&w.attrs, 0)
+        elements = walk_page(&w, root)
         return (
             vec_array(&w.keys),
             vec_array(&w.codes),
@@ -511,21 +562,126 @@ def walk(cetree._Element root not None):
             vec_array(&w.attrs),
             vec_array(&w.words),
             elements,
-            [
-                cetree.elementFactory(root._doc, <tree.xmlNode*><size_t>w.data_nodes.data[i])
-                for i in range(w.data_nodes.size)
-            ],
+            json_scripts(&w, root),
         )
     finally:
-        free(w.stack)
-        free(w.word.data)
-        free(w.attr.data)
-        free(w.words.data)
-        free(w.keys.data)
-        free(w.codes.data)
-        free(w.texts.data)
-        free(w.attrs.data)
-        free(w.part_keys.data)
-        free(w.part_texts.data)
-        free(w.data_nodes.data)
-        free(w.name.data)
+        walk_free(&w)
+
+
+def sign(cetree._Element root not None, more_parts, int64_t shingle_size, bint keep_words):
+    """``(keys, texts, attrs, simhash, words)`` of the tree under ``root``: what
+    ``elements.extract`` describes and ``_hashes.shingle_simhash`` of its words, made
+    in C from the walk's arrays (no numpy pass, no sort in numpy).
+
+    The elements that are shown (own text or attributes) and the data parts, their
+    keys mixed, their texts mixed with their tag; then the parts ``more_parts``
+    makes of the JSON scripts (``None``: none); all sorted by key, in walk order
+    within a key. ``simhash``: 0 when ``shingle_size`` is 0; ``words``: the word
+    hashes in reading order if ``keep_words``, else None. The three arrays are new
+    and read-only.
+    """
+    cdef Walk w
+    cdef Entry* entries = NULL
+    cdef Entry* spare = NULL
+    cdef Entry* done
+    cdef const uint64_t[::1] extra_keys
+    cdef const uint64_t[::1] extra_texts
+    cdef uint64_t[::1] out_keys
+    cdef uint64_t[::1] out_texts
+    cdef uint64_t[::1] out_attrs
+    cdef int64_t i, n = 0, n_extra = 0
+    cdef uint64_t simhash = 0
+    memset(&w, 0, sizeof(Walk))
+    try:
+        walk_page(&w, root)
+        extra = None if more_parts is None else more_parts(json_scripts(&w, root))
+        if extra is not None and extra[0].size:
+            extra_keys = np.ascontiguousarray(extra[0], dtype=_U64)
+            extra_texts = np.ascontiguousarray(extra[1], dtype=_U64)
+            n_extra = extra_keys.shape[0]
+        entries = <Entry*>malloc((w.keys.size + n_extra + 1) * sizeof(Entry))
+        spare = <Entry*>malloc((w.keys.size + n_extra + 1) * sizeof(Entry))
+        if entries == NULL or spare == NULL:
+            raise MemoryError()
+        with nogil:
+            # blank elements (no own text, no attributes left) are structure only
+            for i in range(w.keys.size):
+                if w.texts.data[i] != 0 or w.attrs.data[i] != 0:
+                    entries[n].key = fmix(w.keys.data[i])
+                    entries[n].text = fmix(w.texts.data[i] ^ w.codes.data[i])
+                    entries[n].attr = w.attrs.data[i]
+                    n += 1
+            for i in range(n_extra):
+                entries[n].key = extra_keys[i]
+                entries[n].text = extra_texts[i]
+                entries[n].attr = 0
+                n += 1
+            done = sort_by_key(entries, spare, n)
+            if shingle_size > 0:
+                simhash = simhash_of_words(w.words.data, w.words.size, shingle_size)
+        keys, texts, attrs = np.empty(n, _U64), np.empty(n, _U64), np.empty(n, _U64)
+        out_keys, out_texts, out_attrs = keys, texts, attrs
+        for i in range(n):
+            out_keys[i] = done[i].key
+            out_texts[i] = done[i].text
+            out_attrs[i] = done[i].attr
+        keys.flags.writeable = texts.flags.writeable = attrs.flags.writeable = False
+        return keys, texts, attrs, simhash, vec_array(&w.words) if keep_words else None
+    finally:
+        walk_free(&w)
+        free(entries)
+        free(spare)
+
+
+# -- the sort by key -------------------------------------------------------------------------
+
+cdef struct Entry:
+    uint64_t key
+    uint64_t text
+    uint64_t attr
+
+
+cdef Entry* sort_by_key(Entry* a, Entry* spare, int64_t n) noexcept nogil:
+    """Sort ``n`` entries by key, stably (= numpy's ``argsort(kind="stable")``): runs of
+    16 by insertion, then merged pairwise between ``a`` and ``spare``. Returns the
+    buffer that holds the result."""
+    cdef int64_t lo, hi, mid, i, j, k, width = 16
+    cdef Entry e
+    cdef Entry* src = a
+    cdef Entry* dst = spare
+    cdef Entry* t
+    lo = 0
+    while lo < n:
+        hi = lo + width if lo + width < n else n
+        for i in range(lo + 1, hi):
+            e = a[i]
+            j = i
+            while j > lo and a[j - 1].key > e.key:
+                a[j] = a[j - 1]
+                j -= 1
+            a[j] = e
+        lo = hi
+    while width < n:
+        lo = 0
+        while lo < n:
+            mid = lo + width if lo + width < n else n
+            hi = lo + 2 * width if lo + 2 * width < n else n
+            i, j, k = lo, mid, lo
+            while i < mid and j < hi:
+                if src[j].key < src[i].key:
+                    dst[k] = src[j]
+                    j += 1
+                else:
+                    dst[k] = src[i]
+                    i += 1
+                k += 1
+            if i < mid:
+                memcpy(dst + k, src + i, (mid - i) * sizeof(Entry))
+            if j < hi:
+                memcpy(dst + k, src + j, (hi - j) * sizeof(Entry))
+            lo = hi
+        t = src
+        src = dst
+        dst = t
+        width *= 2
+    return src

@@ -54,11 +54,10 @@ import xxhash
 from lxml import etree
 
 from ..settings import RecrawlSettingError, get
-from ._hashes import shingle_simhash
-from ._walk import NOISE_TAGS, walk
+from ._walk import NOISE_TAGS, sign, walk
 from .body import as_utf8, is_html
 from .bow import Bag, bag_from_hashes, significant
-from .elements import diff, extract
+from .elements import diff
 from .parts import DEEP_KEY, json_parts, past_depth_limit, with_part
 from .shingles import fmix64
 from .signature import (
@@ -257,25 +256,18 @@ class ChangeDetector:
             remove_matches(xpath(root))
         if deep is not None:
             self.too_deep += 1
-        arrays = extract(  # skips the noise elements itself
+        # = elements.extract (it skips the noise elements itself), with the simhash
+        # = simhash.fingerprint(shingle_hashes(words)) made in the same C pass (tests check it)
+        keys, texts, attrs, simhash, words = sign(
             root,
             json_parts
             if deep is None
             else lambda data: with_part(json_parts(data), DEEP_KEY, deep),
+            self.shingle_size,
+            self.keep_bags,
         )
-        # = simhash.fingerprint(shingle_hashes(words)), fused in C (tests check it)
-        simhash = shingle_simhash(arrays.words, self.shingle_size)
-        bag = bag_from_hashes(arrays.words, self.bow_terms) if self.keep_bags else None
-        return Signature(
-            "html",
-            content_hash,
-            simhash,
-            arrays.keys,
-            arrays.texts,
-            arrays.attrs,
-            bag=bag,
-            rules=self.rules,
-        )
+        bag = bag_from_hashes(words, self.bow_terms) if self.keep_bags else None
+        return Signature("html", content_hash, simhash, keys, texts, attrs, bag=bag, rules=self.rules)
 
     def elements_by_key(
         self, body: bytes, url: str, content_type: str | None = None
