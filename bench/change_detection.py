@@ -175,67 +175,67 @@ def digest(pairs: list[dict]) -> str:
 
 
 def breakdown(pairs: list[dict], detector: ChangeDetector, repeat: int) -> None:
-    """Median per page of each stage of :meth:`ChangeDetector.signature` (internals)."""
+    """Median per page of each stage of :meth:`ChangeDetector.signature` (internals), and
+    of the compare of its pair."""
     from lxml import etree
 
-    from scrapy_recrawl.change._hashes import shingle_simhash
-    from scrapy_recrawl.change._walk import walk
-    from scrapy_recrawl.change.body import as_utf8
+    from scrapy_recrawl.change._walk import sign
+    from scrapy_recrawl.change.body import as_utf8, is_html
     from scrapy_recrawl.change.detector import Signature
     from scrapy_recrawl.change.parts import json_parts
-    from scrapy_recrawl.change.shingles import fmix64
 
     parser = detector._parser()
     names = (
         "content hash",
-        "decode",
+        "is HTML, decode",
         "parse",
-        "walk (C)",
+        "walk, sort, simhash (C)",
         "JSON parts",
-        "sort",
-        "simhash (C)",
-        "wrap",
+        "Signature",
         "free tree",
     )
-    rows: dict[str, list[float]] = {k: [] for k in names}
+    rows: dict[str, list[float]] = {k: [] for k in (*names, "compare")}
+    ctype = "text/html; charset=utf-8"
     for p in pairs:
+        sigs = {}
         for side in ("old", "new"):
             times: dict[str, list[float]] = {k: [] for k in names}
             for _ in range(repeat):
+                in_parts = [0.0]
+
+                def parts(scripts: list, in_parts: list[float] = in_parts) -> object:
+                    t0 = time.perf_counter()
+                    out = json_parts(scripts)
+                    in_parts[0] = time.perf_counter() - t0
+                    return out
+
                 t = [time.perf_counter()]
                 h = detector.content_hash(p[side])
                 t.append(time.perf_counter())
-                data = as_utf8(p[side], "text/html; charset=utf-8")
+                is_html(p[side], "", ctype)
+                data = as_utf8(p[side], ctype)
                 t.append(time.perf_counter())
                 root = etree.fromstring(data, parser)
                 t.append(time.perf_counter())
-                keys, codes, texts, attrs, words, _, scripts = walk(root)
+                keys, texts, attrs, sim, _ = sign(root, parts, detector.shingle_size, False)
                 t.append(time.perf_counter())
-                extra = json_parts(scripts)
+                t.append(t[-1])  # the JSON parts: timed inside the walk's call
+                sigs[side] = Signature("html", h, sim, keys, texts, attrs, rules=detector.rules)
                 t.append(time.perf_counter())
-                shown = ((texts != 0) | (attrs != 0)).nonzero()[0]
-                keys = fmix64(keys[shown])
-                texts = fmix64(texts[shown] ^ codes[shown])
-                attrs = attrs[shown]
-                if extra is not None:
-                    keys = np.concatenate([keys, extra[0]])
-                    texts = np.concatenate([texts, extra[1]])
-                    attrs = np.concatenate([attrs, np.zeros(extra[0].size, np.uint64)])
-                order = keys.argsort(kind="stable")
-                t.append(time.perf_counter())
-                sim = shingle_simhash(words, detector.shingle_size)
-                t.append(time.perf_counter())
-                Signature("html", h, sim, keys[order], texts[order], attrs[order])
-                t.append(time.perf_counter())
-                del root, scripts
+                del root
                 settle()
                 t.append(time.perf_counter())
-                for k, a, b in zip(names, t, t[1:], strict=False):
-                    times[k].append(b - a)
+                spent = [b - a for a, b in zip(t, t[1:], strict=False)]
+                spent[3] -= in_parts[0]
+                spent[4] = in_parts[0]
+                for k, v in zip(names, spent, strict=True):
+                    times[k].append(v)
             for k in names:
                 rows[k].append(statistics.median(times[k]))
+        cmp_times = [timed(detector.compare, sigs["old"], sigs["new"])[0] for _ in range(repeat)]
+        rows["compare"] += [statistics.median(cmp_times)] * 2
     print(f"\n{'signature stages':<24}{'median ms':>11}{'p90 ms':>9}")
-    for k in names:
+    for k in (*names, "compare"):
         v = np.array(rows[k]) * 1e3
         print(f"{k:<24}{np.median(v):>11.3f}{np.percentile(v, 90):>9.3f}")
 

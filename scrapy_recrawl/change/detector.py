@@ -54,10 +54,10 @@ import xxhash
 from lxml import etree
 
 from ..settings import RecrawlSettingError, get
+from ._diff import diff as _diff
 from ._walk import NOISE_TAGS, sign, walk
 from .body import as_utf8, is_html
 from .bow import Bag, bag_from_hashes, significant
-from .elements import diff
 from .parts import DEEP_KEY, json_parts, past_depth_limit, with_part
 from .shingles import fmix64
 from .signature import (
@@ -267,7 +267,7 @@ class ChangeDetector:
             self.keep_bags,
         )
         bag = bag_from_hashes(words, self.bow_terms) if self.keep_bags else None
-        return Signature("html", content_hash, simhash, keys, texts, attrs, bag=bag, rules=self.rules)
+        return Signature.of_page(content_hash, simhash, keys, texts, attrs, bag, self.rules)
 
     def elements_by_key(
         self, body: bytes, url: str, content_type: str | None = None
@@ -328,7 +328,8 @@ class ChangeDetector:
             before, dropped_old = leave_out(before, ignore)
             after, dropped_new = leave_out(after, ignore)
             had_volatile = dropped_old or dropped_new
-        added, removed, modified, attributes = diff(before, after)
+        # elements.diff's compiled core: a signature's arrays are contiguous uint64 already
+        added, removed, modified, attributes = _diff(*before, *after)
         changes = added + removed + modified + attributes
         by_distance = dist >= self.simhash_distance and not had_volatile
         changed = by_distance or changes >= self.min_element_changes
