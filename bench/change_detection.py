@@ -220,7 +220,7 @@ def breakdown(pairs: list[dict], detector: ChangeDetector, repeat: int) -> None:
                 keys, texts, attrs, sim, _ = sign(root, parts, detector.shingle_size, False)
                 t.append(time.perf_counter())
                 t.append(t[-1])  # the JSON parts: timed inside the walk's call
-                sigs[side] = Signature("html", h, sim, keys, texts, attrs, rules=detector.rules)
+                sigs[side] = Signature.of_page(h, sim, keys, texts, attrs, None, detector.rules)
                 t.append(time.perf_counter())
                 del root
                 settle()

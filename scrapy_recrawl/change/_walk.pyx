@@ -145,6 +145,8 @@ cdef struct Walk:
     Vec part_texts
     Vec data_nodes  # JSON <script> elements (xmlNode pointers): detector.py reads them
     Bytes name  # a meta's name, folded (see bookkeeping())
+    int64_t deepest  # the most elements open at once
+    int64_t hidden  # skipped elements with elements inside (a <template>), or the root
 
 
 #: Elements skipped with their content (their tails are read): scripts and styles,
@@ -344,6 +346,8 @@ cdef int open_element(Walk* w, tree.xmlNode* node) except -1 nogil:
         w.stack = grown
     f = &w.stack[w.depth]
     w.depth += 1
+    if w.depth > w.deepest:
+        w.deepest = w.depth
     f.child = node.children
     f.index = w.keys.size
     f.key = key
@@ -487,7 +491,17 @@ cdef int walk_tree(Walk* w, tree.xmlNode* root) except -1 nogil:
                 meta_part(w, node)
             elif matches(<const uint8_t*>node.name, b"script") == 2 and json_script(node):
                 vec_push(&w.data_nodes, <uint64_t><size_t>node)
+            if node.children != NULL and is_noise(<const uint8_t*>node.name):
+                w.hidden += has_element(node.children)
     return 0
+
+
+cdef inline bint has_element(tree.xmlNode* node) noexcept nogil:
+    while node != NULL:
+        if node.type == tree.XML_ELEMENT_NODE:
+            return True
+        node = node.next
+    return False
 
 
 cdef int walk_page(Walk* w, cetree._Element root) except -1:
@@ -503,6 +517,8 @@ cdef int walk_page(Walk* w, cetree._Element root) except -1:
     ):
         with nogil:
             walk_tree(w, root._c_node)
+    else:
+        w.hidden += 1
     elements = w.keys.size
     for i in range(w.part_keys.size):
         vec_push(&w.keys, w.part_keys.data[i])
@@ -568,17 +584,33 @@ def walk(cetree._Element root not None):
         walk_free(&w)
 
 
-def sign(cetree._Element root not None, more_parts, int64_t shingle_size, bint keep_words):
-    """``(keys, texts, attrs, simhash, words)`` of the tree under ``root``: what
-    ``elements.extract`` describes and ``_hashes.shingle_simhash`` of its words, made
-    in C from the walk's arrays (no numpy pass, no sort in numpy).
+cdef enum:
+    # Fewer elements open at once than this, on the walked path, and the parser cannot
+    # have stopped at its depth limit (256 levels, 2,048 with huge_tree): its error
+    # log need not be read (see sign()).
+    SHALLOW = 200
+
+
+def sign(
+    cetree._Element root not None,
+    more_parts,
+    int64_t shingle_size,
+    bint keep_words,
+    bint every_page=False,
+):
+    """``(keys, texts, attrs, simhash, words, shallow)`` of the tree under ``root``:
+    what ``elements.extract`` describes and ``_hashes.shingle_simhash`` of its words,
+    made in C from the walk's arrays (no numpy pass, no sort in numpy).
 
     The elements that are shown (own text or attributes) and the data parts, their
     keys mixed, their texts mixed with their tag; then the parts ``more_parts``
-    makes of the JSON scripts (``None``: none); all sorted by key, in walk order
-    within a key. ``simhash``: 0 when ``shingle_size`` is 0; ``words``: the word
-    hashes in reading order if ``keep_words``, else None. The three arrays are new
-    and read-only.
+    makes of the JSON scripts (called when the page has some, or on every page if
+    ``every_page``; ``None``: no parts); all sorted by key, in walk order within a
+    key. ``simhash``: 0 when ``shingle_size`` is 0; ``words``: the word hashes in
+    reading order if ``keep_words``, else None. The three arrays are new and
+    read-only. ``shallow``: no more than ``SHALLOW`` elements were ever open at
+    once and none was skipped with elements inside, so the tree cannot have
+    been cut at the parser's depth limit.
     """
     cdef Walk w
     cdef Entry* entries = NULL
@@ -594,7 +626,9 @@ def sign(cetree._Element root not None, more_parts, int64_t shingle_size, bint k
     memset(&w, 0, sizeof(Walk))
     try:
         walk_page(&w, root)
-        extra = None if more_parts is None else more_parts(json_scripts(&w, root))
+        extra = None
+        if more_parts is not None and (w.data_nodes.size or every_page):
+            extra = more_parts(json_scripts(&w, root))
         if extra is not None and extra[0].size:
             extra_keys = np.ascontiguousarray(extra[0], dtype=_U64)
             extra_texts = np.ascontiguousarray(extra[1], dtype=_U64)
@@ -626,7 +660,8 @@ def sign(cetree._Element root not None, more_parts, int64_t shingle_size, bint k
             out_texts[i] = done[i].text
             out_attrs[i] = done[i].attr
         keys.flags.writeable = texts.flags.writeable = attrs.flags.writeable = False
-        return keys, texts, attrs, simhash, vec_array(&w.words) if keep_words else None
+        words = vec_array(&w.words) if keep_words else None
+        return keys, texts, attrs, simhash, words, w.deepest < SHALLOW and w.hidden == 0
     finally:
         walk_free(&w)
         free(entries)

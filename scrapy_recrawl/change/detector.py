@@ -251,21 +251,25 @@ class ChangeDetector:
             root = None
         if root is None:
             return Signature("html", content_hash, 0, rules=self.rules)
-        deep = past_depth_limit(data, parser.error_log)
         for xpath in self._xpaths:
             remove_matches(xpath(root))
-        if deep is not None:
-            self.too_deep += 1
         # = elements.extract (it skips the noise elements itself), with the simhash
         # = simhash.fingerprint(shingle_hashes(words)) made in the same C pass (tests check it)
-        keys, texts, attrs, simhash, words = sign(
-            root,
-            json_parts
-            if deep is None
-            else lambda data: with_part(json_parts(data), DEEP_KEY, deep),
-            self.shingle_size,
-            self.keep_bags,
+        keys, texts, attrs, simhash, words, shallow = sign(
+            root, json_parts, self.shingle_size, self.keep_bags
         )
+        # the parser's errors are read only where it may have stopped at its depth limit
+        # (the walk saw a deep path, or a <template> it skips, or elements were removed)
+        deep = None if shallow and not self._xpaths else past_depth_limit(data, parser.error_log)
+        if deep is not None:
+            self.too_deep += 1
+            keys, texts, attrs, simhash, words, _ = sign(
+                root,
+                lambda scripts, deep=deep: with_part(json_parts(scripts), DEEP_KEY, deep),
+                self.shingle_size,
+                self.keep_bags,
+                True,
+            )
         bag = bag_from_hashes(words, self.bow_terms) if self.keep_bags else None
         return Signature.of_page(content_hash, simhash, keys, texts, attrs, bag, self.rules)
 

@@ -121,7 +121,7 @@ def extract(
     contain is counted in their descendants; they are not represented. The arrays
     are read-only. (Compiled: ``_walk.sign``, which the detector calls itself to have
     the simhash of the words made in the same pass.)"""
-    keys, texts, attrs, _, words = sign(root, more_parts, 0, True)
+    keys, texts, attrs, _, words, _ = sign(root, more_parts, 0, True, True)
     return ElementArrays(keys, texts, attrs, words)
 
 
