@@ -26,17 +26,6 @@ cdef extern from *:
     #else
     #define SR_LITTLE_ENDIAN 0
     #endif
-    /* SR_SPREAD[v]: byte j is bit j of v (a table the compiler fills) */
-    #define SR_SP(v) ((uint64_t)((v) & 1) | ((uint64_t)(((v) >> 1) & 1) << 8) \
-        | ((uint64_t)(((v) >> 2) & 1) << 16) | ((uint64_t)(((v) >> 3) & 1) << 24) \
-        | ((uint64_t)(((v) >> 4) & 1) << 32) | ((uint64_t)(((v) >> 5) & 1) << 40) \
-        | ((uint64_t)(((v) >> 6) & 1) << 48) | ((uint64_t)(((v) >> 7) & 1) << 56))
-    #define SR_SP4(v) SR_SP(v), SR_SP((v) + 1), SR_SP((v) + 2), SR_SP((v) + 3)
-    #define SR_SP16(v) SR_SP4(v), SR_SP4((v) + 4), SR_SP4((v) + 8), SR_SP4((v) + 12)
-    #define SR_SP64(v) SR_SP16(v), SR_SP16((v) + 16), SR_SP16((v) + 32), SR_SP16((v) + 48)
-    static const uint64_t SR_SPREAD[256] = {
-        SR_SP64(0), SR_SP64(64), SR_SP64(128), SR_SP64(192)
-    };
     """
     const uint64_t FMIX1 "SR_FMIX1"
     const uint64_t FMIX2 "SR_FMIX2"
@@ -45,7 +34,6 @@ cdef extern from *:
     const uint64_t LEN_MIX "SR_LEN_MIX"
     const uint64_t SCRUBBED "SR_SCRUBBED"
     const bint LITTLE_ENDIAN "SR_LITTLE_ENDIAN"
-    const uint64_t SPREAD "SR_SPREAD"[256]
 
 
 cdef inline uint64_t fmix(uint64_t x) noexcept nogil:
@@ -150,18 +138,37 @@ cdef inline uint64_t attribute_hash(const uint8_t* p, size_t n, size_t value_at)
     return sequence_hash(seq, count + 1) ^ SCRUBBED
 
 
+cdef inline void add_nibbles(uint64_t* lanes, int r, uint64_t nibbles) noexcept nogil:
+    """Move 16 nibble counters (bit 4q + r of the features: nibble q) into byte counters
+    (``lanes[2r]``: the even nibbles, ``lanes[2r + 1]``: the odd ones)."""
+    lanes[2 * r] += nibbles & 0x0F0F0F0F0F0F0F0FULL
+    lanes[2 * r + 1] += (nibbles >> 4) & 0x0F0F0F0F0F0F0F0FULL
+
+
+cdef inline void add_counts(int64_t* counts, uint64_t* lanes) noexcept nogil:
+    """Move the byte counters of ``add_nibbles`` into one count per bit."""
+    cdef int b, q
+    for b in range(64):
+        q = b >> 2
+        counts[b] += (lanes[2 * (b & 3) + (q & 1)] >> (8 * (q >> 1))) & 0xFF
+    for b in range(8):
+        lanes[b] = 0
+
+
 cdef inline uint64_t simhash_of_words(
     const uint64_t* words, int64_t n, int64_t size
 ) noexcept nogil:
     """``simhash.fingerprint(shingles.shingle_hashes(words, size))`` in one pass: each
-    shingle's hash is made and its bits counted at once (``SPREAD`` adds 8 bits to 8
-    byte lanes of a uint64, flushed before a lane can reach 256)."""
-    cdef int64_t m, i, j, k, pending = 0
+    shingle's hash is made and its bits counted at once, four bits to a 4-bit counter
+    (16 counters in a uint64, moved to 8-bit ones every 15 shingles, to integers every
+    255)."""
+    cdef int64_t m, i, j, k, pending = 0, flushes = 0
     cdef uint64_t acc, h, tail
+    cdef uint64_t n0 = 0, n1 = 0, n2 = 0, n3 = 0
     cdef uint64_t lanes[8]
     cdef int64_t counts[64]
     cdef uint64_t result = 0
-    cdef int b, c
+    cdef int b
     if n == 0:
         return 0
     k = size if size < n else n
@@ -169,22 +176,29 @@ cdef inline uint64_t simhash_of_words(
     tail = <uint64_t>k * LEN_MIX
     for b in range(64):
         counts[b] = 0
-    for c in range(8):
-        lanes[c] = 0
+    for b in range(8):
+        lanes[b] = 0
     for i in range(m):
         acc = words[i]
         for j in range(1, k):
             acc = acc * SEQ_BASE + words[i + j]
         h = fmix(acc ^ tail)
-        for c in range(8):
-            lanes[c] += SPREAD[(h >> (8 * c)) & 0xFF]
+        n0 += h & 0x1111111111111111ULL
+        n1 += (h >> 1) & 0x1111111111111111ULL
+        n2 += (h >> 2) & 0x1111111111111111ULL
+        n3 += (h >> 3) & 0x1111111111111111ULL
         pending += 1
-        if pending == 255 or i == m - 1:
-            for c in range(8):
-                for b in range(8):
-                    counts[8 * c + b] += (lanes[c] >> (8 * b)) & 0xFF
-                lanes[c] = 0
+        if pending == 15 or i == m - 1:
+            add_nibbles(lanes, 0, n0)
+            add_nibbles(lanes, 1, n1)
+            add_nibbles(lanes, 2, n2)
+            add_nibbles(lanes, 3, n3)
+            n0 = n1 = n2 = n3 = 0
             pending = 0
+            flushes += 1
+            if flushes == 17 or i == m - 1:
+                add_counts(counts, lanes)
+                flushes = 0
     # the package's rule: a bit is set when more than half the features have it
     for b in range(64):
         if counts[b] * 2 > m:

@@ -487,12 +487,13 @@ cdef int walk_tree(Walk* w, tree.xmlNode* root) except -1 nogil:
             if not is_noise(<const uint8_t*>node.name):
                 end_piece(w)  # a child element ends the current piece of its parent
                 open_element(w, node)
-            elif matches(<const uint8_t*>node.name, b"meta") == 2:
-                meta_part(w, node)
-            elif matches(<const uint8_t*>node.name, b"script") == 2 and json_script(node):
-                vec_push(&w.data_nodes, <uint64_t><size_t>node)
-            if node.children != NULL and is_noise(<const uint8_t*>node.name):
-                w.hidden += has_element(node.children)
+            else:
+                if matches(<const uint8_t*>node.name, b"meta") == 2:
+                    meta_part(w, node)
+                elif matches(<const uint8_t*>node.name, b"script") == 2 and json_script(node):
+                    vec_push(&w.data_nodes, <uint64_t><size_t>node)
+                if node.children != NULL:
+                    w.hidden += has_element(node.children)
     return 0
 
 
