@@ -26,6 +26,15 @@ cdef extern from *:
     #else
     #define SR_LITTLE_ENDIAN 0
     #endif
+    /* SR_TOKEN_CLASS[c]: token_class(c) as a table the compiler fills */
+    #define SR_TC(c) (((c) >= 48 && (c) <= 57) ? 1 : ((c) >= 97 && (c) <= 122) ? 2 \
+        : ((c) >= 65 && (c) <= 90) ? 4 : ((c) == 45 || (c) == 95) ? 8 : 0)
+    #define SR_TC4(c) SR_TC(c), SR_TC((c) + 1), SR_TC((c) + 2), SR_TC((c) + 3)
+    #define SR_TC16(c) SR_TC4(c), SR_TC4((c) + 4), SR_TC4((c) + 8), SR_TC4((c) + 12)
+    #define SR_TC64(c) SR_TC16(c), SR_TC16((c) + 16), SR_TC16((c) + 32), SR_TC16((c) + 48)
+    static const unsigned char SR_TOKEN_CLASS[256] = {
+        SR_TC64(0), SR_TC64(64), SR_TC64(128), SR_TC64(192)
+    };
     """
     const uint64_t FMIX1 "SR_FMIX1"
     const uint64_t FMIX2 "SR_FMIX2"
@@ -34,6 +43,7 @@ cdef extern from *:
     const uint64_t LEN_MIX "SR_LEN_MIX"
     const uint64_t SCRUBBED "SR_SCRUBBED"
     const bint LITTLE_ENDIAN "SR_LITTLE_ENDIAN"
+    const uint8_t TOKEN_CLASS "SR_TOKEN_CLASS"[256]
 
 
 cdef inline uint64_t fmix(uint64_t x) noexcept nogil:
@@ -80,16 +90,8 @@ cdef inline uint64_t sequence_hash(uint64_t seq, int64_t count) noexcept nogil:
 
 
 cdef inline int token_class(uint8_t c) noexcept nogil:
-    # 1 digit, 2 lowercase, 4 uppercase, 8 "-" or "_", 0 anything else
-    if 48 <= c <= 57:
-        return 1
-    if 97 <= c <= 122:
-        return 2
-    if 65 <= c <= 90:
-        return 4
-    if c == 45 or c == 95:
-        return 8
-    return 0
+    # 1 digit, 2 lowercase, 4 uppercase, 8 "-" or "_", 0 anything else (SR_TC above)
+    return TOKEN_CLASS[c]
 
 
 cdef enum:

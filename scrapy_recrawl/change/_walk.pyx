@@ -285,6 +285,12 @@ cdef int read_text(Walk* w, const uint8_t* p) except -1 nogil:
                 return 0
             end_word(w)
             i = end
+    # add_word's work, with the frame's sums and the words' array in locals (stores to
+    # the array could otherwise be to the frame, for all the compiler knows)
+    cdef Frame* f = &w.stack[w.depth - 1]
+    cdef uint64_t seq = f.seq, power = f.power
+    cdef int64_t count = f.words, size = w.words.size, cap = w.words.cap
+    cdef uint64_t* words = w.words.data
     while i < n:
         if p[i] <= 32:
             i += 1
@@ -296,9 +302,19 @@ cdef int read_text(Walk* w, const uint8_t* p) except -1 nogil:
                 w.open_word = p + i
                 w.open_size = n - i
                 w.open_hash = h
-                return 0
-            add_word(w, h)
+                break
+            if size == cap:
+                w.words.size = size
+                vec_grow(&w.words)
+                words, cap = w.words.data, w.words.cap
+            words[size] = h
+            size += 1
+            seq += h * power
+            power *= SEQ_BASE
+            count += 1
             i = end
+    w.words.size = size
+    f.seq, f.power, f.words = seq, power, count
     return 0
 
 
