@@ -217,7 +217,7 @@ def breakdown(pairs: list[dict], detector: ChangeDetector, repeat: int) -> None:
                 t.append(time.perf_counter())
                 root = etree.fromstring(data, parser)
                 t.append(time.perf_counter())
-                keys, texts, attrs, sim, _ = sign(root, parts, detector.shingle_size, False)
+                keys, texts, attrs, sim, _, _ = sign(root, parts, detector.shingle_size, False)
                 t.append(time.perf_counter())
                 t.append(t[-1])  # the JSON parts: timed inside the walk's call
                 sigs[side] = Signature.of_page(h, sim, keys, texts, attrs, None, detector.rules)

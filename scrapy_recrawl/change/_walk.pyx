@@ -107,21 +107,18 @@ cdef inline int matches(const uint8_t* name, const char* word) noexcept nogil:
 
 cdef size_t attribute_bytes(Walk* w, tree.xmlAttr* a) except? 0 nogil:
     """Put ``name="value`` of ``a`` in ``w.attr``; return where the value starts."""
-    cdef size_t n = 0, value_at
+    cdef size_t n = strlen(<const char*>a.name), value_at
     cdef tree.xmlNode* t
     w.attr.size = 0
-    while a.name[n]:
-        n += 1
-    bytes_add(&w.attr, <const uint8_t*>a.name, n)
-    bytes_add(&w.attr, <const uint8_t*>b'="', 2)
-    value_at = w.attr.size
+    bytes_reserve(&w.attr, n + 2)
+    memcpy(w.attr.data, a.name, n)
+    w.attr.data[n] = 61  # =
+    w.attr.data[n + 1] = 34  # "
+    w.attr.size = value_at = n + 2
     t = a.children
     while t != NULL:
         if t.content != NULL:
-            n = 0
-            while t.content[n]:
-                n += 1
-            bytes_add(&w.attr, <const uint8_t*>t.content, n)
+            bytes_add(&w.attr, <const uint8_t*>t.content, strlen(<const char*>t.content))
         t = t.next
     return value_at
 
