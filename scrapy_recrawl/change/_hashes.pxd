@@ -165,7 +165,7 @@ cdef inline uint64_t simhash_of_words(
     (16 counters in a uint64, moved to 8-bit ones every 15 shingles, to integers every
     255)."""
     cdef int64_t m, i, j, k, pending = 0, flushes = 0
-    cdef uint64_t acc, h, tail
+    cdef uint64_t acc, h, tail, b2, b3
     cdef uint64_t n0 = 0, n1 = 0, n2 = 0, n3 = 0
     cdef uint64_t lanes[8]
     cdef int64_t counts[64]
@@ -180,10 +180,15 @@ cdef inline uint64_t simhash_of_words(
         counts[b] = 0
     for b in range(8):
         lanes[b] = 0
+    b2 = SEQ_BASE * SEQ_BASE
+    b3 = b2 * SEQ_BASE
     for i in range(m):
-        acc = words[i]
-        for j in range(1, k):
-            acc = acc * SEQ_BASE + words[i + j]
+        if k == 4:  # the default, as a sum of independent products (the same value)
+            acc = words[i] * b3 + words[i + 1] * b2 + words[i + 2] * SEQ_BASE + words[i + 3]
+        else:
+            acc = words[i]
+            for j in range(1, k):
+                acc = acc * SEQ_BASE + words[i + j]
         h = fmix(acc ^ tail)
         n0 += h & 0x1111111111111111ULL
         n1 += (h >> 1) & 0x1111111111111111ULL
