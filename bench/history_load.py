@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+from scrapy_recrawl.history import sqlite_packed
 from scrapy_recrawl.history.base import Visit
 from scrapy_recrawl.history.sqlite import SqliteHistoryStore
 
@@ -60,6 +61,7 @@ def build(path: str, urls: int) -> None:
             for i in range(urls)
         ),
     )
+    sqlite_packed.rebuild(db)  # the scorers' packed columns (schema 9), as the store keeps them
     db.execute("COMMIT")
     db.close()
 

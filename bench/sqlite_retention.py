@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sqlite_scale import _url_rows  # noqa: E402 -- beside this script
 
+from scrapy_recrawl.history import sqlite_packed  # noqa: E402
 from scrapy_recrawl.history.records import pack_window, window_from_log  # noqa: E402
 from scrapy_recrawl.history.sqlite import _URL_COLUMNS, SqliteHistoryStore  # noqa: E402
 from scrapy_recrawl.history.state import WINDOW_KEPT  # noqa: E402
@@ -135,6 +136,9 @@ def build(path: str, urls: int, cycles: int) -> dict:
     db.execute("CREATE INDEX visits_by_url ON visits (url_id, cycle)")
     db.execute("CREATE INDEX visits_by_cycle ON visits (cycle)")
     log_bytes = log_pages + (_pages(db) - before_urls - url_bytes)  # rows + both indexes
+    db.execute("BEGIN")
+    sqlite_packed.rebuild(db)  # the scorers' packed columns (schema 9), as the store keeps them
+    db.execute("COMMIT")
     db.execute("PRAGMA journal_mode=WAL")
     db.close()
     return {

@@ -7,12 +7,15 @@ For each size a store is built in bulk (once: ``--keep`` reuses the file on the
 next run) with the store's own schema and encodings: the ``urls`` rows
 (counts, rates, cycles, validators, failures, a few gone), a random 20-byte
 fingerprint per URL, URLs of realistic length over ``size / 200`` hosts of
-skewed sizes, and each URL's request dict in the request codec. Then, in a
+skewed sizes, and each URL's request dict in the request codec; then the packed
+copy of the scoring columns, by the store's own ``sqlite_packed.rebuild`` (what
+the migration from schema 8 runs). Then, in a
 fresh child process per size (so one size's memory does not count in the
 next), the scheduler's work at the start of a cycle, step by step:
 
 * open: ``SqliteHistoryStore.open()`` (lock, schema check, counters);
-* arrays: ``store.arrays()``, the columns as numpy (the snapshot);
+* arrays: ``store.arrays()``, the columns as numpy (the snapshot), read from the
+  packed table (schema 9);
 * score + top-k: ``select_recrawls`` with the default scorer (``aad+``), 5%
   budget, no cap: the backend-independent part (the target: 1M well under 1 s,
   10M under 10 s, flat per URL); run three times: the first call's time, and the
@@ -21,9 +24,11 @@ next), the scheduler's work at the start of a cycle, step by step:
   ``RECRAWL_MAX_PER_DOMAIN = --cap`` (``urls_of = store.urls``);
 * requests: ``store.requests()`` of the picked ids (decoded dicts);
 
-and the peak RSS of that process (``ru_maxrss``). The baseline, in its own
-child process on the same file: SQLite's bare ``SELECT`` of the same columns,
-each row read into a Python tuple and dropped.
+and the peak RSS of that process (``ru_maxrss``). The baselines, in their own
+child process on the same file: SQLite's bare ``SELECT`` of the same columns of
+the ``urls`` table, each row read into a Python tuple and dropped (what the
+``arrays()`` before schema 9 was bound by); and the packed read's own floor, each
+block of the packed table read as bytes and dropped.
 The last line is machine-readable: ``summary: urls=<N> cycle_s=<s> ...``.
 """
 
@@ -43,6 +48,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from scrapy_recrawl.history import sqlite_packed  # noqa: E402
 from scrapy_recrawl.history.request_codec import encode_stored  # noqa: E402
 from scrapy_recrawl.history.sqlite import _ARRAY_COLUMNS, _URL_COLUMNS, SqliteHistoryStore  # noqa: E402
 
@@ -145,6 +151,9 @@ def build(path: str, size: int) -> None:
         db.executemany(f"INSERT INTO urls ({', '.join(_URL_COLUMNS)}) VALUES ({marks})", rows)
         db.executemany("INSERT INTO requests VALUES (?, ?)", blobs)
         db.execute("COMMIT")
+    db.execute("BEGIN")
+    sqlite_packed.rebuild(db)  # the store's own build of the packed columns
+    db.execute("COMMIT")
     db.execute("PRAGMA journal_mode=WAL")
     db.close()
 
@@ -165,7 +174,13 @@ def child_baseline(path: str) -> dict:
     rows = 0
     for _ in db.execute(sql):
         rows += 1
-    return {"select_s": time.perf_counter() - t0, "rows": rows, "peak_mib": peak_rss_mib()}
+    select_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    blocks = 0
+    for _ in db.execute("SELECT data FROM packed ORDER BY block"):
+        blocks += 1
+    packed_s = time.perf_counter() - t0
+    return {"select_s": select_s, "packed_s": packed_s, "rows": rows, "peak_mib": peak_rss_mib()}
 
 
 def child_cycle(path: str, cap: int, profile: bool) -> dict:
@@ -278,7 +293,9 @@ def main() -> None:
             runs.append(run_child("cycle", path, str(args.cap), "1" if last else "0"))
         best = {k: min(run[k] for run in runs) for k in runs[0] if k.endswith(("_s", "_cpu"))}
         best.update({k: max(run[k] for run in runs) for k in runs[0] if k.endswith("_mib")})
-        best.update(urls=size, picks=runs[-1]["picks"], select_s=base["select_s"])
+        best.update(
+            urls=size, picks=runs[-1]["picks"], select_s=base["select_s"], packed_s=base["packed_s"]
+        )
         rows.append(best)
         if "profile" in runs[-1]:
             print(runs[-1]["profile"])
@@ -287,13 +304,15 @@ def main() -> None:
     print()
     print(
         f"aad+, budget 5%, at most {args.cap} per host; best of {args.repeat}; "
-        "wall s (CPU s of the process); baseline: a bare SELECT of the same columns"
+        "wall s (CPU s of the process); baselines: a bare SELECT of the same columns of "
+        "urls, a bare read of the packed table's blocks"
     )
     print()
     head = (
         "| URLs | open | arrays | score + top-k | plan (cap) | requests | cycle "
         "| cycle µs/URL | score + top-k µs/URL (CPU) | best of 3 (CPU) "
-        "| bare SELECT | arrays / SELECT |"
+        "| bare SELECT | arrays / SELECT | packed bare read | arrays µs/URL "
+        "| requests µs/pick |"
     )
     print(head)
     print("|" + "---:|" * (head.count("|") - 1))
@@ -309,7 +328,9 @@ def main() -> None:
             f"| {r['cycle_s'] / n * 1e6:.2f} "
             f"| {r['score_topk_s'] / n * 1e6:.3f} ({r['score_topk_cpu'] / n * 1e6:.3f}) "
             f"| {r['score_topk_best_s'] / n * 1e6:.3f} ({r['score_topk_best_cpu'] / n * 1e6:.3f}) "
-            f"| {r['select_s']:.2f} | {r['arrays_s'] / r['select_s']:.2f}x |"
+            f"| {r['select_s']:.2f} | {r['arrays_s'] / r['select_s']:.2f}x "
+            f"| {r['packed_s']:.2f} | {r['arrays_s'] / n * 1e6:.2f} "
+            f"| {r['requests_s'] / max(1, r['picks']) * 1e6:.1f} |"
         )
     print()
     head = (

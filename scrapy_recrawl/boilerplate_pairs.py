@@ -26,6 +26,7 @@ from scrapy.utils.defer import deferred_from_coro
 
 from .change import BoilerplateModel, ChangeDetector, Ignore, Signature
 from .change.boilerplate import TABLE
+from .change.detector import META_WATCH_CSS, META_WATCH_XPATHS
 from .core.meta import META_PAIR
 from .history import HistoryStore, HistoryStoreError, StoreLost
 from .settings import get
@@ -136,10 +137,11 @@ class PairFetcher:
             self._inc("boilerplate/pairs_failed")
             self.model.pair_failed(pending.url)
             return
-        first = pending.signature or self.detector.signature(
+        detector = self.detector.for_request(request.meta)  # the visit's watch list (its meta)
+        first = pending.signature or detector.signature(
             pending.body, pending.url, pending.content_type
         )
-        second = self.detector.signature(response.body, pending.url, _content_type(response))
+        second = detector.signature(response.body, pending.url, _content_type(response))
         if first.kind != "html" or second.kind != "html":
             self.model.pair_failed(pending.url)
             return
@@ -201,11 +203,15 @@ _PER_DOWNLOAD = frozenset(
 )
 
 
+#: a request's own watch list: its pair is signed under the same rules
+_WATCH = (META_WATCH_XPATHS, META_WATCH_CSS)
+
+
 def _plain_meta(meta: dict[str, Any]) -> dict[str, Any]:
     """The spider's own meta (proxy, cookie jar ...), without what this package or one
     download set."""
     return {
         k: v
         for k, v in meta.items()
-        if not k.startswith(("recrawl", "_recrawl")) and k not in _PER_DOWNLOAD
+        if (not k.startswith(("recrawl", "_recrawl")) or k in _WATCH) and k not in _PER_DOWNLOAD
     }

@@ -9,9 +9,12 @@ boilerplate learner (boilerplate_pairs.py), put the
 
 A body the store keeps is signed lazily: its first visit stores a *deferred*
 signature (a content hash), signed in full only once the body changes, from the
-kept copy. A signature made by another version of the hashing or under other
-signing rules (``RECRAWL_IGNORE_XPATHS`` edited) is made again from the kept copy,
-so neither is a change of the page.
+kept copy. At a change, the kept body (the version before it) is copied aside first
+(history/previous_body.py: ``RECRAWL_KEEP_PREVIOUS``), for ``recrawl-report --url``.
+A signature made by another version of the hashing or under other
+signing rules (``RECRAWL_IGNORE_XPATHS`` or a watch list edited: the request's own,
+``ChangeDetector.for_request``) is made again from the kept copy, so neither is a change
+of the page.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from .change import ChangeDetector, Signature, SignatureVersionError
 from .core.meta import FLAG_CHANGED, FLAG_NEW, FLAG_UNCHANGED, META_RESULT
 from .core.plugins import BagKeeper
 from .history import HistoryStore, UrlRecord
+from .history.previous_body import PreviousBodies
 from .visit_recorder import VisitRecorder, first, header
 
 #: the middleware's log lines keep its logger's name (a user's logging config names it)
@@ -59,23 +63,27 @@ class ChangeObserver:
         if bags is not None:
             detector.keep_bags = True
         self._too_deep_seen = 0  # detector.too_deep already counted in the stats
+        #: the body before each change, kept aside (None: RECRAWL_KEEP_PREVIOUS off)
+        self.previous = PreviousBodies.from_settings(
+            recorder.crawler.settings, store, detector.content_hash
+        )
 
     def good(
         self, request: Request, response: Response, fp: bytes, rec: UrlRecord | None
     ) -> Response:
         """Sign, compare, record and flag a 2xx response (module docstring); ``rec``: the
         URL's record before this visit (None: never seen)."""
-        detector = self.detector
+        detector = self.detector.for_request(request.meta)  # its own watch list, if any
         bags = self.bags
         recorder = self.recorder
         body = response.body
         content_type = header(response, "Content-Type")
-        old = self._old_signature(rec, fp, response.url)
+        old = self._old_signature(rec, fp, response.url, detector)
         small = len(body) <= self.max_body_bytes
         keep_body = small and self.store.store_bodies
         if old is not None and old.kind == "deferred":
             if old.content_hash != detector.content_hash(body):
-                old = self._resolve_deferred(fp, response.url) or old
+                old = self._resolve_deferred(fp, response.url, detector) or old
             new = detector.signature(body, response.url, content_type, previous=old)
         elif old is None and keep_body and bags is None:
             # first visit of a body the store keeps: sign it only if it ever changes
@@ -88,6 +96,8 @@ class ChangeObserver:
         result = detector.compare(
             old, new, old_bag=old_bags[0] if old_bags else None, ignore=ignore
         )
+        if result.changed and old is not None and rec is not None:
+            self._keep_previous(request, fp, rec, old, new)
         is_first = first(rec)
         saved = recorder.record(
             request,
@@ -97,6 +107,7 @@ class ChangeObserver:
             result=result,
             signature=new.to_bytes(),
             body=body if small else None,
+            before=rec,  # the items signal holds a refetch's visit (held_observations.py)
         )
         # paper 004: keep this version's bag (a byte-identical body reuses the last one)
         bag = new.bag if new.bag is not None else (old_bags[0] if new is old and old_bags else None)
@@ -120,7 +131,27 @@ class ChangeObserver:
         response.flags.append(tag)  # in place, as HttpCacheMiddleware adds "cached"
         return response
 
-    def _resolve_deferred(self, fp: bytes, url: str) -> Signature | None:
+    def _keep_previous(
+        self, request: Request, fp: bytes, rec: UrlRecord, old: Signature, new: Signature
+    ) -> None:
+        """The stored body, still the version before this change, copied aside before the
+        visit replaces it (history/previous_body.py)."""
+        if self.previous is None:
+            return
+        kept = self.previous.changed(
+            rec.id,
+            fp,
+            before=old.content_hash,
+            after=new.content_hash,
+            before_cycle=rec.last_visit_cycle,
+            before_time=rec.last_visit_time,
+            cycle=self.recorder.cycle_of(request),
+            time=self.recorder.now(),
+        )
+        if kept:
+            self.recorder.inc("previous_kept")
+
+    def _resolve_deferred(self, fp: bytes, url: str, detector: ChangeDetector) -> Signature | None:
         """The full signature of the stored body a deferred signature stands for."""
         stored = self.store.body(fp)
         if stored is None:
@@ -128,28 +159,30 @@ class ChangeObserver:
         content_type = next(
             (v[0] for k, v in stored.headers.items() if k.lower() == "content-type" and v), None
         )
-        return self.detector.signature(stored.body, url, content_type)
+        return detector.signature(stored.body, url, content_type)
 
-    def _old_signature(self, rec: UrlRecord | None, fp: bytes, url: str) -> Signature | None:
+    def _old_signature(
+        self, rec: UrlRecord | None, fp: bytes, url: str, detector: ChangeDetector
+    ) -> Signature | None:
         if rec is None or rec.signature is None:
             return None
         try:
             old = Signature.from_bytes(rec.signature)
         except SignatureVersionError:
             # made by another version of the hashing: sign the stored body again
-            return self._resolve_deferred(fp, url)
+            return self._resolve_deferred(fp, url, detector)
         except ValueError as exc:
             logger.warning(
                 "recrawl: stored signature of %s unreadable (%s); starting afresh", url, exc
             )
             return None
-        if self.detector.same_rules(old):
+        if detector.same_rules(old):
             return old
-        # made under other signing rules (RECRAWL_IGNORE_XPATHS edited): the kept copy is
+        # made under other signing rules (ignore or watch list edited): the kept copy is
         # signed again under today's, so the edit itself is no change; with no copy kept,
         # this visit is the new baseline (recorded without a change observation)
         self.recorder.inc("resigned")
-        resigned = self._resolve_deferred(fp, url)
+        resigned = self._resolve_deferred(fp, url, detector)
         if resigned is None:
             self.recorder.inc("rebaselined")
         return resigned

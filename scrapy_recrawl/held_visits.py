@@ -143,7 +143,11 @@ class StoreAway:
 
     def tick(self) -> None:
         """The idle flush (RECRAWL_FLUSH_SECONDS): what is held first, then the store's
-        buffer, responses or not (a crawl gone quiet records none)."""
+        buffer, responses or not (a crawl gone quiet records none); observations held
+        for their items' verdict past their age are recorded with the text's."""
+        observations = self.recorder.observations
+        if observations is not None:
+            observations.expire()
         if self.held and not self.replay():
             return  # still away: a flush would fail the same way (counted once)
         try:
@@ -173,13 +177,15 @@ class StoreAway:
     def at_store_close(self) -> int:
         """Before the store closes (history/__init__.py: before_close): record what is
         held; returns how many visits could not be (lost, said with the store's own)."""
+        observations = self.recorder.observations
+        waiting = 0 if observations is None else observations.release_all()
         held = self.held
         if held:
             self.replay()
         stats = self.recorder.stats
-        if held and stats is not None:
-            stats.inc_value("recrawl/visits_lost", len(held))
-        return held.give_up()
+        if (held or waiting) and stats is not None:
+            stats.inc_value("recrawl/visits_lost", len(held) + waiting)
+        return held.give_up() + waiting
 
     def _hold(
         self, request: Request, response: Response | None, exc: HistoryStoreError | None

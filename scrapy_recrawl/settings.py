@@ -123,6 +123,17 @@ def _skip(value: Any) -> Any:
     return _bool(value)
 
 
+def _lower(value: Any) -> Any:
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+def _feed(value: Any) -> Any:
+    # a URI, or a JSON object of FEEDS' shape on the command line
+    if isinstance(value, str) and value.strip().startswith("{"):
+        return _dict(value)
+    return _dict(value) if isinstance(value, Mapping) else value
+
+
 def _optional(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """A setting whose default is None: the string "None" (or "") gives it back."""
 
@@ -214,6 +225,14 @@ SETTINGS: dict[str, Setting] = _declare(
     # a backend of your own (class path), instead of RECRAWL_STORE
     Setting("RECRAWL_STORE_CLASS", None, _optional(_text), str, None, "a class path"),
     _b("RECRAWL_STORE_BODIES", True),
+    # the body before a URL's last change, beside the kept one (recrawl-report --url)
+    _b("RECRAWL_KEEP_PREVIOUS", True),
+    _i(
+        "RECRAWL_PREVIOUS_BODY_MAX_BYTES",
+        1024 * 1024,
+        lambda v: v >= 0,
+        "an int >= 0 (bytes of a body; 0: none kept)",
+    ),
     # visits per write; responses held while the store is away
     _i("RECRAWL_FLUSH_EVERY", 500, lambda v: v >= 1, "a positive number of visits"),
     _n("RECRAWL_FLUSH_SECONDS", 5.0, lambda v: v >= 0, "a number of seconds >= 0"),
@@ -224,6 +243,9 @@ SETTINGS: dict[str, Setting] = _declare(
     _i("RECRAWL_SIMHASH_DISTANCE", 3, lambda v: 0 <= v <= 64, "an int from 0 to 64"),
     _i("RECRAWL_MIN_ELEMENT_CHANGES", 1, lambda v: v >= 0, "an int >= 0"),
     Setting("RECRAWL_IGNORE_XPATHS", [], _list, (list, tuple), _strings, "a list of XPaths"),
+    # compare only inside these elements, when a page has one (else the whole page)
+    Setting("RECRAWL_WATCH_XPATHS", [], _list, (list, tuple), _strings, "a list of XPaths"),
+    Setting("RECRAWL_WATCH_CSS", [], _list, (list, tuple), _strings, "a list of CSS selectors"),
     _b("RECRAWL_LEARN_BOILERPLATE", True),
     _i(
         "RECRAWL_BOILERPLATE_PAIRS",
@@ -236,6 +258,30 @@ SETTINGS: dict[str, Setting] = _declare(
     _b("RECRAWL_CONDITIONAL_GET", True),
     # or "items" / "all": what an unchanged page gives the spider
     Setting("RECRAWL_SKIP_UNCHANGED", False, _skip, None, None, "False, 'items' or 'all'"),
+    # -- what changed in the spider's items (item_change.py, item_watch.py)
+    # "items": a page changed iff its items did (held_observations.py)
+    Setting(
+        "RECRAWL_CHANGE_SIGNAL",
+        "text",
+        _lower,
+        str,
+        lambda v: v in ("text", "items"),
+        "'text' or 'items'",
+    ),
+    _b("RECRAWL_ITEM_CHANGES", False),  # compare each page's items (on with the two above)
+    # the fields that identify an item ([]: its class and position on the page)
+    Setting("RECRAWL_ITEM_KEY", [], _list, (list, tuple), _strings, "a list of field names"),
+    _b("RECRAWL_ITEM_VALUES", False),  # keep field values (old -> new), not only hashes
+    _i("RECRAWL_ITEM_VALUES_MAX_BYTES", 16384, lambda v: v >= 0, "an int >= 0 (bytes per page)"),
+    # a feed URI (JSON Lines) or a FEEDS-style {uri: options} of the item change records
+    Setting(
+        "RECRAWL_CHANGE_FEED",
+        None,
+        _optional(_feed),
+        (str, dict),
+        lambda v: bool(v) and (isinstance(v, str) or all(isinstance(o, dict) for o in v.values())),
+        "a feed URI or a FEEDS-style dict {uri: {option: value}}",
+    ),
     # consecutive failed cycles before a URL is gone (0: never)
     _i(
         "RECRAWL_MAX_FAILURES",

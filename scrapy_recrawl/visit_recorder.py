@@ -9,10 +9,15 @@ says whether the store *took* the visit (:attr:`VisitRecorder.accepted`): a visi
 store took is its to write, even when a later read failed; one it did not take is
 held (held_visits.py), and recorded later with the time it arrived
 (:attr:`VisitRecorder.arrived`).
+
+With ``RECRAWL_CHANGE_SIGNAL = "items"`` a good refetch's visit is held instead
+(held_observations.py) and recorded once its page's items gave their verdict; the
+request carries the page's URL id for the item comparison (:data:`META_ITEMS_PAGE`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -24,6 +29,7 @@ from .change import ChangeResult
 from .core.meta import META_CYCLE, META_KIND
 from .core.plugins import VisitHook
 from .cycle_summary import CycleTally, tally_for_crawler
+from .held_observations import META_HELD, HeldObservation, HeldObservations
 from .history import (
     FlushFailed,
     HistoryStore,
@@ -36,6 +42,7 @@ from .history import (
 from .history.state import fold_failure
 from .hubs import META_HUB_PAGE, hubs_for_crawler
 from .last_modified import tally_for_crawler as last_modified_tally
+from .settings import get
 from .stored_request import StoredRequests, request_to_dict
 from .validators import VOLATILE_META, drop_ours
 
@@ -44,6 +51,11 @@ logger = logging.getLogger("scrapy_recrawl.middleware")
 
 # Headers of a stored body that would lie about it when it is handed out again.
 _DROPPED_HEADERS = {"content-length", "content-encoding", "transfer-encoding", "set-cookie"}
+
+#: on a recorded response's request: the page's URL id (item_watch.py keys its items by it)
+META_ITEMS_PAGE = "_recrawl_items_page"
+#: set for one download: never part of the request a later cycle re-issues
+_VOLATILE = VOLATILE_META | {META_ITEMS_PAGE, META_HELD}
 
 
 def header(response: Response, name: str) -> str | None:
@@ -92,6 +104,18 @@ class VisitRecorder:
         self._unstorable_warned = False
         #: the plug-ins told of every recorded visit and its record (declared "visit_hook")
         self.visit_hooks: list[VisitHook] = []
+        #: RECRAWL_CHANGE_SIGNAL = "items": good refetches held for their items' verdict
+        self.observations: HeldObservations | None = None
+        settings = crawler.settings
+        if get(settings, "RECRAWL_CHANGE_SIGNAL") == "items":
+            flush_seconds: float = get(settings, "RECRAWL_FLUSH_SECONDS")
+            self.observations = HeldObservations(
+                self.record_held,
+                bound=get(settings, "RECRAWL_FLUSH_EVERY"),
+                # held no longer than the store's flush bound (5 s with no idle flush)
+                max_age=flush_seconds if flush_seconds > 0 else 5.0,
+                inc=self.inc,
+            )
 
     # -- counting ------------------------------------------------------------
 
@@ -118,7 +142,26 @@ class VisitRecorder:
         visit log has it in; ``is_first``: the URL's first visit (:func:`first`)."""
         if cycle is None:
             cycle = self.cycle_of(request)
+        held: HeldObservation | None = request.meta.get(META_HELD)
+        if held is not None and not held.done and outcome in ("changed", "unchanged"):
+            held.count = (cycle, is_first)  # counted once its verdict is final
+            return
         self.tally.count(request, cycle, is_first, outcome, gone=gone)
+
+    def record_held(self, held: HeldObservation, changed: bool | None) -> None:
+        """Record a held visit with its items' verdict (None: the text verdict stands),
+        and count it in its cycle's figures with that outcome."""
+        visit = held.visit
+        if changed is not None and changed != visit.changed:
+            self.inc("items_signal/overruled")
+            visit = dataclasses.replace(visit, changed=changed)
+        self.accepted = False
+        self.store_visit(visit)
+        self.inc("items_signal/" + ("fallback" if changed is None else "judged"))
+        if held.count is not None:
+            cycle, is_first = held.count
+            outcome = "changed" if visit.changed else "unchanged"
+            self.tally.count(held.request, cycle, is_first, outcome)
 
     def cycle_of(self, request: Request) -> int:
         """The cycle ``request``'s visit is in: its own (meta), else the store's, as the
@@ -179,38 +222,53 @@ class VisitRecorder:
         result: ChangeResult,
         signature: bytes | None = None,
         body: bytes | None = None,
+        before: UrlRecord | None = None,
     ) -> UrlRecord:
-        """The visit of a response (good, or a 304), with its change observation."""
+        """The visit of a response (good, or a 304), with its change observation;
+        ``before``: the URL's record before it (given for a good body: with the items
+        signal, a refetch's visit is then held for its items' verdict and ``before``
+        returned)."""
         cycle = request.meta.get(META_CYCLE)
-        rec = self.store_visit(
-            Visit(
-                fingerprint=fp,
-                url=response.url,
-                time=self.now(),
-                status=response.status,
-                changed=changed,
-                signature=signature,
-                distance=result.distance,
-                added=result.added,
-                removed=result.removed,
-                modified=result.modified,
-                attributes=result.attributes,
-                size=len(response.body),
-                etag=header(response, "ETag"),
-                last_modified=header(response, "Last-Modified"),
-                request=self.request_dict(request),
-                body=body,
-                headers=_headers_to_dict(response.headers) if body is not None else None,
-                cycle=cycle,
-            )
+        visit = Visit(
+            fingerprint=fp,
+            url=response.url,
+            time=self.now(),
+            status=response.status,
+            changed=changed,
+            signature=signature,
+            distance=result.distance,
+            added=result.added,
+            removed=result.removed,
+            modified=result.modified,
+            attributes=result.attributes,
+            size=len(response.body),
+            etag=header(response, "ETag"),
+            last_modified=header(response, "Last-Modified"),
+            request=self.request_dict(request),
+            body=body,
+            headers=_headers_to_dict(response.headers) if body is not None else None,
+            cycle=cycle,
         )
+        observations = self.observations
+        if (
+            observations is not None
+            and before is not None
+            and changed is not None
+            and self.arrived is None  # a response recorded late: the spider had it already
+        ):
+            request.meta[META_HELD] = observations.hold(request, visit)
+            self.accepted = True  # ours to record, whatever the store does now
+            rec = before
+        else:
+            rec = self.store_visit(visit)
+        request.meta[META_ITEMS_PAGE] = rec.id
         if response.status == 200:  # its server's clock, its Last-Modified (last_modified.py)
             self.modified.fetched(
                 rec.id,
                 response.url,
                 self.cycle_of(request),
                 response.headers,
-                first=rec.n == 0,
+                first=rec.n == 0 and META_HELD not in request.meta,  # held: a refetch
             )
         if (
             request.meta.get("is_start_request")
@@ -299,6 +357,6 @@ class VisitRecorder:
                     exc,
                 )
             return {"url": request.url, "method": request.method}
-        d = self.stored_requests.stored(d, request, downloaded=True, volatile=VOLATILE_META)
+        d = self.stored_requests.stored(d, request, downloaded=True, volatile=_VOLATILE)
         drop_ours(d, request)
         return d

@@ -39,7 +39,7 @@ class TestSpider(scrapy.Spider):
             yield scrapy.Request(
                 url,
                 callback=self.parse_page,
-                meta={"tag": "kept"},
+                meta={"tag": "kept", **(args.get("meta") or {})},
                 headers=args.get("headers") or None,
                 dont_filter=bool(args.get("start_dont_filter")),
             )

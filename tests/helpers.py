@@ -146,6 +146,7 @@ def run_crawl(
     headers: dict[str, str] | None = None,
     spider_args: dict[str, str] | None = None,
     env: dict[str, str] | None = None,
+    meta: dict | None = None,
 ) -> dict:
     """Crawl ``urls`` once with ``settings`` in a fresh process; returns items and stats.
 
@@ -158,7 +159,7 @@ def run_crawl(
     first response was parsed (its links enqueued first).
     ``headers``: the start requests' own headers; ``spider_args``: the spider's
     arguments (``scrapy crawl -a``: its attributes); ``env``: environment variables
-    added to the crawl's.
+    added to the crawl's; ``meta``: more meta of the start requests.
     """
     args = json.dumps(
         {
@@ -170,6 +171,7 @@ def run_crawl(
             "start_after_first_parsed": start_after_first_parsed,
             "headers": headers or {},
             "spider_args": spider_args or {},
+            "meta": meta or {},
         }
     )
     env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}

@@ -1,7 +1,8 @@
 """The Redis store's schema versions (history/redis_migrate.py): a store from before the
 first release is refused in one line, in the store, a crawl and a command; clear()
 empties it (that is how `scrapy recrawl-reset` starts it afresh); the migration
-machinery runs the next release's steps in order (a made-up step 8 -> 9 here); a store
+machinery runs the next release's steps in order (a made-up step 9 -> 10 here; the real
+8 -> 9 on a store made by v0.1.0: tests/test_store_v8_fixtures.py); a store
 opened read-only is never created, upgraded or written."""
 
 from __future__ import annotations
@@ -98,18 +99,18 @@ def test_a_store_of_a_newer_build_is_refused(redis_db):
 # -- the machinery kept for the next release ------------------------------------------
 
 
-def _step_8_to_9(calls: list):
+def _step_9_to_10(calls: list):
     """A made-up step: every URL's blob gains nothing, the meta gains a field; it checks
     the version it starts from and writes the next one with its change (MULTI/EXEC)."""
 
     def step(client, layout, location):
         calls.append(location)
         meta = layout.store("meta")
-        if int(client.hget(meta, "schema_version")) != 8:
+        if int(client.hget(meta, "schema_version")) != 9:
             return
         pipe = client.pipeline()
         pipe.hset(meta, "made_up", "yes")
-        pipe.hset(meta, "schema_version", 9)
+        pipe.hset(meta, "schema_version", 10)
         pipe.execute()
 
     return step
@@ -118,21 +119,21 @@ def _step_8_to_9(calls: list):
 def test_the_next_release_adds_a_step_and_it_runs_once(redis_db, monkeypatch):
     _filled(redis_db.url)
     calls: list = []
-    monkeypatch.setattr(redis_migrate, "STEPS", {8: _step_8_to_9(calls)})
-    monkeypatch.setattr(redis_migrate, "TARGET", 9)
+    monkeypatch.setattr(redis_migrate, "STEPS", {9: _step_9_to_10(calls)})
+    monkeypatch.setattr(redis_migrate, "TARGET", 10)
     client = redis_db.client()
     with RedisHistoryStore(redis_db.url, key=KEY) as store:
         assert len(store) == 3  # the history kept
         store.record(_visit(7))
     assert calls == [redis_db.url]
-    assert client.hget(META, "schema_version") == b"9" and client.hget(META, "made_up") == b"yes"
-    with RedisHistoryStore(redis_db.url, key=KEY) as store:  # at 9 now: no step runs
+    assert client.hget(META, "schema_version") == b"10" and client.hget(META, "made_up") == b"yes"
+    with RedisHistoryStore(redis_db.url, key=KEY) as store:  # at 10 now: no step runs
         assert len(store) == 4
     assert len(calls) == 1
     # a new store is made at the version this build writes
     with RedisHistoryStore(redis_db.url, key="fresh:history") as store:
         assert store.cycle == 0
-    assert client.hget("{fresh:history}:meta", "schema_version") == b"9"
+    assert client.hget("{fresh:history}:meta", "schema_version") == b"10"
     client.close()
 
 
@@ -147,6 +148,9 @@ def test_steps_run_in_order_and_a_missing_one_is_said(redis_db, monkeypatch):
 
         return run
 
+    client = redis_db.client()
+    client.hset(META, "schema_version", 8)  # as v0.1.0 left it
+    client.close()
     monkeypatch.setattr(redis_migrate, "STEPS", {8: step(8), 9: step(9)})
     monkeypatch.setattr(redis_migrate, "TARGET", 10)
     with RedisHistoryStore(redis_db.url, key=KEY):
@@ -199,11 +203,11 @@ def test_a_read_only_store_is_never_created_nor_upgraded(redis_db, monkeypatch):
         RedisHistoryStore(redis_db.url, key=KEY, read_only=True).open()
     assert client.keys("*") == []
     _filled(redis_db.url)
-    monkeypatch.setattr(redis_migrate, "STEPS", {8: _step_8_to_9([])})
-    monkeypatch.setattr(redis_migrate, "TARGET", 9)
+    monkeypatch.setattr(redis_migrate, "STEPS", {9: _step_9_to_10([])})
+    monkeypatch.setattr(redis_migrate, "TARGET", 10)
     with pytest.raises(HistoryStoreError, match="open read-only: cannot upgrade it"):
         RedisHistoryStore(redis_db.url, key=KEY, read_only=True).open()
-    assert client.hget(META, "schema_version") == b"8"
+    assert client.hget(META, "schema_version") == b"9"
     client.close()
 
 

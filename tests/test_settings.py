@@ -22,6 +22,8 @@ FROM_THE_COMMAND_LINE = {
     "RECRAWL_SHARED_STORE": ("true", True),
     "RECRAWL_STORE_CLASS": ("None", None),
     "RECRAWL_STORE_BODIES": ("0", False),
+    "RECRAWL_KEEP_PREVIOUS": ("false", False),
+    "RECRAWL_PREVIOUS_BODY_MAX_BYTES": ("65536", 65536),
     "RECRAWL_FLUSH_EVERY": ("100", 100),
     "RECRAWL_FLUSH_SECONDS": ("2.5", 2.5),
     "RECRAWL_SQLITE_LOG_MAXLEN": ("1000000", 1_000_000),
@@ -29,11 +31,22 @@ FROM_THE_COMMAND_LINE = {
     "RECRAWL_SIMHASH_DISTANCE": ("4", 4),
     "RECRAWL_MIN_ELEMENT_CHANGES": ("2", 2),
     "RECRAWL_IGNORE_XPATHS": ("//footer,//nav", ["//footer", "//nav"]),
+    "RECRAWL_WATCH_XPATHS": ("//main,//h1", ["//main", "//h1"]),
+    "RECRAWL_WATCH_CSS": ("p.price,h1", ["p.price", "h1"]),
     "RECRAWL_LEARN_BOILERPLATE": ("false", False),
     "RECRAWL_BOILERPLATE_PAIRS": ("3", 3),
     "RECRAWL_MAX_PARSE_BYTES": ("1000", 1000),
     "RECRAWL_CONDITIONAL_GET": ("False", False),
     "RECRAWL_SKIP_UNCHANGED": ("items", "items"),
+    "RECRAWL_CHANGE_SIGNAL": ("Items", "items"),
+    "RECRAWL_ITEM_CHANGES": ("true", True),
+    "RECRAWL_ITEM_KEY": ("sku,size", ["sku", "size"]),
+    "RECRAWL_ITEM_VALUES": ("1", True),
+    "RECRAWL_ITEM_VALUES_MAX_BYTES": ("4096", 4096),
+    "RECRAWL_CHANGE_FEED": (
+        '{"s3://b/changes.jsonl": {"format": "jsonlines"}}',
+        {"s3://b/changes.jsonl": {"format": "jsonlines"}},
+    ),
     "RECRAWL_MAX_FAILURES": ("5", 5),
     "RECRAWL_UNSTORED_HEADERS": ("X-Api-Key,X-Session", ["X-Api-Key", "X-Session"]),
     "RECRAWL_UNSTORED_META": ("api_token", ["api_token"]),
@@ -167,6 +180,8 @@ def test_the_start_up_check_takes_command_line_strings():
         ("RECRAWL_PROBE_OFFSETS", "a,b", "RECRAWL_PROBE_OFFSETS='a,b'"),
         ("RECRAWL_SKIP_UNCHANGED", "some", "RECRAWL_SKIP_UNCHANGED='some'"),
         ("RECRAWL_SKIP_UNCHANGED", "True", "say what to skip: 'items'"),
+        ("RECRAWL_CHANGE_SIGNAL", "dom", "RECRAWL_CHANGE_SIGNAL='dom': expected 'text' or 'items'"),
+        ("RECRAWL_ITEM_VALUES_MAX_BYTES", "-1", "RECRAWL_ITEM_VALUES_MAX_BYTES='-1'"),
         ("RECRAWL_BUDGET", "1.0", "write 1 for one page or '100%'"),
         ("RECRAWL_REDIS_OUTAGE_SECONDS", "soon", "RECRAWL_REDIS_OUTAGE_SECONDS='soon'"),
         ("RECRAWL_ON_STORE_LOSS", "ignore", "RECRAWL_ON_STORE_LOSS='ignore': expected 'stop' or"),
@@ -181,6 +196,15 @@ def test_a_bad_string_is_refused_by_name(name, text, message):
     with pytest.raises(RecrawlSettingError) as err:
         check_settings(Settings({name: text}, priority="cmdline"))
     assert message in str(err.value)
+
+
+def test_skip_all_with_the_items_signal_is_refused_naming_both():
+    settings = Settings(
+        {"RECRAWL_SKIP_UNCHANGED": "all", "RECRAWL_CHANGE_SIGNAL": "items"}, priority="cmdline"
+    )
+    with pytest.raises(RecrawlSettingError) as err:
+        check_settings(settings)
+    assert "RECRAWL_SKIP_UNCHANGED='all' with RECRAWL_CHANGE_SIGNAL='items'" in str(err.value)
 
 
 def test_enabled_reads_like_getbool():

@@ -4,9 +4,10 @@
   ``BASELINE_SCHEMA_VERSION``) is refused as it is, never read nor upgraded: by a
   crawl (one error line, exit 1), by an offline command (one line, exit 1), and
   ``recrawl-reset`` empties it as the refusal says.
-* The machinery stays for the next release's first step: a synthetic step 8 -> 9
-  registered by the test upgrades a store of this release in place (all of the step
-  or none of it) and, for a read-only reader, in memory only.
+* The machinery stays for the next step: a synthetic step 9 -> 10 registered by the
+  test upgrades a store of this release in place (all of the step or none of it)
+  and, for a read-only reader, in memory only. (The real step 8 -> 9, on stores made
+  by v0.1.0 itself: tests/test_store_v8_fixtures.py.)
 
 Real SQLite files, real ``scrapy`` processes for the crawl.
 """
@@ -97,20 +98,20 @@ def test_recrawl_reset_empties_a_pre_release_store_as_the_refusal_says(tmp_path)
         assert (len(store), store.cycle, store.owner()) == (0, 0, None)
 
 
-# -- the machinery, for the next release's first step -----------------------------------
+# -- the machinery, for the next step -----------------------------------
 
 
 class NextStep:
-    """A step 8 -> 9 as the next release would register it: a new column, filled from
+    """A step 9 -> 10 as the next release would register it: a new column, filled from
     the rows (``calls``: its runs; ``fail``: it breaks after its first statement)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.monkeypatch, self.calls, self.fail = monkeypatch, 0, False
 
     def register(self) -> None:
-        assert base.SCHEMA_VERSION == BASELINE_SCHEMA_VERSION == 8
-        self.monkeypatch.setattr(base, "SCHEMA_VERSION", 9)
-        self.monkeypatch.setitem(sqlite_schema.MIGRATIONS, 8, self.step)
+        assert base.SCHEMA_VERSION == 9 and BASELINE_SCHEMA_VERSION == 8
+        self.monkeypatch.setattr(base, "SCHEMA_VERSION", 10)
+        self.monkeypatch.setitem(sqlite_schema.MIGRATIONS, 9, self.step)
 
     def step(self, db: sqlite3.Connection) -> None:
         self.calls += 1
@@ -130,13 +131,13 @@ def _nines(db: sqlite3.Connection) -> list[tuple[int, int]]:
 
 
 def test_the_next_step_upgrades_a_store_of_this_release_in_place(tmp_path, next_step):
-    path = store_file(tmp_path / "h.sqlite3")  # this release's: version 8
+    path = store_file(tmp_path / "h.sqlite3")  # this release's: version 9
     next_step.register()
     with SqliteHistoryStore(path) as store:
         assert next_step.calls == 1 and (len(store), store.cycle, store.owner()) == (2, 2, "pages")
         assert _nines(store.db) == [(1, 18), (2, 18)]  # two visits each
         store.record(Visit(bytes([3]) * 20, "http://h/3", 3.0, 200))  # and it goes on
-    assert _meta_version(path) == "9"
+    assert _meta_version(path) == "10"
     with SqliteHistoryStore(path) as store:  # once
         assert next_step.calls == 1 and len(store) == 3
 
@@ -146,12 +147,12 @@ def test_the_next_step_is_taken_in_memory_for_a_reader(tmp_path, next_step):
     before = _digest(path)
     next_step.register()
     with SqliteHistoryStore(path, read_only=True) as store:
-        assert store.file_schema_version == 8 and next_step.calls == 1
+        assert store.file_schema_version == 9 and next_step.calls == 1
         assert _nines(store.db) == [(1, 18), (2, 18)]
         assert store.db.execute(
             "SELECT value FROM meta WHERE key = 'schema_version'"
-        ).fetchone() == ("9",)
-    assert _digest(path) == before and _meta_version(path) == "8"  # the next crawl's job
+        ).fetchone() == ("10",)
+    assert _digest(path) == before and _meta_version(path) == "9"  # the next crawl's job
 
 
 def test_a_failed_step_leaves_the_store_as_it_was(tmp_path, next_step):
@@ -161,7 +162,7 @@ def test_a_failed_step_leaves_the_store_as_it_was(tmp_path, next_step):
     for _ in range(2):  # the lock released: the same refusal again
         with pytest.raises(HistoryStoreError, match="disk I/O error"):
             SqliteHistoryStore(path).open()
-    assert next_step.calls == 2 and _meta_version(path) == "8"
+    assert next_step.calls == 2 and _meta_version(path) == "9"
     db = sqlite3.connect(path)
     columns = [r[1] for r in db.execute("PRAGMA table_info(urls)")]
     db.close()

@@ -21,7 +21,9 @@ The rule (``changed``), for two signatures ``old`` and ``new``:
   diff (:mod:`scrapy_recrawl.change.elements`). A threshold of 0 makes that
   criterion accept any byte-level change.
 
-What is compared: the whole page, however deeply it nests (parsed with
+What is compared: the whole page (or, with ``RECRAWL_WATCH_XPATHS`` /
+``RECRAWL_WATCH_CSS``, only the watched elements, when the page has one of them:
+:func:`~scrapy_recrawl.change.xpaths.keep_only`), however deeply it nests (parsed with
 ``huge_tree``: 2,048 levels instead of libxml2's 256; the text past that, which
 the parser does not read, is one more part, counted in :attr:`ChangeDetector.too_deep`),
 its visible text and elements, and the data a scraper reads besides: ``<meta
@@ -69,7 +71,7 @@ from .signature import (
     leave_out,
 )
 from .simhash import distance as simhash_distance
-from .xpaths import compile_xpath, remove_matches, xpath_list
+from .xpaths import compile_xpath, css_list, keep_only, remove_matches, xpath_list
 
 __all__ = ["ChangeDetector", "ChangeResult", "Ignore", "Signature", "SignatureVersionError"]
 
@@ -77,6 +79,12 @@ __all__ = ["ChangeDetector", "ChangeResult", "Ignore", "Signature", "SignatureVe
 logger = logging.getLogger(__name__)
 
 _NOISE = frozenset(t.lower() for t in NOISE_TAGS)
+
+#: the Request.meta keys of a request's own watch list (instead of the settings')
+META_WATCH_XPATHS = "recrawl_watch_xpaths"
+META_WATCH_CSS = "recrawl_watch_css"
+#: distinct per-request watch lists whose detectors are kept (more are built each time)
+_WATCHING_KEPT = 64
 
 
 class ChangeDetector:
@@ -88,7 +96,9 @@ class ChangeDetector:
     XPaths whose elements are removed before hashing, tail text kept; XPaths
     that select attributes, e.g. ``//@data-ts``, remove those attributes, and
     ones that select text nodes blank them) and ``max_parse_bytes``
-    (``RECRAWL_MAX_PARSE_BYTES``: larger bodies are compared by hash only).
+    (``RECRAWL_MAX_PARSE_BYTES``: larger bodies are compared by hash only);
+    ``watch_xpaths`` (``RECRAWL_WATCH_XPATHS``, and ``RECRAWL_WATCH_CSS`` as XPaths):
+    compare only the elements they select, when a page has one (else the whole page).
     Bad values raise :class:`~scrapy_recrawl.settings.RecrawlSettingError`.
 
     An instance keeps one lxml parser per thread, so it can be shared.
@@ -104,6 +114,7 @@ class ChangeDetector:
         change_test: str = "simhash",
         chi2_p: float = 0.05,
         bow_terms: int = 256,
+        watch_xpaths: Iterable[str] = (),
     ) -> None:
         # paper 004's chi-squared rule (Eq. 1), off by default: see the module docstring
         if change_test not in ("simhash", "chi2"):
@@ -135,20 +146,30 @@ class ChangeDetector:
         self.max_parse_bytes: int = get(values, "RECRAWL_MAX_PARSE_BYTES")
         self.ignore_xpaths: tuple[str, ...] = xpath_list(ignore_xpaths)
         self._xpaths = [compile_xpath(x) for x in self.ignore_xpaths]
+        self.watch_xpaths: tuple[str, ...] = xpath_list(watch_xpaths, "RECRAWL_WATCH_XPATHS")
+        self._watch = [compile_xpath(x, "RECRAWL_WATCH_XPATHS") for x in self.watch_xpaths]
+        #: detectors of the requests that bring their own watch list (for_request)
+        self._watching: dict[tuple[str, ...], ChangeDetector] = {}
+        self._by_meta: dict[tuple[str, str], ChangeDetector] = {}
         self._local = threading.local()
         #: pages nested deeper than libxml2 parses (2048 levels): their text past the
         #: limit is compared as one hash (the middleware counts it: ``recrawl/too_deep``)
         self.too_deep: int = 0
         #: the signing rules' hash, kept in every signature: a signature made under
         #: other rules (RECRAWL_IGNORE_XPATHS edited) is signed again before comparing
-        self.rules: int = xxhash.xxh3_64_intdigest(
-            repr((self.ignore_xpaths, self.shingle_size, self.max_parse_bytes)).encode()
-        )
+        rules: tuple[Any, ...] = (self.ignore_xpaths, self.shingle_size, self.max_parse_bytes)
+        if self.watch_xpaths:  # without a watch list: the rules hash of every earlier release
+            rules += (self.watch_xpaths,)
+        self.rules: int = xxhash.xxh3_64_intdigest(repr(rules).encode())
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any] | Any) -> ChangeDetector:
         """Build from Scrapy ``Settings`` (or a plain dict) using the ``RECRAWL_*`` names."""
         xpaths = get(settings, "RECRAWL_IGNORE_XPATHS")
+        watch = [
+            *xpath_list(get(settings, "RECRAWL_WATCH_XPATHS"), "RECRAWL_WATCH_XPATHS"),
+            *css_list(get(settings, "RECRAWL_WATCH_CSS")),
+        ]
         return cls(
             shingle_size=get(settings, "RECRAWL_SHINGLE_SIZE"),
             simhash_distance=get(settings, "RECRAWL_SIMHASH_DISTANCE"),
@@ -158,14 +179,79 @@ class ChangeDetector:
             change_test=get(settings, "RECRAWL_CHANGE_TEST"),
             chi2_p=get(settings, "RECRAWL_CHI2_P"),
             bow_terms=get(settings, "RECRAWL_BOW_TERMS"),
+            watch_xpaths=watch,
         )
+
+    def watching(self, xpaths: Iterable[str]) -> ChangeDetector:
+        """This detector with another watch list (XPaths; empty: the whole page), its own
+        rules hash; kept for the next request with the same list. A bad XPath raises
+        :class:`~scrapy_recrawl.settings.RecrawlSettingError`."""
+        key = tuple(xpaths)
+        if key == self.watch_xpaths:
+            return self
+        known = self._watching.get(key)
+        if known is None:
+            known = ChangeDetector(
+                self.shingle_size,
+                self.simhash_distance,
+                self.min_element_changes,
+                self.ignore_xpaths,
+                self.max_parse_bytes,
+                self.change_test,
+                self.chi2_p,
+                self.bow_terms,
+                watch_xpaths=key,
+            )
+            known.keep_bags = self.keep_bags
+            if len(self._watching) < _WATCHING_KEPT:
+                self._watching[key] = known
+        return known
+
+    def for_request(self, meta: Mapping[str, Any]) -> ChangeDetector:
+        """The detector of a request: with its own watch list when its meta has one
+        (``recrawl_watch_xpaths``, ``recrawl_watch_css``: docs/what-changed.md), else this
+        one. A bad list is said once (naming the meta key) and not used."""
+        if META_WATCH_XPATHS not in meta and META_WATCH_CSS not in meta:
+            return self
+        xpaths, css = meta.get(META_WATCH_XPATHS) or (), meta.get(META_WATCH_CSS) or ()
+        raw = (repr(xpaths), repr(css))  # lists are not hashable; their text is
+        known = self._by_meta.get(raw)
+        if known is not None:
+            return known
+        x_name, c_name = f"meta[{META_WATCH_XPATHS!r}]", f"meta[{META_WATCH_CSS!r}]"
+        try:
+            watch = (*xpath_list(xpaths, x_name), *css_list(css, c_name))
+            for x in watch:
+                compile_xpath(x, x_name)
+            known = self.watching(watch)
+        except RecrawlSettingError as exc:
+            logger.warning("recrawl: %s; the requests with it are compared without it", exc)
+            known = self
+        if len(self._by_meta) < _WATCHING_KEPT:
+            self._by_meta[raw] = known
+        return known
+        xpaths, css = meta.get(META_WATCH_XPATHS) or (), meta.get(META_WATCH_CSS) or ()
+        try:
+            watch = (
+                *xpath_list(xpaths, f"meta[{META_WATCH_XPATHS!r}]"),
+                *css_list(css, f"meta[{META_WATCH_CSS!r}]"),
+            )
+            return self.watching(watch)
+        except RecrawlSettingError as exc:
+            bad = (repr(xpaths), repr(css))
+            if bad not in self._watching:
+                logger.warning("recrawl: %s; this request is compared without it", exc)
+                if len(self._watching) < _WATCHING_KEPT:
+                    self._watching[bad] = self
+            return self
 
     def __repr__(self) -> str:
         return (
             f"ChangeDetector(shingle_size={self.shingle_size}, "
             f"simhash_distance={self.simhash_distance}, "
             f"min_element_changes={self.min_element_changes}, "
-            f"ignore_xpaths={list(self.ignore_xpaths)!r}, max_parse_bytes={self.max_parse_bytes})"
+            f"ignore_xpaths={list(self.ignore_xpaths)!r}, max_parse_bytes={self.max_parse_bytes}"
+            + (f", watch_xpaths={list(self.watch_xpaths)!r})" if self.watch_xpaths else ")")
         )
 
     # -- signatures -------------------------------------------------------------------------
@@ -253,6 +339,9 @@ class ChangeDetector:
             return Signature("html", content_hash, 0, rules=self.rules)
         for xpath in self._xpaths:
             remove_matches(xpath(root))
+        # only the watched elements, when the page has one (where the text past the
+        # depth ceiling lies is then not known: not a watched element's)
+        watched = bool(self._watch) and keep_only(root, [x(root) for x in self._watch])
         # = elements.extract (it skips the noise elements itself), with the simhash
         # = simhash.fingerprint(shingle_hashes(words)) made in the same C pass (tests check it)
         keys, texts, attrs, simhash, words, shallow = sign(
@@ -260,7 +349,11 @@ class ChangeDetector:
         )
         # the parser's errors are read only where it may have stopped at its depth limit
         # (the walk saw a deep path, or a <template> it skips, or elements were removed)
-        deep = None if shallow and not self._xpaths else past_depth_limit(data, parser.error_log)
+        deep = (
+            None
+            if watched or (shallow and not self._xpaths)
+            else past_depth_limit(data, parser.error_log)
+        )
         if deep is not None:
             self.too_deep += 1
             keys, texts, attrs, simhash, words, _ = sign(
@@ -273,27 +366,38 @@ class ChangeDetector:
         bag = bag_from_hashes(words, self.bow_terms) if self.keep_bags else None
         return Signature.of_page(content_hash, simhash, keys, texts, attrs, bag, self.rules)
 
-    def elements_by_key(
-        self, body: bytes, url: str, content_type: str | None = None
-    ) -> dict[int, list[Any]]:
-        """The elements of ``body`` under each element key its signature would hold (the
-        same parse, the same ignored XPaths and noise), in document order: what names a
-        learned key as an XPath (``recrawl-report``). Empty for a body that is not HTML."""
+    def tree(self, body: bytes, url: str, content_type: str | None = None) -> Any:
+        """``body`` parsed as a signature parses it, the ignored XPaths removed and only
+        the watched elements kept (the rules): the lxml root, None for a body that is not
+        HTML. What the report shows a change from (insight/last_change.py)."""
         body = bytes(body)
         if len(body) > self.max_parse_bytes or not is_html(body, url, content_type):
-            return {}
+            return None
         data = as_utf8(body, content_type)
         try:
             root = None if data.isspace() else etree.fromstring(data, self._parser())
         except etree.XMLSyntaxError:
             root = None
         if root is None:
-            return {}
+            return None
         for xpath in self._xpaths:
             remove_matches(xpath(root))
+        if self._watch:
+            keep_only(root, [x(root) for x in self._watch])
+        return root
+
+    def elements_by_key(
+        self, body: bytes, url: str, content_type: str | None = None
+    ) -> dict[int, list[Any]]:
+        """The elements of ``body`` under each element key its signature would hold (the
+        same parse, the same ignored XPaths and noise), in document order: what names a
+        learned key as an XPath (``recrawl-report``). Empty for a body that is not HTML."""
+        root = self.tree(body, url, content_type)
+        if root is None:
+            return {}
         walked = walk(root)
         keys = fmix64(walked[0][: walked[5]])  # the elements, not the data parts after them
-        elements = list(_walk_order(root))
+        elements = list(walk_order(root))
         out: dict[int, list[Any]] = {}
         if len(elements) != len(keys):  # pragma: no cover - the walk and lxml disagree
             return out
@@ -346,7 +450,7 @@ class ChangeDetector:
 # -- helpers ------------------------------------------------------------------------------------
 
 
-def _walk_order(root: Any) -> Iterable[Any]:
+def walk_order(root: Any) -> Iterable[Any]:
     """The elements ``walk`` hashes, in its order: document order, noise subtrees left out."""
     stack = [root]
     while stack:

@@ -4,7 +4,11 @@ Per cycle: fetched (recrawl / new / monitor / probe), changed, unchanged, 304s,
 errors, gone, the budget used, the estimated freshness and the scorer; the top
 changing URLs and hosts, the URLs the budget is wasted on, and the pages whose
 changes look like boilerplate, with the ``RECRAWL_IGNORE_XPATHS`` line that would
-silence them. ``--url URL``: one URL's visits and why it was (or was not) picked.
+silence them. ``--url URL``: one URL's visits and why it was (or was not) picked, and its
+last change as a diff (the version before it, kept by the crawl: ``RECRAWL_KEEP_PREVIOUS``);
+with ``--ignore XPATH`` / ``--watch XPATH`` (``--watch-css``), that change under those
+rules too: would it still be one? And the page's items at their last change, field by
+field, old -> new (kept by the item watch: ``insight/last_items.py``).
 ``--format csv|json`` for pipelines, ``--plot FILE.png|.svg``, and ``--export
 FILE.npz|.csv``: the change matrix ``recrawl-evolve --history`` reads.
 
@@ -47,7 +51,31 @@ class Command(RecrawlCommand):
 
         super().add_options(parser)
         g = parser.add_argument_group("Report")
-        g.add_argument("--url", metavar="URL", help="one URL's visit history and last score")
+        g.add_argument(
+            "--url",
+            metavar="URL",
+            help="one URL's visit history, last score and last change (a diff)",
+        )
+        g.add_argument(
+            "--ignore",
+            action="append",
+            metavar="XPATH",
+            help="with --url: try the last change with this XPath added to "
+            "RECRAWL_IGNORE_XPATHS (repeatable): would it still be a change?",
+        )
+        g.add_argument(
+            "--watch",
+            action="append",
+            metavar="XPATH",
+            help="with --url: try the last change watching only this element "
+            "(RECRAWL_WATCH_XPATHS, repeatable)",
+        )
+        g.add_argument(
+            "--watch-css",
+            action="append",
+            metavar="SELECTOR",
+            help="with --url: the same as --watch, a CSS selector (RECRAWL_WATCH_CSS)",
+        )
         g.add_argument(
             "--format",
             choices=("table", "csv", "json"),
@@ -131,6 +159,11 @@ class Command(RecrawlCommand):
             raise UsageError("--all goes with --export (it says what to export)")
         if opts.url and (opts.export or opts.plot):
             raise UsageError("--url shows one URL; it takes no --export or --plot")
+        trial = opts.ignore or opts.watch or opts.watch_css
+        if trial and not opts.url:
+            raise UsageError("--ignore, --watch and --watch-css try a rule on one URL: add --url")
+        if trial:
+            opts.trial_watch = _trial_rules(opts)
 
     # -- the three things it does ---------------------------------------------------
 
@@ -209,12 +242,59 @@ class Command(RecrawlCommand):
         rec = rec if rec is not None else record_of(store, url_id)
         log = VisitLog(store.visit_log([url_id], since_cycle=opts.since or None))
         s = story(store, log, opts.url, url_id, rec, self.settings)
+        change, missing = self._last_change(store, opts, url_id, rec)
+        from scrapy_recrawl.insight.last_items import items_at_last_change, print_items
+
+        items = items_at_last_change(store, url_id)  # its own record: no body needed
         if opts.format == "json":
-            render.write_json({**s.as_dict(), "why": render.why_lines(s)})
+            extra = {
+                "last_change": change.as_dict() if change is not None else None,
+                "items_at_last_change": items.as_dict() if items is not None else None,
+            }
+            render.write_json({**s.as_dict(), "why": render.why_lines(s), **extra})
         elif opts.format == "csv":
-            render.write_csv([v.as_dict() for v in s.visits])
+            if change is not None and change.trial is not None:  # the trial's lines
+                render.write_csv([
+                    {"section": sec.title, **line.as_dict()}
+                    for sec in change.trial.sections for line in sec.lines
+                ])  # fmt: skip
+            else:
+                render.write_csv([v.as_dict() for v in s.visits])
         else:
+            from scrapy_recrawl.insight.last_change import print_last_change
+
             render.print_story(s)
+            if change is not None:
+                print_last_change(change)
+            else:
+                print(f"note: last change: {missing}")
+            if items is not None:
+                print_items(items)
+
+    def _last_change(
+        self, store: Any, opts: argparse.Namespace, url_id: int, rec: Any
+    ) -> tuple[Any, str]:
+        """The URL's last change (with the trial's rules), or None and why not; with a
+        trial asked for, "no previous version" is an InputError (there is nothing to try)."""
+        from scrapy_recrawl.change import ChangeDetector
+        from scrapy_recrawl.insight.last_change import NoPrevious, last_change
+
+        trial = getattr(opts, "trial_watch", None)
+        try:
+            change = last_change(
+                store,
+                url_id,
+                opts.url,
+                rec.fingerprint if rec is not None else None,
+                ChangeDetector.from_settings(self.settings),
+                ignore=opts.ignore,
+                watch=trial,
+            )
+        except NoPrevious as exc:
+            if opts.ignore or trial is not None:
+                raise InputError(f"--url {opts.url}: {exc}: nothing to try the rules on") from None
+            return None, str(exc)
+        return change, ""
 
     def _export(self, store: Any, opts: argparse.Namespace) -> None:
         from scrapy_recrawl.insight import export
@@ -249,6 +329,23 @@ class Command(RecrawlCommand):
         print(f"{matrix.note}", file=sys.stderr)
         pages, cycles = matrix.changes.shape
         print(f"exported {pages} pages x {cycles} cycles to {opts.export}")
+
+
+def _trial_rules(opts: argparse.Namespace) -> list[str] | None:
+    """The trial's XPaths, each checked (a bad one is one line naming its option); the
+    watch list the trial uses (None: the URL's own)."""
+    from scrapy_recrawl.change.xpaths import compile_xpath, css_list
+    from scrapy_recrawl.settings import RecrawlSettingError
+
+    try:
+        for x in opts.ignore or []:
+            compile_xpath(x, "--ignore")
+        watch = [*(opts.watch or []), *css_list(opts.watch_css or [], "--watch-css")]
+        for x in opts.watch or []:
+            compile_xpath(x, "--watch")
+    except RecrawlSettingError as exc:
+        raise InputError(str(exc)) from None
+    return watch or None
 
 
 def _urls_by_id(store: Any, log: Any, limit: int = 200_000) -> dict[int, str]:

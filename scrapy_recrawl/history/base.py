@@ -33,7 +33,11 @@ import numpy as np
 #: table ``cycle_freshness``: history/cycle_log.py), which recrawl-report reads
 #: instead of refitting it; nothing moved (cycles crawled before have none), both
 #: backends.
-SCHEMA_VERSION = 8
+#: 9: the SQLite store keeps the scorers' columns a second time, packed in blocks of
+#: fixed-width records (table ``packed``: history/sqlite_packed.py), read by
+#: ``arrays()`` without an object per value; built from ``urls`` by the step from 8.
+#: Redis unchanged (its step only records the version).
+SCHEMA_VERSION = 9
 
 #: The schema of the first release (v0.1.0): the oldest a store may be written in. The
 #: versions before it were never released (1-7 were all made before the first tag), so

@@ -8,8 +8,10 @@ one version at a time: the step from version ``v`` is ``STEPS[v]``, called with 
 client, the store's key layout and its location; it writes ``schema_version`` ``v + 1``
 itself, together with its change (all of it or none: a step interrupted runs again at
 the next open), and checks the version it starts from, so that two processes opening
-the store at once run it once. No step exists yet: the next release that changes the
-stored format adds ``STEPS[8]`` (tests/test_redis_migrations.py runs a made-up one).
+the store at once run it once. ``STEPS[8]`` only records version 9: schema 9 changed
+the SQLite store (history/sqlite_packed.py), and the one version sequence is shared by
+both backends; the Redis format is unchanged (tests/test_store_v8_fixtures.py upgrades
+a store made by v0.1.0).
 """
 
 from __future__ import annotations
@@ -23,8 +25,18 @@ from .redis_schema import Layout
 #: One upgrade step: ``(client, layout, location)``; it sets ``schema_version`` to one more.
 Step = Callable[[Any, Layout, str], None]
 
+
+def _record_version_9(client: Any, layout: Layout, location: str) -> None:
+    """8 -> 9: nothing of the Redis store changes (9 packed the SQLite store's scoring
+    columns); only the version is written, if the store is still at 8 (another
+    process opening it at once may have written it already: the same value)."""
+    meta = layout.store("meta")
+    if int(client.hget(meta, "schema_version") or 0) == 8:
+        client.hset(meta, "schema_version", 9)
+
+
 #: The step from each version to the next, by the version it starts from.
-STEPS: dict[int, Step] = {}
+STEPS: dict[int, Step] = {8: _record_version_9}
 
 #: The version this build writes (a test may raise it together with :data:`STEPS`).
 TARGET = SCHEMA_VERSION

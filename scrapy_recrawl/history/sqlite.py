@@ -80,6 +80,7 @@ class SqliteHistoryStore(SqliteWriter, SqliteSideStorage):
             for table in ("visits", "bodies", "requests", "signatures", "frontier", "side"):
                 db.execute(f"DELETE FROM {table}")
             db.execute("DELETE FROM urls")
+            db.execute("DELETE FROM packed")  # the scorers' copy of urls (sqlite_packed.py)
             db.execute("UPDATE meta SET value = '0' WHERE key = 'cycle'")
             db.execute("DELETE FROM meta WHERE key = 'spider'")  # nobody's, as a new store
 

@@ -1,10 +1,13 @@
 """The SQLite store's reads: one URL's record and body, and every URL's columns at once.
 
 Each read answers from the write-back buffers first (visits recorded but not yet
-flushed), then from the file. The bulk reads a cycle makes (:meth:`~SqliteReader.arrays`,
-:meth:`~SqliteReader.visit_log`, :meth:`~SqliteReader.change_window`) flush first and
-read the ``urls`` table in one scan, block by block into numpy; the point reads go
-by id in chunks of bound parameters, in id order.
+flushed), then from the file. The bulk reads a cycle makes flush first:
+:meth:`~SqliteReader.arrays` reads the packed copy of the scoring columns
+(sqlite_packed.py: blocks of records into numpy, no object per value);
+:meth:`~SqliteReader.visit_log` and :meth:`~SqliteReader.change_window` read their
+table in one scan into numpy. The point reads go by id in chunks of bound
+parameters, in id order; a cycle's picks are decoded by the codec's
+``decode_stored_many``.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from . import sqlite_packed
 from .base import HistoryArrays, StoredBody, UrlRecord
 from .records import window_from_bits
+from .request_codec import decode_stored_many
 from .sqlite_connection import SqliteConnection
 from .sqlite_schema import ARRAY_COLUMNS, RECORD_FIELDS, URL_COLUMNS
 
@@ -107,22 +112,50 @@ class SqliteReader(SqliteConnection):
         return StoredBody(status=status, headers=json.loads(headers), body=zlib.decompress(body))
 
     def requests(self, ids: Iterable[int] | np.ndarray) -> list[dict[str, Any] | None]:
-        wanted = [int(i) for i in ids]
+        wanted = ids.tolist() if isinstance(ids, np.ndarray) else [int(i) for i in ids]
         found = self._select_by_id("SELECT url_id, request FROM requests WHERE url_id IN", wanted)
-        wanted_set = set(wanted)
-        found.update({i: b for i, b in self._requests.items() if i in wanted_set})
+        if self._requests:  # buffered, not flushed yet: newer than the file's
+            wanted_set = set(wanted)
+            found.update({i: b for i, b in self._requests.items() if i in wanted_set})
+        blobs = [found.get(i) for i in wanted]
+        del found  # ~500,000 entries at 10M URLs: not held while they are decoded
+
+        def where(n: int) -> str:
+            return f"requests row {wanted[n]} of the history store {self.location}"
+
         with _no_gc():
-            return [
-                self._decode(found[i], f"requests row {i}") if i in found else None for i in wanted
-            ]
+            out = decode_stored_many(blobs, where)
+        self.unreadable_values += sum(
+            1 for d, b in zip(out, blobs, strict=True) if d is None and b is not None
+        )
+        return out
 
     def arrays(self) -> HistoryArrays:
-        """The ``urls`` table's scoring columns as numpy, read in one scan.
+        """The scoring columns of every URL as numpy, from the packed table
+        (history/sqlite_packed.py: a block of URLs a row, no object per value), in
+        id order, into columns preallocated for the store's URLs: the peak memory is
+        the columns plus one batch of blocks."""
+        self.flush()
+        size = self._count
+        ids = np.empty(size, dtype=np.int64)
+        columns = {name: np.empty(size, dtype=t) for name, _, t in ARRAY_COLUMNS}
+        read = self._read(lambda db: sqlite_packed.read(db, size, columns, ids))
+        return self._arrays(ids, columns, read)
+
+    def _arrays(self, ids: np.ndarray, columns: dict[str, np.ndarray], read: int) -> HistoryArrays:
+        columns = {name: col[:read] for name, col in columns.items()}
+        for name in _NULLABLE:
+            col = columns[name]
+            col[col < 0] = np.nan  # the urls table's NULL (read as -1 there), or NaN here
+        return HistoryArrays(ids=ids[:read], columns=columns, cycle=self._cycle)
+
+    def _arrays_from_urls(self) -> HistoryArrays:
+        """:meth:`arrays` read from the ``urls`` table itself (the read before schema
+        version 9, about 1.6 µs per URL): what the packed table must always equal
+        (tests/test_sqlite_packed.py), and the benchmark's baseline.
 
         The rows go block by block (:data:`_ARRAY_BLOCK`) through ``np.fromiter``
-        into a small structured buffer, and from there into the preallocated columns:
-        the peak memory is the columns plus one block, not twice the columns (a
-        structured array of every row, then a contiguous copy of each column).
+        into a small structured buffer, and from there into the preallocated columns.
         """
         self.flush()
         sql = "SELECT id, " + ", ".join(expr for _, expr, _ in ARRAY_COLUMNS) + " FROM urls"
@@ -145,11 +178,8 @@ class SqliteReader(SqliteConnection):
             return done
 
         read = self._read(scan)
-        columns = {name: col[:read] for name, col in zip(names[1:], out[1:], strict=True)}
-        for name in _NULLABLE:
-            col = columns[name]
-            col[col < 0] = np.nan
-        return HistoryArrays(ids=out[0][:read], columns=columns, cycle=self._cycle)
+        columns = dict(zip(names[1:], out[1:], strict=True))
+        return self._arrays(out[0], columns, read)
 
     def visit_log(
         self, url_ids: Iterable[int] | None = None, *, since_cycle: int | None = None

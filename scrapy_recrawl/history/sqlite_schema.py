@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from . import base
+from . import base, sqlite_packed
 from .base import HistoryStoreError
 
 #: The spider a store belongs to (no row: nobody's yet).
@@ -56,7 +56,8 @@ ARRAY_COLUMNS: list[tuple[str, str, Any]] = [
     ("last_change_cycle", "last_change_cycle", np.int64),
 ]
 
-SCHEMA = """
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS urls (
     id INTEGER PRIMARY KEY,
@@ -116,14 +117,22 @@ CREATE TABLE IF NOT EXISTS side (
     tbl TEXT NOT NULL, key INTEGER NOT NULL, value BLOB NOT NULL, PRIMARY KEY (tbl, key)
 ) WITHOUT ROWID;
 """
+    + sqlite_packed.TABLE_SQL
+)
+
+
+def _pack_columns(db: sqlite3.Connection) -> None:
+    """8 -> 9: the scorers' columns packed a second time (history/sqlite_packed.py),
+    built from the ``urls`` table; nothing else changes."""
+    sqlite_packed.rebuild(db)
 
 
 #: The migrations from schema version ``v`` to ``v + 1`` (``v`` >= the baseline), each
-#: run in one transaction by :func:`migrate`. None yet: the first release's schema is
-#: the current one. The next change of the stored format adds its step here (and the
-#: Redis store's in history/redis.py) with the new base.SCHEMA_VERSION, and a test
-#: that opens a store of this release (tests/test_migrations.py shows how).
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
+#: run in one transaction by :func:`migrate`. A change of the stored format adds its
+#: step here (and the Redis store's in history/redis_migrate.py) with the new
+#: base.SCHEMA_VERSION, and a test that opens a store of the release before it
+#: (tests/test_store_v8_fixtures.py: stores made by v0.1.0's own code).
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {8: _pack_columns}
 
 
 def current_version() -> int:

@@ -19,6 +19,7 @@ import sqlite3
 import zlib
 from typing import Any
 
+from . import sqlite_packed
 from .base import FlushFailed, HistoryStoreError, UrlRecord, Visit, refuse_when_full
 from .request_codec import encode_stored
 from .sqlite_reader import SqliteReader
@@ -108,6 +109,8 @@ class SqliteWriter(SqliteReader):
                 f"INSERT OR REPLACE INTO urls ({', '.join(URL_COLUMNS)}) VALUES ({marks})",
                 url_rows,
             )
+            # the scorers' packed copy of those rows, in the same transaction
+            sqlite_packed.write(db, self._dirty.values())
             db.executemany(
                 "INSERT OR REPLACE INTO signatures VALUES (?, ?)", self._signatures.items()
             )
