@@ -11,6 +11,10 @@ what differs.
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
+from libc.string cimport memset
+
+cdef enum:
+    SMALL_GROUP = 16  # a key with at most this many new elements is matched without a table
 
 cdef uint64_t TEXT_SALT = 0x2545F4914F6CDD1DULL
 cdef uint64_t KEY_SALT = 0x81DADEF4BC2DD44DULL
@@ -86,8 +90,9 @@ cdef int64_t same_place(
     the key, key by key along the arrays (sorted by key): a key on one side only leaves
     all its elements; a key with the same ids in the same order on both sides, none;
     any other key's elements go through ``leftovers``, which only they fill."""
-    cdef int64_t i = 0, j = 0, i1, j1, k, lo = 0, ln = 0, left_old, left_new
+    cdef int64_t i = 0, j = 0, i1, j1, k, m, lo = 0, ln = 0, left_old, left_new
     cdef bint same
+    cdef uint8_t taken[SMALL_GROUP]
     while i < n_old or j < n_new:
         if j == n_new or (i < n_old and ok[i] < nk[j]):
             old[lo] = i
@@ -109,7 +114,24 @@ cdef int64_t same_place(
             while same and k < i1 - i:
                 same = ids_old[i + k] == ids_new[j + k]
                 k += 1
-            if not same:
+            if not same and j1 - j <= SMALL_GROUP:
+                # few on the new side: each old element takes the first free equal new one
+                # (the n-th copy of a value matches the n-th: what leftovers() counts)
+                memset(taken, 0, j1 - j)
+                for k in range(i, i1):
+                    m = j
+                    while m < j1 and (taken[m - j] or ids_new[m] != ids_old[k]):
+                        m += 1
+                    if m < j1:
+                        taken[m - j] = 1
+                    else:
+                        old[lo] = k
+                        lo += 1
+                for m in range(j, j1):
+                    if not taken[m - j]:
+                        new[ln] = m
+                        ln += 1
+            elif not same:
                 for k in range(i, i1):
                     old[lo + k - i] = k
                 for k in range(j, j1):
