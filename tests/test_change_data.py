@@ -80,6 +80,30 @@ def test_past_the_parsers_depth_ceiling_the_text_is_one_hash_and_counted(tag):
     assert det.compare(old, early).modified == 1
 
 
+@pytest.mark.parametrize("items", [150, 250, 3000])
+@pytest.mark.parametrize(
+    "wrap",
+    ["{}", "<template>{}</template><p>after</p>", "<div><template><p>x</p></template>{}</div>"],
+    ids=["plain", "in-template", "after-template"],
+)
+def test_the_parsers_errors_are_read_where_it_may_have_stopped(items, wrap):
+    # The detector reads the parser's error log (did it stop at its depth ceiling?) only
+    # where the walk saw a deep path or skipped elements with elements inside (a
+    # <template>); with an ignore-XPath, even one that removes nothing, it always reads
+    # it: both sign every page alike, and count the pages cut alike.
+    rows = "".join(f"<b>Item {i} costs {100 + i} euros\n" for i in range(items))
+    body = f"<html><body><h1>Catalogue</h1>{wrap.format(rows)}</body></html>".encode()
+    fast, always = ChangeDetector(), ChangeDetector(ignore_xpaths=["//no-such-element"])
+    a, b = fast.signature(body, URL, HTML), always.signature(body, URL, HTML)
+    assert (a.simhash, a.keys.tolist(), a.texts.tolist(), a.attrs.tolist()) == (
+        b.simhash,
+        b.keys.tolist(),
+        b.texts.tolist(),
+        b.attrs.tolist(),
+    )
+    assert fast.too_deep == always.too_deep == (items > 2048)
+
+
 # -- machine-readable data ------------------------------------------------------------------
 
 NEXT = {

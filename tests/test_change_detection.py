@@ -6,6 +6,7 @@ The hand-made pages below are our own HTML. The real pairs are read in place fro
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections import Counter
 from pathlib import Path
@@ -18,6 +19,7 @@ from simhash import Simhash
 
 from scrapy_recrawl.change import ChangeDetector, ChangeResult, Signature
 from scrapy_recrawl.change._hashes import shingle_simhash
+from scrapy_recrawl.change.body import _decoded, as_utf8
 from scrapy_recrawl.change.elements import extract
 from scrapy_recrawl.change.shingles import shingle_hashes, text_shingles
 from scrapy_recrawl.change.simhash import distance, fingerprint
@@ -316,6 +318,39 @@ def test_undecodable_and_mislabelled_encodings(det):
     assert a.simhash == b.simhash == meta.simhash and counts(r) == (0, 0, 0, 0) and not r.changed
     bom = det.signature(b"\xff\xfe" + text.encode("utf-16-le"), URL, "text/html")
     assert bom.simhash == b.simhash
+
+
+def test_the_utf8_shortcut_decodes_as_every_case_does():
+    # as_utf8 passes a body through when its header says UTF-8 and it has no BOM,
+    # without reading it: the same bytes as the general path, whatever the header
+    text = "<html><head>{}</head><body><p>Données – café</p></body></html>"
+    bodies = [
+        text.format("").encode(),
+        text.format('<meta charset="latin-1">').encode("cp1252"),
+        text.format('<meta charset="utf-8">').encode("cp1252"),
+        codecs.BOM_UTF8 + text.format("").encode(),
+        codecs.BOM_UTF16_LE + text.format("").encode("utf-16-le"),
+        codecs.BOM_UTF32_BE + text.format("").encode("utf-32-be"),
+        b"<p>caf\xe9 \xff\xfe</p>",
+        b"",
+    ]
+    types = [
+        None,
+        "",
+        "text/html",
+        HTML,
+        "text/html; charset=UTF-8",
+        'text/html; charset="utf-8"',
+        "text/html; charset=utf8",
+        "text/html;charset=utf-16",
+        "text/html; charset=windows-1252",
+        "text/html; charset=no-such-charset",
+        "text/html; charset=utf-7",
+        'text/html; note="charset=latin-1"; charset=utf-8',
+    ]
+    for ctype in types:
+        for body in bodies:
+            assert as_utf8(body, ctype) == _decoded(body, ctype), (ctype, body[:20])
 
 
 @pytest.mark.parametrize(

@@ -248,8 +248,19 @@ def test_compiled_diff_follows_the_rules():
             rng.integers(0, 3, m).astype(np.uint64),
         )
 
-    for _ in range(2000):
-        old, new = arrays(int(rng.integers(0, 40))), arrays(int(rng.integers(0, 40)))
+    def edited(side: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        # mostly the same page: whole keys alike on both sides (matched key by key)
+        keys, texts, attrs = (a.copy() for a in side)
+        for _ in range(int(rng.integers(0, 3))):
+            if keys.size:
+                at = int(rng.integers(0, keys.size))
+                texts[at] = rng.integers(0, 4)
+        keep = rng.random(keys.size) > 0.05
+        return keys[keep], texts[keep], attrs[keep]
+
+    for trial in range(3000):
+        old = arrays(int(rng.integers(0, 40)))
+        new = arrays(int(rng.integers(0, 40))) if trial % 3 else edited(old)
         got = elements.diff(old, new)
         assert got == _reference_diff(old, new)
         added, removed, _, _ = got

@@ -3,11 +3,18 @@
 """The element diff of :func:`scrapy_recrawl.change.elements.diff`, compiled.
 
 Linear time: the multiset matchings are counted in an open-addressing hash
-table (element hashes are already well mixed), not sorted.
+table (element hashes are already well mixed), not sorted. Identical elements in
+the same place are first matched key by key along the two sorted arrays (a key's
+elements the same on both sides: all matched, no table), so the table only holds
+what differs.
 """
 
-from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
+from libc.string cimport memset
+
+cdef enum:
+    SMALL_GROUP = 16  # a key with at most this many new elements is matched without a table
 
 cdef uint64_t TEXT_SALT = 0x2545F4914F6CDD1DULL
 cdef uint64_t KEY_SALT = 0x81DADEF4BC2DD44DULL
@@ -15,20 +22,18 @@ cdef uint64_t KEY_SALT = 0x81DADEF4BC2DD44DULL
 
 cdef struct Slot:
     uint64_t value
-    int64_t olds  # copies on the old side ...
-    int64_t news  # ... and on the new side
-    int64_t seen_old  # copies met so far in document order
-    int64_t seen_new
-    bint used
+    int32_t olds  # copies on the old side ...
+    int32_t news  # ... and on the new side (a slot with neither is free)
+    int32_t seen_old  # copies met so far in document order
+    int32_t seen_new
 
 
 cdef Slot* slot_of(Slot* table, uint64_t mask, uint64_t v) noexcept nogil:
+    """The slot of ``v``; a free one is taken (the caller counts a copy in it at once)."""
     cdef uint64_t i = (v ^ (v >> 29)) & mask
-    while table[i].used and table[i].value != v:
+    while (table[i].olds or table[i].news) and table[i].value != v:
         i = (i + 1) & mask
-    if not table[i].used:
-        table[i].used = True
-        table[i].value = v
+    table[i].value = v
     return &table[i]
 
 
@@ -76,6 +81,71 @@ cdef int64_t leftovers(
     return kept
 
 
+cdef int64_t same_place(
+    const uint64_t[::1] ok, const uint64_t* ids_old, int64_t* old, int64_t n_old,
+    const uint64_t[::1] nk, const uint64_t* ids_new, int64_t* new, int64_t n_new,
+    int64_t* n_new_left,
+) except -1 nogil:
+    """``leftovers`` of all elements (``old``, ``new``: 0, 1, 2...) by ``ids`` that hold
+    the key, key by key along the arrays (sorted by key): a key on one side only leaves
+    all its elements; a key with the same ids in the same order on both sides, none;
+    any other key's elements go through ``leftovers``, which only they fill."""
+    cdef int64_t i = 0, j = 0, i1, j1, k, m, lo = 0, ln = 0, left_old, left_new
+    cdef bint same
+    cdef uint8_t taken[SMALL_GROUP]
+    while i < n_old or j < n_new:
+        if j == n_new or (i < n_old and ok[i] < nk[j]):
+            old[lo] = i
+            lo += 1
+            i += 1
+        elif i == n_old or nk[j] < ok[i]:
+            new[ln] = j
+            ln += 1
+            j += 1
+        else:
+            i1 = i + 1
+            while i1 < n_old and ok[i1] == ok[i]:
+                i1 += 1
+            j1 = j + 1
+            while j1 < n_new and nk[j1] == nk[j]:
+                j1 += 1
+            same = i1 - i == j1 - j
+            k = 0
+            while same and k < i1 - i:
+                same = ids_old[i + k] == ids_new[j + k]
+                k += 1
+            if not same and j1 - j <= SMALL_GROUP:
+                # few on the new side: each old element takes the first free equal new one
+                # (the n-th copy of a value matches the n-th: what leftovers() counts)
+                memset(taken, 0, j1 - j)
+                for k in range(i, i1):
+                    m = j
+                    while m < j1 and (taken[m - j] or ids_new[m] != ids_old[k]):
+                        m += 1
+                    if m < j1:
+                        taken[m - j] = 1
+                    else:
+                        old[lo] = k
+                        lo += 1
+                for m in range(j, j1):
+                    if not taken[m - j]:
+                        new[ln] = m
+                        ln += 1
+            elif not same:
+                for k in range(i, i1):
+                    old[lo + k - i] = k
+                for k in range(j, j1):
+                    new[ln + k - j] = k
+                left_old = leftovers(
+                    ids_old, old + lo, i1 - i, ids_new, new + ln, j1 - j, &left_new
+                )
+                lo += left_old
+                ln += left_new
+            i, j = i1, j1
+    n_new_left[0] = ln
+    return lo
+
+
 def diff(
     const uint64_t[::1] ok, const uint64_t[::1] ot, const uint64_t[::1] oa,
     const uint64_t[::1] nk, const uint64_t[::1] nt, const uint64_t[::1] na,
@@ -95,13 +165,11 @@ def diff(
             for i in range(n_old):
                 ids_old[n_old + i] = ot[i] * TEXT_SALT + oa[i]
                 ids_old[i] = ids_old[n_old + i] + ok[i] * KEY_SALT
-                old[i] = i
             for i in range(n_new):
                 ids_new[n_new + i] = nt[i] * TEXT_SALT + na[i]
                 ids_new[i] = ids_new[n_new + i] + nk[i] * KEY_SALT
-                new[i] = i
             # 1. identical elements in the same place, 2. identical elements anywhere
-            lo = leftovers(ids_old, old, n_old, ids_new, new, n_new, &ln)
+            lo = same_place(ok, ids_old, old, n_old, nk, ids_new, new, n_new, &ln)
             lo = leftovers(ids_old + n_old, old, lo, ids_new + n_new, new, ln, &ln)
             # 3. the n-th leftover of a key on one side with the n-th on the other
             # (both sides are sorted by key, document order within a key)

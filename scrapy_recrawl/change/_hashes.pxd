@@ -26,6 +26,15 @@ cdef extern from *:
     #else
     #define SR_LITTLE_ENDIAN 0
     #endif
+    /* SR_TOKEN_CLASS[c]: token_class(c) as a table the compiler fills */
+    #define SR_TC(c) (((c) >= 48 && (c) <= 57) ? 1 : ((c) >= 97 && (c) <= 122) ? 2 \
+        : ((c) >= 65 && (c) <= 90) ? 4 : ((c) == 45 || (c) == 95) ? 8 : 0)
+    #define SR_TC4(c) SR_TC(c), SR_TC((c) + 1), SR_TC((c) + 2), SR_TC((c) + 3)
+    #define SR_TC16(c) SR_TC4(c), SR_TC4((c) + 4), SR_TC4((c) + 8), SR_TC4((c) + 12)
+    #define SR_TC64(c) SR_TC16(c), SR_TC16((c) + 16), SR_TC16((c) + 32), SR_TC16((c) + 48)
+    static const unsigned char SR_TOKEN_CLASS[256] = {
+        SR_TC64(0), SR_TC64(64), SR_TC64(128), SR_TC64(192)
+    };
     """
     const uint64_t FMIX1 "SR_FMIX1"
     const uint64_t FMIX2 "SR_FMIX2"
@@ -34,6 +43,7 @@ cdef extern from *:
     const uint64_t LEN_MIX "SR_LEN_MIX"
     const uint64_t SCRUBBED "SR_SCRUBBED"
     const bint LITTLE_ENDIAN "SR_LITTLE_ENDIAN"
+    const uint8_t TOKEN_CLASS "SR_TOKEN_CLASS"[256]
 
 
 cdef inline uint64_t fmix(uint64_t x) noexcept nogil:
@@ -80,16 +90,8 @@ cdef inline uint64_t sequence_hash(uint64_t seq, int64_t count) noexcept nogil:
 
 
 cdef inline int token_class(uint8_t c) noexcept nogil:
-    # 1 digit, 2 lowercase, 4 uppercase, 8 "-" or "_", 0 anything else
-    if 48 <= c <= 57:
-        return 1
-    if 97 <= c <= 122:
-        return 2
-    if 65 <= c <= 90:
-        return 4
-    if c == 45 or c == 95:
-        return 8
-    return 0
+    # 1 digit, 2 lowercase, 4 uppercase, 8 "-" or "_", 0 anything else (SR_TC above)
+    return TOKEN_CLASS[c]
 
 
 cdef enum:
@@ -136,3 +138,76 @@ cdef inline uint64_t attribute_hash(const uint8_t* p, size_t n, size_t value_at)
         return fmix(span_hash(p, n))
     seq += fmix(span_hash(p + piece, n - piece)) * power
     return sequence_hash(seq, count + 1) ^ SCRUBBED
+
+
+cdef inline void add_nibbles(uint64_t* lanes, int r, uint64_t nibbles) noexcept nogil:
+    """Move 16 nibble counters (bit 4q + r of the features: nibble q) into byte counters
+    (``lanes[2r]``: the even nibbles, ``lanes[2r + 1]``: the odd ones)."""
+    lanes[2 * r] += nibbles & 0x0F0F0F0F0F0F0F0FULL
+    lanes[2 * r + 1] += (nibbles >> 4) & 0x0F0F0F0F0F0F0F0FULL
+
+
+cdef inline void add_counts(int64_t* counts, uint64_t* lanes) noexcept nogil:
+    """Move the byte counters of ``add_nibbles`` into one count per bit."""
+    cdef int b, q
+    for b in range(64):
+        q = b >> 2
+        counts[b] += (lanes[2 * (b & 3) + (q & 1)] >> (8 * (q >> 1))) & 0xFF
+    for b in range(8):
+        lanes[b] = 0
+
+
+cdef inline uint64_t simhash_of_words(
+    const uint64_t* words, int64_t n, int64_t size
+) noexcept nogil:
+    """``simhash.fingerprint(shingles.shingle_hashes(words, size))`` in one pass: each
+    shingle's hash is made and its bits counted at once, four bits to a 4-bit counter
+    (16 counters in a uint64, moved to 8-bit ones every 15 shingles, to integers every
+    255)."""
+    cdef int64_t m, i, j, k, pending = 0, flushes = 0
+    cdef uint64_t acc, h, tail, b2, b3
+    cdef uint64_t n0 = 0, n1 = 0, n2 = 0, n3 = 0
+    cdef uint64_t lanes[8]
+    cdef int64_t counts[64]
+    cdef uint64_t result = 0
+    cdef int b
+    if n == 0:
+        return 0
+    k = size if size < n else n
+    m = n - k + 1
+    tail = <uint64_t>k * LEN_MIX
+    for b in range(64):
+        counts[b] = 0
+    for b in range(8):
+        lanes[b] = 0
+    b2 = SEQ_BASE * SEQ_BASE
+    b3 = b2 * SEQ_BASE
+    for i in range(m):
+        if k == 4:  # the default, as a sum of independent products (the same value)
+            acc = words[i] * b3 + words[i + 1] * b2 + words[i + 2] * SEQ_BASE + words[i + 3]
+        else:
+            acc = words[i]
+            for j in range(1, k):
+                acc = acc * SEQ_BASE + words[i + j]
+        h = fmix(acc ^ tail)
+        n0 += h & 0x1111111111111111ULL
+        n1 += (h >> 1) & 0x1111111111111111ULL
+        n2 += (h >> 2) & 0x1111111111111111ULL
+        n3 += (h >> 3) & 0x1111111111111111ULL
+        pending += 1
+        if pending == 15 or i == m - 1:
+            add_nibbles(lanes, 0, n0)
+            add_nibbles(lanes, 1, n1)
+            add_nibbles(lanes, 2, n2)
+            add_nibbles(lanes, 3, n3)
+            n0 = n1 = n2 = n3 = 0
+            pending = 0
+            flushes += 1
+            if flushes == 17 or i == m - 1:
+                add_counts(counts, lanes)
+                flushes = 0
+    # the package's rule: a bit is set when more than half the features have it
+    for b in range(64):
+        if counts[b] * 2 > m:
+            result |= (<uint64_t>1) << b
+    return result

@@ -17,7 +17,7 @@ shingle simhash).
 
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcpy, strcmp
+from libc.string cimport memcpy, memset, strcmp, strlen
 
 from lxml.includes cimport tree
 cimport lxml.includes.etreepublic as cetree
@@ -28,12 +28,16 @@ from ._hashes cimport (
     attribute_hash,
     fmix,
     sequence_hash,
+    simhash_of_words,
     span_hash,
 )
+from ._words cimport separates, word_end
 
 import numpy as np
 
 cetree.import_lxml__etree()
+
+_U64 = np.uint64
 
 # -- the walk's own hash constants (the shared ones: _hashes.pxd) -------------------------
 
@@ -43,27 +47,7 @@ cdef uint64_t RANK_MUL = 0x9FB21C651E98DF25ULL
 cdef uint64_t DATA_SALT = 0xA54FF53A5F1D36F1ULL
 cdef uint64_t META_SALT = 0x3C6EF372FE94F82BULL
 
-# -- growable arrays ---------------------------------------------------------------------
-
-cdef struct Vec:
-    uint64_t* data
-    int64_t size
-    int64_t cap
-
-
-cdef int vec_push(Vec* v, uint64_t x) except -1 nogil:
-    cdef uint64_t* grown
-    if v.size == v.cap:
-        v.cap = v.cap * 2 if v.cap else 256
-        grown = <uint64_t*>realloc(v.data, v.cap * sizeof(uint64_t))
-        if grown == NULL:
-            with gil:
-                raise MemoryError()
-        v.data = grown
-    v.data[v.size] = x
-    v.size += 1
-    return 0
-
+# -- the results as numpy arrays (the walk's structures: _walk.pxd) -----------------------
 
 cdef object vec_array(Vec* v):
     out = np.empty(v.size, dtype=np.uint64)
@@ -73,67 +57,7 @@ cdef object vec_array(Vec* v):
     return out
 
 
-cdef struct Bytes:
-    uint8_t* data
-    size_t size
-    size_t cap
-
-
-cdef int bytes_reserve(Bytes* b, size_t extra) except -1 nogil:
-    cdef uint8_t* grown
-    cdef size_t cap
-    if b.size + extra <= b.cap:
-        return 0
-    cap = b.cap * 2 if b.cap else 256
-    while cap < b.size + extra:
-        cap *= 2
-    grown = <uint8_t*>realloc(b.data, cap)
-    if grown == NULL:
-        with gil:
-            raise MemoryError()
-    b.data = grown
-    b.cap = cap
-    return 0
-
-
-cdef int bytes_add(Bytes* b, const uint8_t* p, size_t n) except -1 nogil:
-    bytes_reserve(b, n)
-    memcpy(b.data + b.size, p, n)
-    b.size += n
-    return 0
-
-
 # -- the walk ----------------------------------------------------------------------------
-
-# An element whose children are being visited.
-cdef struct Frame:
-    tree.xmlNode* child  # next child to visit
-    int64_t index  # the element's index in the per-element arrays
-    uint64_t key  # running tag-path sum (the element's and its ancestors' (level, tag) hashes)
-    uint64_t seq  # the current text piece: sum of word_i * SEQ_BASE**i
-    uint64_t power  # SEQ_BASE**(words in the piece)
-    int64_t words  # words in the current piece
-    int64_t pieces  # pieces with words so far (their rank)
-    bint mute  # its text is not read: a <time datetime> (or inside one)
-    uint64_t data  # the sum of its data-* attribute hashes (0: none with a value)
-
-
-cdef struct Walk:
-    Frame* stack
-    int64_t depth
-    int64_t cap
-    Bytes word  # the word being read (may span text nodes)
-    Bytes attr  # an attribute as ` name="value` (without the space), to hash
-    Vec words  # word hashes, reading order
-    Vec keys  # per element: running key, tag code, own text, attributes
-    Vec codes
-    Vec texts
-    Vec attrs
-    Vec part_keys  # the data-* parts (see walk())
-    Vec part_texts
-    Vec data_nodes  # JSON <script> elements (xmlNode pointers): detector.py reads them
-    Bytes name  # a meta's name, folded (see bookkeeping())
-
 
 #: Elements skipped with their content (their tails are read): scripts and styles,
 #: and what no reader sees (asset links with build hashes, CSRF <meta> tokens).
@@ -157,6 +81,10 @@ _point_at_noise_names()
 
 cdef inline bint is_noise(const uint8_t* name) noexcept nogil:
     cdef int i
+    if name[0] != b"s" and name[0] != b"t" and name[0] != b"l" and name[0] != b"m" and (
+        name[0] != b"b"
+    ):  # no noise tag starts otherwise: most elements are told in one test
+        return False
     for i in range(N_NOISE):
         if strcmp(<const char*>name, NOISE[i]) == 0:
             return True
@@ -179,21 +107,18 @@ cdef inline int matches(const uint8_t* name, const char* word) noexcept nogil:
 
 cdef size_t attribute_bytes(Walk* w, tree.xmlAttr* a) except? 0 nogil:
     """Put ``name="value`` of ``a`` in ``w.attr``; return where the value starts."""
-    cdef size_t n = 0, value_at
+    cdef size_t n = strlen(<const char*>a.name), value_at
     cdef tree.xmlNode* t
     w.attr.size = 0
-    while a.name[n]:
-        n += 1
-    bytes_add(&w.attr, <const uint8_t*>a.name, n)
-    bytes_add(&w.attr, <const uint8_t*>b'="', 2)
-    value_at = w.attr.size
+    bytes_reserve(&w.attr, n + 2)
+    memcpy(w.attr.data, a.name, n)
+    w.attr.data[n] = 61  # =
+    w.attr.data[n + 1] = 34  # "
+    w.attr.size = value_at = n + 2
     t = a.children
     while t != NULL:
         if t.content != NULL:
-            n = 0
-            while t.content[n]:
-                n += 1
-            bytes_add(&w.attr, <const uint8_t*>t.content, n)
+            bytes_add(&w.attr, <const uint8_t*>t.content, strlen(<const char*>t.content))
         t = t.next
     return value_at
 
@@ -220,10 +145,12 @@ cdef inline int add_word(Walk* w, uint64_t h) except -1 nogil:
 
 cdef int end_word(Walk* w) except -1 nogil:
     """Hash the word kept across text nodes (if any)."""
-    if w.word.size == 0:
-        return 0
-    add_word(w, span_hash(w.word.data, w.word.size))
-    w.word.size = 0
+    if w.word.size:
+        add_word(w, span_hash(w.word.data, w.word.size))
+        w.word.size = 0
+    elif w.open_size:
+        add_word(w, w.open_hash)
+        w.open_size = 0
     return 0
 
 
@@ -243,28 +170,58 @@ cdef int end_piece(Walk* w) except -1 nogil:
     return 0
 
 
-cdef inline bint separates(const uint8_t* p) noexcept nogil:
-    """ASCII whitespace and control characters, and U+00A0, separate words."""
-    return p[0] <= 32 or (p[0] == 0xC2 and p[1] == 0xA0)
-
-
 cdef int read_text(Walk* w, const uint8_t* p) except -1 nogil:
-    """The words of a text node. A word that touches either end of the node is
-    kept in ``w.word``: it may go on in the next text node (after a skipped
-    noise element); any other word is hashed in place."""
-    cdef size_t i = 0, start
-    while p[i]:
-        if separates(p + i):
+    """The words of a text node. A word that touches either end of the node may go on
+    in the next text node (after a skipped noise element): one that ends the node is
+    kept open (``w.open_word``: where it is, hashed already), one that goes on from
+    the last node is gathered in ``w.word``; any other word is hashed in place."""
+    cdef size_t n = strlen(<const char*>p), i = 0, end
+    cdef uint64_t h
+    if n == 0:
+        return 0
+    if w.word.size or w.open_size:  # a word from the last text node: does it go on?
+        if separates(p):
             end_word(w)
-            i += 1 if p[i] <= 32 else 2
-            continue
-        start = i
-        while p[i] and not separates(p + i):
-            i += 1
-        if w.word.size or p[i] == 0:
-            bytes_add(&w.word, p + start, i - start)
         else:
-            add_word(w, span_hash(p + start, i - start))
+            end = word_end(p, 0, n, &h)
+            if w.open_size:
+                bytes_add(&w.word, w.open_word, w.open_size)
+                w.open_size = 0
+            bytes_add(&w.word, p, end)
+            if end == n:
+                return 0
+            end_word(w)
+            i = end
+    # add_word's work, with the frame's sums and the words' array in locals (stores to
+    # the array could otherwise be to the frame, for all the compiler knows)
+    cdef Frame* f = &w.stack[w.depth - 1]
+    cdef uint64_t seq = f.seq, power = f.power
+    cdef int64_t count = f.words, size = w.words.size, cap = w.words.cap
+    cdef uint64_t* words = w.words.data
+    while i < n:
+        if p[i] <= 32:
+            i += 1
+        elif p[i] == 0xC2 and p[i + 1] == 0xA0:
+            i += 2
+        else:
+            end = word_end(p, i, n, &h)
+            if end == n:
+                w.open_word = p + i
+                w.open_size = n - i
+                w.open_hash = h
+                break
+            if size == cap:
+                w.words.size = size
+                vec_grow(&w.words)
+                words, cap = w.words.data, w.words.cap
+            words[size] = h
+            size += 1
+            seq += h * power
+            power *= SEQ_BASE
+            count += 1
+            i = end
+    w.words.size = size
+    f.seq, f.power, f.words = seq, power, count
     return 0
 
 
@@ -312,6 +269,8 @@ cdef int open_element(Walk* w, tree.xmlNode* node) except -1 nogil:
         w.stack = grown
     f = &w.stack[w.depth]
     w.depth += 1
+    if w.depth > w.deepest:
+        w.deepest = w.depth
     f.child = node.children
     f.index = w.keys.size
     f.key = key
@@ -451,11 +410,69 @@ cdef int walk_tree(Walk* w, tree.xmlNode* root) except -1 nogil:
             if not is_noise(<const uint8_t*>node.name):
                 end_piece(w)  # a child element ends the current piece of its parent
                 open_element(w, node)
-            elif matches(<const uint8_t*>node.name, b"meta") == 2:
-                meta_part(w, node)
-            elif matches(<const uint8_t*>node.name, b"script") == 2 and json_script(node):
-                vec_push(&w.data_nodes, <uint64_t><size_t>node)
+            else:
+                if matches(<const uint8_t*>node.name, b"meta") == 2:
+                    meta_part(w, node)
+                elif matches(<const uint8_t*>node.name, b"script") == 2 and json_script(node):
+                    vec_push(&w.data_nodes, <uint64_t><size_t>node)
+                if node.children != NULL:
+                    w.hidden += has_element(node.children)
     return 0
+
+
+cdef inline bint has_element(tree.xmlNode* node) noexcept nogil:
+    while node != NULL:
+        if node.type == tree.XML_ELEMENT_NODE:
+            return True
+        node = node.next
+    return False
+
+
+cdef int walk_page(Walk* w, cetree._Element root) except -1:
+    """Walk the tree under ``root`` into ``w`` (set to zero before), the data parts
+    after the elements; the number of elements."""
+    cdef int64_t i, elements
+    w.cap = 64
+    w.stack = <Frame*>malloc(w.cap * sizeof(Frame))
+    if w.stack == NULL:
+        raise MemoryError()
+    if root._c_node.type == tree.XML_ELEMENT_NODE and not is_noise(
+        <const uint8_t*>root._c_node.name
+    ):
+        with nogil:
+            walk_tree(w, root._c_node)
+    else:
+        w.hidden += 1
+    elements = w.keys.size
+    for i in range(w.part_keys.size):
+        vec_push(&w.keys, w.part_keys.data[i])
+        vec_push(&w.codes, 0)
+        vec_push(&w.texts, w.part_texts.data[i])
+        vec_push(&w.attrs, 0)
+    return elements
+
+
+cdef list json_scripts(Walk* w, cetree._Element root):
+    cdef int64_t i
+    return [
+        cetree.elementFactory(root._doc, <tree.xmlNode*><size_t>w.data_nodes.data[i])
+        for i in range(w.data_nodes.size)
+    ]
+
+
+cdef void walk_free(Walk* w) noexcept:
+    free(w.stack)
+    free(w.word.data)
+    free(w.attr.data)
+    free(w.words.data)
+    free(w.keys.data)
+    free(w.codes.data)
+    free(w.texts.data)
+    free(w.attrs.data)
+    free(w.part_keys.data)
+    free(w.part_texts.data)
+    free(w.data_nodes.data)
+    free(w.name.data)
 
 
 def walk(cetree._Element root not None):
@@ -468,42 +485,16 @@ def walk(cetree._Element root not None):
     ``NOISE_TAGS`` are skipped with their content (their tails are read).
 
     After the ``elements`` elements, the arrays hold the data parts (code 0, attrs 0),
-    compared apart from the markup: one part per element with own text and ``data-*`` attributes with a value
-    (noise as attributes, but what a scraper reads: ``data-price="19.99"``), and one
-    per ``<meta content>`` (see ``meta_part``; ``<meta>`` is noise as an element).
-    ``data``: the JSON ``<script>`` elements met on the way (not walked), for their
-    parts (detector.py), so they need no second pass.
+    compared apart from the markup: one part per element with own text and ``data-*``
+    attributes with a value (noise as attributes, but what a scraper reads:
+    ``data-price="19.99"``), and one per ``<meta content>`` (see ``meta_part``;
+    ``<meta>`` is noise as an element). ``data``: the JSON ``<script>`` elements met
+    on the way (not walked), for their parts (detector.py), so they need no second pass.
     """
     cdef Walk w
-    w.depth = 0
-    w.cap = 64
-    w.stack = <Frame*>malloc(w.cap * sizeof(Frame))
-    if w.stack == NULL:
-        raise MemoryError()
-    w.word = Bytes(NULL, 0, 0)
-    w.attr = Bytes(NULL, 0, 0)
-    w.words = Vec(NULL, 0, 0)
-    w.keys = Vec(NULL, 0, 0)
-    w.codes = Vec(NULL, 0, 0)
-    w.texts = Vec(NULL, 0, 0)
-    w.attrs = Vec(NULL, 0, 0)
-    w.part_keys = Vec(NULL, 0, 0)
-    w.part_texts = Vec(NULL, 0, 0)
-    w.data_nodes = Vec(NULL, 0, 0)
-    w.name = Bytes(NULL, 0, 0)
-    cdef int64_t i, elements
+    memset(&w, 0, sizeof(Walk))
     try:
-        if root._c_node.type == tree.XML_ELEMENT_NODE and not is_noise(
-            <const uint8_t*>root._c_node.name
-        ):
-            with nogil:
-                walk_tree(&w, root._c_node)
-        elements = w.keys.size
-        for i in range(w.part_keys.size):
-            vec_push(&w.keys, w.part_keys.data[i])
-            vec_push(&w.codes, 0)
-            vec_push(&w.texts, w.part_texts.data[i])
-            vec_push(&w.attrs, 0)
+        elements = walk_page(&w, root)
         return (
             vec_array(&w.keys),
             vec_array(&w.codes),
@@ -511,21 +502,91 @@ def walk(cetree._Element root not None):
             vec_array(&w.attrs),
             vec_array(&w.words),
             elements,
-            [
-                cetree.elementFactory(root._doc, <tree.xmlNode*><size_t>w.data_nodes.data[i])
-                for i in range(w.data_nodes.size)
-            ],
+            json_scripts(&w, root),
         )
     finally:
-        free(w.stack)
-        free(w.word.data)
-        free(w.attr.data)
-        free(w.words.data)
-        free(w.keys.data)
-        free(w.codes.data)
-        free(w.texts.data)
-        free(w.attrs.data)
-        free(w.part_keys.data)
-        free(w.part_texts.data)
-        free(w.data_nodes.data)
-        free(w.name.data)
+        walk_free(&w)
+
+
+cdef enum:
+    # Fewer elements open at once than this, on the walked path, and the parser cannot
+    # have stopped at its depth limit (256 levels, 2,048 with huge_tree): its error
+    # log need not be read (see sign()).
+    SHALLOW = 200
+
+
+def sign(
+    cetree._Element root not None,
+    more_parts,
+    int64_t shingle_size,
+    bint keep_words,
+    bint every_page=False,
+):
+    """``(keys, texts, attrs, simhash, words, shallow)`` of the tree under ``root``:
+    what ``elements.extract`` describes and ``_hashes.shingle_simhash`` of its words,
+    made in C from the walk's arrays (no numpy pass, no sort in numpy).
+
+    The elements that are shown (own text or attributes) and the data parts, their
+    keys mixed, their texts mixed with their tag; then the parts ``more_parts``
+    makes of the JSON scripts (called when the page has some, or on every page if
+    ``every_page``; ``None``: no parts); all sorted by key, in walk order within a
+    key. ``simhash``: 0 when ``shingle_size`` is 0; ``words``: the word hashes in
+    reading order if ``keep_words``, else None. The three arrays are new and
+    read-only. ``shallow``: no more than ``SHALLOW`` elements were ever open at
+    once and none was skipped with elements inside, so the tree cannot have
+    been cut at the parser's depth limit.
+    """
+    cdef Walk w
+    cdef Entry* entries = NULL
+    cdef Entry* spare = NULL
+    cdef Entry* done
+    cdef const uint64_t[::1] extra_keys
+    cdef const uint64_t[::1] extra_texts
+    cdef uint64_t[::1] out_keys
+    cdef uint64_t[::1] out_texts
+    cdef uint64_t[::1] out_attrs
+    cdef int64_t i, n = 0, n_extra = 0
+    cdef uint64_t simhash = 0
+    memset(&w, 0, sizeof(Walk))
+    try:
+        walk_page(&w, root)
+        extra = None
+        if more_parts is not None and (w.data_nodes.size or every_page):
+            extra = more_parts(json_scripts(&w, root))
+        if extra is not None and extra[0].size:
+            extra_keys = np.ascontiguousarray(extra[0], dtype=_U64)
+            extra_texts = np.ascontiguousarray(extra[1], dtype=_U64)
+            n_extra = extra_keys.shape[0]
+        entries = <Entry*>malloc((w.keys.size + n_extra + 1) * sizeof(Entry))
+        spare = <Entry*>malloc((w.keys.size + n_extra + 1) * sizeof(Entry))
+        if entries == NULL or spare == NULL:
+            raise MemoryError()
+        with nogil:
+            # blank elements (no own text, no attributes left) are structure only
+            for i in range(w.keys.size):
+                if w.texts.data[i] != 0 or w.attrs.data[i] != 0:
+                    entries[n].key = fmix(w.keys.data[i])
+                    entries[n].text = fmix(w.texts.data[i] ^ w.codes.data[i])
+                    entries[n].attr = w.attrs.data[i]
+                    n += 1
+            for i in range(n_extra):
+                entries[n].key = extra_keys[i]
+                entries[n].text = extra_texts[i]
+                entries[n].attr = 0
+                n += 1
+            done = sort_by_key(entries, spare, n)
+            if shingle_size > 0:
+                simhash = simhash_of_words(w.words.data, w.words.size, shingle_size)
+        keys, texts, attrs = np.empty(n, _U64), np.empty(n, _U64), np.empty(n, _U64)
+        out_keys, out_texts, out_attrs = keys, texts, attrs
+        for i in range(n):
+            out_keys[i] = done[i].key
+            out_texts[i] = done[i].text
+            out_attrs[i] = done[i].attr
+        keys.flags.writeable = texts.flags.writeable = attrs.flags.writeable = False
+        words = vec_array(&w.words) if keep_words else None
+        return keys, texts, attrs, simhash, words, w.deepest < SHALLOW and w.hidden == 0
+    finally:
+        walk_free(&w)
+        free(entries)
+        free(spare)

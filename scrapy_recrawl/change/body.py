@@ -7,7 +7,9 @@ as a browser (and w3lib) would. Both take the raw ``Content-Type`` header value.
 
 from __future__ import annotations
 
+import codecs
 import re
+from functools import lru_cache
 
 from lxml import etree
 from w3lib.encoding import (
@@ -46,19 +48,42 @@ _HTML_SUFFIX = re.compile(r"\.(?:s?html?|xhtml|php|aspx?|jsp)(?:$|[?#])", re.I)
 _PARSER_REPLACES_BAD_UTF8 = etree.LIBXML_VERSION >= (2, 14)
 
 
+# read_bom's byte-order marks: a body that starts with none of them has none
+_BOMS = (
+    codecs.BOM_UTF32_BE,
+    codecs.BOM_UTF32_LE,
+    codecs.BOM_UTF16_BE,
+    codecs.BOM_UTF16_LE,
+    codecs.BOM_UTF8,
+)
+
+
+# (A Content-Type value is read once per value: a site sends few of them.)
+@lru_cache(maxsize=256)
 def _media_type(content_type: str | None) -> str:
     if not content_type:
         return ""
     return content_type.split(";", 1)[0].strip().lower()
 
 
+@lru_cache(maxsize=256)
+def _declares_utf8(content_type: str | None) -> bool:
+    """Whether a body without a byte-order mark is UTF-8 by this header (its charset:
+    as_utf8's rule, which reads the body's <meta> only when the header has none)."""
+    encoding = http_content_type_encoding(content_type)
+    if not encoding:
+        return False
+    if encoding in ("utf-16", "utf-32"):
+        encoding += "-be"
+    return (resolve_encoding(encoding) or "utf-8") == "utf-8"
+
+
 def _looks_binary(body: bytes) -> bool:
-    head = body[:1024]
-    if head.startswith(_BINARY_MAGIC):
+    if body.startswith(_BINARY_MAGIC):
         return True
-    if b"\x00" in head:
+    if body.find(b"\x00", 0, 1024) >= 0:
         # UTF-16/32 text has NULs too; a BOM says which it is.
-        return read_bom(head)[0] is None
+        return read_bom(body[:1024])[0] is None
     return False
 
 
@@ -88,6 +113,13 @@ def as_utf8(body: bytes, content_type: str | None) -> bytes:
     through without copying (and, with libxml2 >= 2.14, which replaces bad
     bytes itself, without a validation pass).
     """
+    if _PARSER_REPLACES_BAD_UTF8 and not body.startswith(_BOMS) and _declares_utf8(content_type):
+        return body  # the common case, decided without reading the body (= _decoded's)
+    return _decoded(body, content_type)
+
+
+def _decoded(body: bytes, content_type: str | None) -> bytes:
+    """:func:`as_utf8`, every case."""
     bom_enc, bom = read_bom(body)
     if bom_enc is not None and bom is not None:
         encoding, body = bom_enc, body[len(bom) :]

@@ -56,11 +56,10 @@ import xxhash
 from lxml import etree
 
 from ..settings import RecrawlSettingError, get
-from ._hashes import shingle_simhash
-from ._walk import NOISE_TAGS, walk
+from ._diff import diff as _diff
+from ._walk import NOISE_TAGS, sign, walk
 from .body import as_utf8, is_html
 from .bow import Bag, bag_from_hashes, significant
-from .elements import diff, extract
 from .parts import DEEP_KEY, json_parts, past_depth_limit, with_part
 from .shingles import fmix64
 from .signature import (
@@ -338,32 +337,34 @@ class ChangeDetector:
             root = None
         if root is None:
             return Signature("html", content_hash, 0, rules=self.rules)
-        deep = past_depth_limit(data, parser.error_log)
         for xpath in self._xpaths:
             remove_matches(xpath(root))
-        if self._watch and keep_only(root, [x(root) for x in self._watch]):
-            deep = None  # where the unread text lies is not known: not a watched element's
+        # only the watched elements, when the page has one (where the text past the
+        # depth ceiling lies is then not known: not a watched element's)
+        watched = bool(self._watch) and keep_only(root, [x(root) for x in self._watch])
+        # = elements.extract (it skips the noise elements itself), with the simhash
+        # = simhash.fingerprint(shingle_hashes(words)) made in the same C pass (tests check it)
+        keys, texts, attrs, simhash, words, shallow = sign(
+            root, json_parts, self.shingle_size, self.keep_bags
+        )
+        # the parser's errors are read only where it may have stopped at its depth limit
+        # (the walk saw a deep path, or a <template> it skips, or elements were removed)
+        deep = (
+            None
+            if watched or (shallow and not self._xpaths)
+            else past_depth_limit(data, parser.error_log)
+        )
         if deep is not None:
             self.too_deep += 1
-        arrays = extract(  # skips the noise elements itself
-            root,
-            json_parts
-            if deep is None
-            else lambda data: with_part(json_parts(data), DEEP_KEY, deep),
-        )
-        # = simhash.fingerprint(shingle_hashes(words)), fused in C (tests check it)
-        simhash = shingle_simhash(arrays.words, self.shingle_size)
-        bag = bag_from_hashes(arrays.words, self.bow_terms) if self.keep_bags else None
-        return Signature(
-            "html",
-            content_hash,
-            simhash,
-            arrays.keys,
-            arrays.texts,
-            arrays.attrs,
-            bag=bag,
-            rules=self.rules,
-        )
+            keys, texts, attrs, simhash, words, _ = sign(
+                root,
+                lambda scripts, deep=deep: with_part(json_parts(scripts), DEEP_KEY, deep),
+                self.shingle_size,
+                self.keep_bags,
+                True,
+            )
+        bag = bag_from_hashes(words, self.bow_terms) if self.keep_bags else None
+        return Signature.of_page(content_hash, simhash, keys, texts, attrs, bag, self.rules)
 
     def tree(self, body: bytes, url: str, content_type: str | None = None) -> Any:
         """``body`` parsed as a signature parses it, the ignored XPaths removed and only
@@ -435,7 +436,8 @@ class ChangeDetector:
             before, dropped_old = leave_out(before, ignore)
             after, dropped_new = leave_out(after, ignore)
             had_volatile = dropped_old or dropped_new
-        added, removed, modified, attributes = diff(before, after)
+        # elements.diff's compiled core: a signature's arrays are contiguous uint64 already
+        added, removed, modified, attributes = _diff(*before, *after)
         changes = added + removed + modified + attributes
         by_distance = dist >= self.simhash_distance and not had_volatile
         changed = by_distance or changes >= self.min_element_changes

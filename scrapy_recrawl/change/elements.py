@@ -89,8 +89,7 @@ import numpy as np
 from lxml import etree
 
 from ._diff import diff as _diff
-from ._walk import NOISE_TAGS, walk
-from .shingles import fmix64
+from ._walk import NOISE_TAGS, sign
 
 __all__ = ["NOISE_TAGS", "ElementArrays", "diff", "extract"]
 
@@ -116,21 +115,14 @@ def extract(
 ) -> ElementArrays:
     """Hash every element under ``root`` (noise elements skipped, see the module docstring),
     with the data parts (``data-*``, ``<meta content>``: the walk's) and what
-    ``more_parts`` makes of the JSON ``<script>`` elements (detector.py) after them."""
-    keys, codes, texts, attrs, words, _, scripts = walk(root)
-    extra = None if more_parts is None else more_parts(scripts)
-    # Blank elements (no own text, no attributes left) are structure only: what
-    # they contain is counted in their descendants. They are not represented.
-    shown = ((texts != 0) | (attrs != 0)).nonzero()[0]
-    keys = fmix64(keys[shown])
-    texts = fmix64(texts[shown] ^ codes[shown])
-    attrs = attrs[shown]
-    if extra is not None and extra[0].size:
-        keys = np.concatenate([keys, extra[0]])
-        texts = np.concatenate([texts, extra[1]])
-        attrs = np.concatenate([attrs, np.zeros(extra[0].size, _U64)])
-    by_key = keys.argsort(kind="stable")
-    return ElementArrays(keys[by_key], texts[by_key], attrs[by_key], words)
+    ``more_parts`` makes of the JSON ``<script>`` elements (detector.py) after them.
+
+    Blank elements (no own text, no attributes left) are structure only: what they
+    contain is counted in their descendants; they are not represented. The arrays
+    are read-only. (Compiled: ``_walk.sign``, which the detector calls itself to have
+    the simhash of the words made in the same pass.)"""
+    keys, texts, attrs, _, words, _ = sign(root, more_parts, 0, True, True)
+    return ElementArrays(keys, texts, attrs, words)
 
 
 def diff(

@@ -89,6 +89,34 @@ class Signature:
         if not len(self.keys) == len(self.texts) == len(self.attrs):
             raise ValueError("Signature.keys, texts and attrs must have the same length")
 
+    @classmethod
+    def of_page(
+        cls,
+        content_hash: bytes,
+        simhash: int,
+        keys: np.ndarray,
+        texts: np.ndarray,
+        attrs: np.ndarray,
+        bag: Bag | None,
+        rules: int,
+    ) -> Signature:
+        """An HTML signature of arrays the detector has just made (``_walk.sign``: uint64,
+        one dimension, the same length, read-only and referenced nowhere else): the
+        same object the constructor makes, without its checks and copies (a page's
+        signature is made on every changed response)."""
+        sig = object.__new__(cls)
+        sig.__dict__.update(
+            kind="html",
+            content_hash=content_hash,
+            simhash=simhash,
+            keys=keys,
+            texts=texts,
+            attrs=attrs,
+            bag=bag,
+            rules=rules,
+        )
+        return sig
+
     def __len__(self) -> int:
         """Number of elements in the element signature."""
         return len(self.keys)
