@@ -11,6 +11,7 @@ trims and rebuilds the file.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -29,6 +30,10 @@ from .state import fold_visit, good_status
 logger = logging.getLogger("scrapy_recrawl.history")
 
 
+#: record(): the URL not in the cache of clean records
+_NOT_READ: Any = object()
+
+
 def _nan_to_none(x: float) -> float | None:
     return None if x is None or math.isnan(x) else x
 
@@ -45,8 +50,15 @@ class SqliteWriter(SqliteReader):
         self.db  # noqa: B018 -- fail early, naming the store, when it is closed
         self._refuse_read_only()  # not even buffered: it could never be written
         refuse_when_full(self, self.flush_every)  # writes failing: not taken past the bound
-        # the stored signature (tens of KB) is read only when this visit brings none
-        rec = self.get(visit.fingerprint, signature=visit.signature is None)
+        rec = self._dirty.get(visit.fingerprint)
+        if rec is None:
+            cached = self._clean.pop(visit.fingerprint, _NOT_READ)
+            if cached is _NOT_READ:
+                # the stored signature (tens of KB) is read only when this visit brings none
+                rec = self._fetch(visit.fingerprint, signature=visit.signature is None)
+            elif cached is not None:
+                # a copy: the callers that read it hold it as the record before this visit
+                rec = copy.copy(cached)
         cycle = self._cycle if visit.cycle is None else visit.cycle
         if rec is None:
             rec = UrlRecord(
