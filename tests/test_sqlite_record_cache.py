@@ -3,9 +3,14 @@ visit reads several times is read once, and never answers with a stale record.""
 
 from __future__ import annotations
 
+import math
+from dataclasses import fields
+
 import pytest
 
 from scrapy_recrawl.history import SqliteHistoryStore, Visit
+from scrapy_recrawl.history.base import UrlRecord
+from scrapy_recrawl.history.sqlite_schema import RECORD_FIELDS
 
 FP = b"\x02" * 20
 OTHER = b"\x03" * 20
@@ -97,3 +102,19 @@ def test_the_cache_is_bounded(path, monkeypatch):
         for i in range(10):
             assert store.get(bytes([i]) * 20) is None
         assert len(store._clean) == 4
+
+
+def test_a_record_read_is_the_record_written(path):
+    """_fetch makes the record without the dataclass's __init__: every field is there,
+    NULLs read as NaN, flags as booleans."""
+    assert {f.name for f in fields(UrlRecord)} == {*RECORD_FIELDS, "signature"}
+    with SqliteHistoryStore(path) as store:
+        written = store.record(visit(signature=b"s1", body=b"x", etag='"e"'))
+    with SqliteHistoryStore(path) as store:
+        read = store.get(FP)
+    # NaN is not NaN: compared as text, field by field, with their types
+    assert [(f.name, repr(getattr(read, f.name))) for f in fields(UrlRecord)] == [
+        (f.name, repr(getattr(written, f.name))) for f in fields(UrlRecord)
+    ]
+    assert read.signature == b"s1"
+    assert math.isnan(read.D) and read.has_body is True and read.gone is False

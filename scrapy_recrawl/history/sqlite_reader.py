@@ -112,7 +112,12 @@ class SqliteReader(SqliteConnection):
                 values[key] = _NAN
         values["gone"] = bool(values["gone"])
         values["has_body"] = bool(values["has_body"])
-        return UrlRecord(**values, signature=row[-1] if signature else None)
+        values["signature"] = row[-1] if signature else None
+        # every field is set here (tests/test_sqlite_record_cache.py checks it): the
+        # dataclass's __init__ with 29 keywords would be two thirds of the cost
+        rec = object.__new__(UrlRecord)
+        rec.__dict__.update(values)
+        return rec
 
     def body(self, fingerprint: bytes) -> StoredBody | None:
         rec = self.get(fingerprint, signature=False)
