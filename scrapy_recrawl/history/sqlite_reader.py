@@ -42,8 +42,11 @@ _GET_SIGNED = (
 )
 
 #: Records read from the file kept for the visits that read them again (see
-#: SqliteConnection._clean): enough for every request in flight of a busy crawl.
-_CLEAN_RECORDS = 4096
+#: SqliteConnection._forget_clean): more than the requests in flight of a busy crawl
+#: (each leaves the cache when its visit is recorded, all of them at each flush), and
+#: few enough that their signatures (a full one is tens of KB) stay bounded (tens of MB
+#: at worst, a few hundred KB when most are a first fetch's content hash).
+_CLEAN_RECORDS = 1024
 
 #: Rows per block read by :meth:`SqliteReader.arrays` (8 MiB a block).
 _ARRAY_BLOCK = 1 << 16
