@@ -65,7 +65,10 @@ def header(response: Response, name: str) -> str | None:
 
 def _headers_to_dict(headers: Headers) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for k, vs in headers.items():
+    # the stored pairs themselves: Headers.items() makes each key again (getlist,
+    # normkey) for the same (bytes, [bytes]) it holds, a third of recording a first fetch
+    pairs = dict.items(headers) if isinstance(headers, dict) else headers.items()
+    for k, vs in pairs:
         name = k.decode("latin-1")  # once per header (a first fetch's every header)
         if name.lower() not in _DROPPED_HEADERS:
             out[name] = [v.decode("latin-1") for v in vs]

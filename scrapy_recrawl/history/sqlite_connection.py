@@ -89,10 +89,25 @@ class SqliteConnection:
         self._requests: dict[int, bytes] = {}
         self._bodies: dict[int, tuple[int, str, bytes]] = {}
         self._last_flush = self._monotonic()
+        self._forget_clean()
+
+    def _forget_clean(self) -> None:
+        """Empty the cache of records read from the file (sqlite_reader.get).
+
+        Why a cached record stays true: while the store is open it is the only writer
+        of its file (the lock of history/lock.py, taken in :meth:`open`, refuses a
+        second writing process), or it is read-only and reads one snapshot
+        (sqlite_readonly.py); the record of a URL changes only through this object's
+        record(), which takes the URL out of the cache (into ``_dirty``), and the
+        cache is emptied at each flush, clear, open and close all the same.
+        """
+        #: fingerprint -> the record as read from the file (None: not there)
+        self._clean: dict[bytes, UrlRecord | None] = {}
 
     def open(self) -> None:
         if self._db is not None:
             return
+        self._forget_clean()  # another process may have written the file since
         if self.read_only:
             self._open_read_only()
             return
@@ -168,6 +183,7 @@ class SqliteConnection:
         finally:
             self._db.close()
             self._db = None
+            self._forget_clean()
             self._lock.release()
 
     @property

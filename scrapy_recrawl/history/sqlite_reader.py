@@ -31,6 +31,22 @@ from .sqlite_connection import SqliteConnection
 from .sqlite_schema import ARRAY_COLUMNS, RECORD_FIELDS, URL_COLUMNS
 
 _NULLABLE = ("last_visit_time", "D", "A", "R", "M")
+_NAN_WHEN_NULL = ("last_visit_time", "last_change_time", "D", "A", "R", "M")
+_NAN = float("nan")
+
+#: One URL's row, and with its signature: built once (get() runs several times a visit).
+_GET = f"SELECT {', '.join(URL_COLUMNS)} FROM urls WHERE fingerprint = ?"
+_GET_SIGNED = (
+    f"SELECT {', '.join('u.' + c for c in URL_COLUMNS)}, s.signature "
+    "FROM urls u LEFT JOIN signatures s ON s.url_id = u.id WHERE u.fingerprint = ?"
+)
+
+#: Records read from the file kept for the visits that read them again (see
+#: SqliteConnection._forget_clean): more than the requests in flight of a busy crawl
+#: (each leaves the cache when its visit is recorded, all of them at each flush), and
+#: few enough that their signatures (a full one is tens of KB) stay bounded (tens of MB
+#: at worst, a few hundred KB when most are a first fetch's content hash).
+_CLEAN_RECORDS = 1024
 
 #: Rows per block read by :meth:`SqliteReader.arrays` (8 MiB a block).
 _ARRAY_BLOCK = 1 << 16
@@ -73,28 +89,38 @@ class SqliteReader(SqliteConnection):
         rec = self._dirty.get(fingerprint)
         if rec is not None:
             return rec
-        # signatures can be tens of KB: join them only when the caller compares
-        sig_col, join = (
-            (", s.signature", " LEFT JOIN signatures s ON s.url_id = u.id")
-            if signature
-            else ("", "")
-        )
-        row = self._read(
-            lambda db: db.execute(
-                f"SELECT {', '.join('u.' + c for c in URL_COLUMNS)}{sig_col} "
-                f"FROM urls u{join} WHERE u.fingerprint = ?",
-                (fingerprint,),
-            ).fetchone()
-        )
+        clean = self._clean
+        if fingerprint in clean:
+            return clean[fingerprint]
+        # Not read yet (or evicted): read with its signature whatever the caller asked.
+        # A visit reads the record three or four times (the validators, the observer,
+        # the stored body, the record itself), and one of those reads wants the
+        # signature: one read, joined, instead of four. Unknown URLs (None) are kept too.
+        rec = self._fetch(fingerprint, signature=True)
+        if len(clean) >= _CLEAN_RECORDS:
+            del clean[next(iter(clean))]  # the oldest read: its visit is long done
+        clean[fingerprint] = rec
+        return rec
+
+    def _fetch(self, fingerprint: bytes, *, signature: bool) -> UrlRecord | None:
+        """The URL's record as the file has it (no buffer, no cache)."""
+        # signatures can be tens of KB: joined only when wanted
+        sql = _GET_SIGNED if signature else _GET
+        row = self._read(lambda db: db.execute(sql, (fingerprint,)).fetchone())
         if row is None:
             return None
-        values = dict(zip(RECORD_FIELDS, row[: len(URL_COLUMNS)], strict=True))
-        for key in ("last_visit_time", "last_change_time", "D", "A", "R", "M"):
+        values = dict(zip(RECORD_FIELDS, row, strict=False))
+        for key in _NAN_WHEN_NULL:
             if values[key] is None:
-                values[key] = float("nan")
+                values[key] = _NAN
         values["gone"] = bool(values["gone"])
         values["has_body"] = bool(values["has_body"])
-        return UrlRecord(**values, signature=row[-1] if signature else None)
+        values["signature"] = row[-1] if signature else None
+        # every field is set here (tests/test_sqlite_record_cache.py checks it): the
+        # dataclass's __init__ with 29 keywords would be two thirds of the cost
+        rec = object.__new__(UrlRecord)
+        rec.__dict__.update(values)
+        return rec
 
     def body(self, fingerprint: bytes) -> StoredBody | None:
         rec = self.get(fingerprint, signature=False)

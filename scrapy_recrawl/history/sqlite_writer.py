@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import sqlite3
 import zlib
+from operator import attrgetter
 from typing import Any
 
 from . import sqlite_packed
@@ -29,8 +29,11 @@ from .state import fold_visit, good_status
 logger = logging.getLogger("scrapy_recrawl.history")
 
 
-def _nan_to_none(x: float) -> float | None:
-    return None if x is None or math.isnan(x) else x
+#: a record's values in the order of the ``urls`` columns
+_record_values = attrgetter(*RECORD_FIELDS)
+
+#: record(): the URL not in the cache of clean records
+_NOT_READ: Any = object()
 
 
 class SqliteWriter(SqliteReader):
@@ -45,8 +48,16 @@ class SqliteWriter(SqliteReader):
         self.db  # noqa: B018 -- fail early, naming the store, when it is closed
         self._refuse_read_only()  # not even buffered: it could never be written
         refuse_when_full(self, self.flush_every)  # writes failing: not taken past the bound
-        # the stored signature (tens of KB) is read only when this visit brings none
-        rec = self.get(visit.fingerprint, signature=visit.signature is None)
+        rec = self._dirty.get(visit.fingerprint)
+        if rec is None:
+            cached = self._clean.pop(visit.fingerprint, _NOT_READ)
+            if cached is _NOT_READ:
+                # the stored signature (tens of KB) is read only when this visit brings none
+                rec = self._fetch(visit.fingerprint, signature=visit.signature is None)
+            elif cached is not None:
+                # a copy: the callers that read it hold it as the record before this visit
+                rec = object.__new__(UrlRecord)
+                rec.__dict__.update(cached.__dict__)
         cycle = self._cycle if visit.cycle is None else visit.cycle
         if rec is None:
             rec = UrlRecord(
@@ -180,12 +191,11 @@ class SqliteWriter(SqliteReader):
 
     @staticmethod
     def _url_row(rec: UrlRecord) -> tuple[Any, ...]:
-        row = []
-        for field_name in RECORD_FIELDS:
-            value = getattr(rec, field_name)
-            if isinstance(value, float):
-                value = _nan_to_none(value)
-            elif isinstance(value, bool):
-                value = int(value)
-            row.append(value)
-        return tuple(row)
+        """The ``urls`` row of a record: NaN as NULL, booleans as 0/1 (a flush makes one
+        per URL visited: one attrgetter call, not a getattr and two type tests a field)."""
+        return tuple(
+            [
+                None if v != v else int(v) if v is True or v is False else v  # noqa: PLR0124 -- NaN
+                for v in _record_values(rec)
+            ]
+        )

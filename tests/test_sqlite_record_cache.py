@@ -1,0 +1,120 @@
+"""The SQLite store's cache of records read from its file (sqlite_reader.get): what a
+visit reads several times is read once, and never answers with a stale record."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+
+import pytest
+
+from scrapy_recrawl.history import SqliteHistoryStore, Visit
+from scrapy_recrawl.history.base import UrlRecord
+from scrapy_recrawl.history.sqlite_schema import RECORD_FIELDS
+
+FP = b"\x02" * 20
+OTHER = b"\x03" * 20
+
+
+def visit(fp=FP, t=1000.0, status=200, **kw):
+    return Visit(fingerprint=fp, url="https://example.com/c", time=t, status=status, **kw)
+
+
+@pytest.fixture
+def path(tmp_path):
+    return str(tmp_path / "history.sqlite3")
+
+
+class CountingStore(SqliteHistoryStore):
+    """Counts the reads of a URL's row that reach the file."""
+
+    reads = 0
+
+    def _fetch(self, fingerprint, *, signature):
+        self.reads += 1
+        return super()._fetch(fingerprint, signature=signature)
+
+
+def test_a_visit_reads_the_record_from_the_file_once(path):
+    with SqliteHistoryStore(path) as store:
+        store.record(visit(signature=b"sig", body=b"<p>a</p>", etag='"e1"'))
+    with CountingStore(path) as store:
+        # the validators, the observer, the body and the record itself
+        first = store.get(FP, signature=False)
+        assert store.get(FP).signature == b"sig"  # read with its signature the first time
+        assert store.body(FP).body == b"<p>a</p>"
+        saved = store.record(visit(t=2000.0, status=304, changed=False))
+        assert store.reads == 1
+        # the record the callers hold stays the one before the visit
+        assert (first.visits, first.last_visit_time) == (1, 1000.0)
+        assert (saved.visits, saved.last_visit_time) == (2, 2000.0)
+        assert saved is not first
+        assert saved.signature == b"sig"
+        # after the visit: its new record, before and after the flush
+        assert store.get(FP).visits == 2
+        store.flush()
+        assert store.get(FP).visits == 2
+        assert store.get(FP, signature=False).signature == b"sig"
+
+
+def test_an_unknown_url_read_then_recorded_is_known(path):
+    with CountingStore(path) as store:
+        assert store.get(OTHER) is None
+        assert store.get(OTHER, signature=False) is None
+        assert store.reads == 1
+        rec = store.record(visit(fp=OTHER))
+        assert store.get(OTHER) is rec
+        store.flush()
+        got = store.get(OTHER)
+        assert got is not None and got.id == rec.id and got.visits == 1
+
+
+def test_a_reopened_store_reads_what_another_writer_wrote_meanwhile(path):
+    store = SqliteHistoryStore(path)
+    store.open()
+    store.record(visit())
+    store.flush()
+    assert store.get(FP).visits == 1
+    store.close()
+    # the lock is free: another process (here another store object) writes the file
+    with SqliteHistoryStore(path) as other:
+        other.record(visit(t=2000.0))
+    store.open()
+    try:
+        assert store.get(FP).visits == 2
+    finally:
+        store.close()
+
+
+def test_clear_forgets_the_records_read(path):
+    with SqliteHistoryStore(path) as store:
+        store.record(visit())
+        store.flush()
+        assert store.get(FP) is not None
+        store.clear()
+        assert store.get(FP) is None
+        assert store.record(visit()).visits == 1
+
+
+def test_the_cache_is_bounded(path, monkeypatch):
+    monkeypatch.setattr("scrapy_recrawl.history.sqlite_reader._CLEAN_RECORDS", 4)
+    with SqliteHistoryStore(path) as store:
+        for i in range(10):
+            assert store.get(bytes([i]) * 20) is None
+        assert len(store._clean) == 4
+
+
+def test_a_record_read_is_the_record_written(path):
+    """_fetch makes the record without the dataclass's __init__: every field is there,
+    NULLs read as NaN, flags as booleans."""
+    assert {f.name for f in fields(UrlRecord)} == {*RECORD_FIELDS, "signature"}
+    with SqliteHistoryStore(path) as store:
+        written = store.record(visit(signature=b"s1", body=b"x", etag='"e"'))
+    with SqliteHistoryStore(path) as store:
+        read = store.get(FP)
+    # NaN is not NaN: compared as text, field by field, with their types
+    assert [(f.name, repr(getattr(read, f.name))) for f in fields(UrlRecord)] == [
+        (f.name, repr(getattr(written, f.name))) for f in fields(UrlRecord)
+    ]
+    assert read.signature == b"s1"
+    assert math.isnan(read.D) and read.has_body is True and read.gone is False
