@@ -230,20 +230,6 @@ class ChangeDetector:
         if len(self._by_meta) < _WATCHING_KEPT:
             self._by_meta[raw] = known
         return known
-        xpaths, css = meta.get(META_WATCH_XPATHS) or (), meta.get(META_WATCH_CSS) or ()
-        try:
-            watch = (
-                *xpath_list(xpaths, f"meta[{META_WATCH_XPATHS!r}]"),
-                *css_list(css, f"meta[{META_WATCH_CSS!r}]"),
-            )
-            return self.watching(watch)
-        except RecrawlSettingError as exc:
-            bad = (repr(xpaths), repr(css))
-            if bad not in self._watching:
-                logger.warning("recrawl: %s; this request is compared without it", exc)
-                if len(self._watching) < _WATCHING_KEPT:
-                    self._watching[bad] = self
-            return self
 
     def __repr__(self) -> str:
         return (
