@@ -17,7 +17,6 @@ signing never does.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ import numpy as np
 
 from ._walk import walk
 from .detector import ChangeDetector, walk_order
-from .parts import _JSON_TYPE, MAX_JSON_LEAVES, _leaves, json_parts
+from .parts import MAX_JSON_LEAVES, json_leaves, json_parts
 from .shingles import fmix64
 from .signature import Ignore
 
@@ -171,21 +170,7 @@ def _json_entries(scripts: list[Any], at: int) -> list[Entry]:
     made = json_parts(scripts)
     if made is None:
         return []
-    paths: list[str] = []
-    values: list[bytes] = []
-    for script in scripts:  # as json_parts walks them
-        kind, text = script.get("type"), script.text
-        if not kind or not text or not _JSON_TYPE.match(kind) or text.isspace():
-            continue
-        name = script.get("id") or kind.strip().lower()
-        try:
-            doc = json.loads(text)
-        except (ValueError, RecursionError):
-            doc = text
-        try:
-            _leaves(doc, name, paths, values)
-        except RecursionError:
-            _leaves(text, name, paths, values)
+    paths, values = json_leaves(scripts)  # as json_parts hashes them
     keys, texts = made[0].tolist(), made[1].tolist()
     named = len(paths) == len(keys) and len(keys) < MAX_JSON_LEAVES
     return [

@@ -58,15 +58,9 @@ _DEPTH_ERROR = "Excessive depth"
 _UNSEEN = re.compile(rb"<(script|style)\b.*?</\1\s*>|<!--.*?-->|<[^>]*>", re.S | re.I)
 
 
-def json_parts(scripts: list[Any]) -> Parts | None:
-    """``(keys, texts)`` of the leaves of the page's JSON scripts (JSON-LD,
-    ``__NEXT_DATA__``, any ``application/json`` or ``+json`` type; ``scripts``: the
-    walk's, whose ``<meta content>`` and ``data-*`` parts it makes itself): key = the
-    script's id, else its type, and the leaf's path, list indices left out
-    (``offers[].price``: repeated items are told apart by value and order, as
-    siblings are); text = the value, hashed as attribute values are (tokens left
-    out). Keys that name bookkeeping (nonce, token, trace... ``_walk.BOOKKEEPING``)
-    are not read. A script that is not JSON is one part (its text). None: no part."""
+def json_leaves(scripts: list[Any]) -> tuple[list[str], list[bytes]]:
+    """The ``(path, value)`` of every leaf of the page's JSON scripts, in page order, as
+    :func:`json_parts` hashes them (and the report's diff names them)."""
     paths: list[str] = []
     values: list[bytes] = []
     for script in scripts:
@@ -85,6 +79,19 @@ def json_parts(scripts: list[Any]) -> Parts | None:
         except RecursionError:  # as deep as json.loads could go: the text as one part
             del paths[mark:], values[mark:]
             _leaves(text, name, paths, values)
+    return paths, values
+
+
+def json_parts(scripts: list[Any]) -> Parts | None:
+    """``(keys, texts)`` of the leaves of the page's JSON scripts (JSON-LD,
+    ``__NEXT_DATA__``, any ``application/json`` or ``+json`` type; ``scripts``: the
+    walk's, whose ``<meta content>`` and ``data-*`` parts it makes itself): key = the
+    script's id, else its type, and the leaf's path, list indices left out
+    (``offers[].price``: repeated items are told apart by value and order, as
+    siblings are); text = the value, hashed as attribute values are (tokens left
+    out). Keys that name bookkeeping (nonce, token, trace... ``_walk.BOOKKEEPING``)
+    are not read. A script that is not JSON is one part (its text). None: no part."""
+    paths, values = json_leaves(scripts)
     if not paths:
         return None
     if len(paths) > MAX_JSON_LEAVES:  # the rest as one part: signatures stay small
