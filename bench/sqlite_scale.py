@@ -204,6 +204,7 @@ def child_cycle(path: str, cap: int, profile: bool) -> dict:
         out[f"{name}_s"] = time.perf_counter() - t
         out[f"{name}_cpu"] = time.process_time() - c
         out[f"peak_{name}_mib"] = peak_rss_mib()
+        out[f"rss_{name}_mib"] = rss_mib()  # what the step left held (the peak is its high mark)
         return value
 
     store = SqliteHistoryStore(path)

@@ -133,3 +133,42 @@ def test_decode_stored_many_equals_decode_stored_one_by_one(seed, caplog):
     assert many == one
     assert said_many == said_one and len(said_one) > 10
     assert sum(d is not None for d in many) > 200
+
+
+#: each request's own containers (a caller may change one request's headers or meta)
+_CONTAINERS = ("headers", "cookies", "meta", "flags", "cb_kwargs")
+
+
+def test_decoded_requests_share_their_common_strings_and_nothing_mutable():
+    blobs = [
+        _blob(_request(url=f"http://h/{i}", cookies={"c": "v"}, flags=["f"], cb_kwargs={"a": [1]}))
+        for i in range(3)
+    ]
+    many = decode_stored_many(blobs, str)
+    assert many == [decode_stored(b, "row") for b in blobs]
+    first, *others = many
+    for d in others:
+        for key in ("method", "encoding", "callback"):
+            assert d[key] == first[key] and d[key] is first[key], key
+        for key in _CONTAINERS:
+            assert d[key] == first[key] and d[key] is not first[key], key
+    # a caller changes one request: the others are as decoded
+    first["headers"][b"X"] = [b"y"]
+    first["meta"]["depth"] = 9
+    first["flags"].append("g")
+    first["cb_kwargs"]["a"].append(2)
+    first["cookies"]["c"] = "w"
+    assert others == [decode_stored(b, "row") for b in blobs[1:]]
+
+
+def test_the_shared_strings_stay_bounded(monkeypatch):
+    monkeypatch.setattr(request_codec, "_SHARED", {None: None})
+    monkeypatch.setattr(request_codec, "_SHARED_MAX", 8)
+    blobs = [_blob(_request(method=f"M{i}", encoding=f"e{i}")) for i in range(20)]
+    many = decode_stored_many(blobs, str)
+    assert [(d["method"], d["encoding"]) for d in many] == [(f"M{i}", f"e{i}") for i in range(20)]
+    assert len(request_codec._SHARED) == 8
+    # those it holds are still shared; the others are each request's own, as decoded
+    again = decode_stored_many(blobs[:1], str)[0]
+    assert again["method"] is many[0]["method"]
+    assert decode_stored_many(blobs[19:], str)[0]["method"] is not many[19]["method"]

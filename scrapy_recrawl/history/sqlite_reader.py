@@ -12,6 +12,7 @@ parameters, in id order; a cycle's picks are decoded by the codec's
 
 from __future__ import annotations
 
+import copy
 import gc
 import json
 import sqlite3
@@ -138,22 +139,53 @@ class SqliteReader(SqliteConnection):
         return StoredBody(status=status, headers=json.loads(headers), body=zlib.decompress(body))
 
     def requests(self, ids: Iterable[int] | np.ndarray) -> list[dict[str, Any] | None]:
-        wanted = ids.tolist() if isinstance(ids, np.ndarray) else [int(i) for i in ids]
-        found = self._select_by_id("SELECT url_id, request FROM requests WHERE url_id IN", wanted)
-        if self._requests:  # buffered, not flushed yet: newer than the file's
-            wanted_set = set(wanted)
-            found.update({i: b for i, b in self._requests.items() if i in wanted_set})
-        blobs = [found.get(i) for i in wanted]
-        del found  # ~500,000 entries at 10M URLs: not held while they are decoded
+        """The stored request of each of ``ids`` (None: none stored, or not a request).
 
-        def where(n: int) -> str:
-            return f"requests row {wanted[n]} of the history store {self.location}"
+        Read in id order (neighbouring ids share the B-tree's pages: 3x faster at 10M
+        URLs than in score order) and decoded chunk by chunk as it is read, each dict
+        put straight in its place: only a chunk's bytes are held at a time, not the
+        whole cycle's (~500,000 requests, ~110 MB of bytes at 10M URLs, on top of
+        their dicts at the peak)."""
+        wanted = ids.tolist() if isinstance(ids, np.ndarray) else [int(i) for i in ids]
+        # each id's place in the answer (an id asked twice: its last place, see below)
+        slot = {i: n for n, i in enumerate(wanted)}
+        out: list[dict[str, Any] | None] = [None] * len(wanted)
+        buffered = self._requests  # visits not flushed yet: newer than the file's
+        unreadable = 0
+
+        def place(rows: list[tuple[int, bytes | None]]) -> None:
+            nonlocal unreadable
+            decoded = decode_stored_many(
+                [blob for _, blob in rows],
+                lambda n: f"requests row {rows[n][0]} of the history store {self.location}",
+            )
+            for (i, blob), d in zip(rows, decoded, strict=True):
+                out[slot[i]] = d
+                if d is None and blob is not None:
+                    unreadable += 1
 
         with _no_gc():
-            out = decode_stored_many(blobs, where)
-        self.unreadable_values += sum(
-            1 for d, b in zip(out, blobs, strict=True) if d is None and b is not None
-        )
+            if buffered:
+                place([(i, buffered[i]) for i in slot if i in buffered])
+            order = sorted(slot)
+            # sqlite limits bound parameters per statement; 900 is safe on every build
+            for start in range(0, len(order), 900):
+                chunk = order[start : start + 900]
+                marks = ",".join("?" * len(chunk))
+                sql = f"SELECT url_id, request FROM requests WHERE url_id IN ({marks})"
+                rows = self._read(
+                    lambda db, sql=sql, chunk=chunk: db.execute(sql, chunk).fetchall()
+                )
+                if buffered:
+                    rows = [row for row in rows if row[0] not in buffered]
+                place(rows)
+            del order
+        self.unreadable_values += unreadable
+        if len(slot) < len(wanted):
+            # an id asked twice: each place gets its own dict (a caller may change one)
+            for n, i in enumerate(wanted):
+                if slot[i] != n and out[slot[i]] is not None:
+                    out[n] = copy.deepcopy(out[slot[i]])
         return out
 
     def arrays(self) -> HistoryArrays:
