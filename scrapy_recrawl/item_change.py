@@ -30,11 +30,13 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
+import functools
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 from itemadapter import ItemAdapter
@@ -81,8 +83,25 @@ def _plain(value: Any) -> Any:
     return {"$" + type(value).__name__: str(value)}
 
 
+#: the canonical encoder, made once: ``json.dumps`` with these options builds a new
+#: encoder at every call (the text is the same)
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+_encode = _ENCODER.encode
+
+#: the canonical JSON of a plain scalar of exactly these types, as ``_ENCODER`` writes it
+#: (a field value is most often one; a subclass, e.g. an IntEnum, takes the encoder)
+_SCALARS: dict[type, Callable[[Any], str]] = {
+    str: encode_basestring,
+    int: int.__repr__,
+    bool: lambda v: "true" if v else "false",
+    type(None): lambda v: "null",
+    float: lambda v: float.__repr__(v) if math.isfinite(v) else _encode(v),
+}
+
+
 def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    scalar = _SCALARS.get(type(value))
+    return _encode(value) if scalar is None else scalar(value)
 
 
 def canonical_json(value: Any) -> str:
@@ -101,6 +120,7 @@ def value_hash_plain(plain: Any) -> int:
     return int.from_bytes(digest, "big") >> 1
 
 
+@functools.lru_cache(maxsize=4096)  # a crawl's field names are few: asked per item
 def is_secret(name: str) -> bool:
     lowered = name.lower()
     return any(word in lowered for word in SECRET_WORDS)
@@ -215,7 +235,9 @@ def item_state(item: Any, keyer: ItemKeyer, values: ValueBudget) -> ItemState:
     adapter = ItemAdapter(item)
     plain = {str(k): _plain(v) for k, v in adapter.items()}
     fields = {k: value_hash_plain(v) for k, v in plain.items()}
-    kept = values.take({k: v for k, v in plain.items() if not is_secret(k)})
+    kept = (
+        values.take({k: v for k, v in plain.items() if not is_secret(k)}) if values.keep else None
+    )
     return ItemState(keyer.key(adapter), fields, kept)
 
 

@@ -130,20 +130,21 @@ class PageWatch:
         self.held: HeldObservation | None = response.meta.get(META_HELD)
         self.before = watch.previous(page_id)
         self._before = {s.key: s for s in self.before.items} if self.before else {}
-        spider = getattr(watch.crawler, "spider", None)
-        self.keyer = ItemKeyer(getattr(spider, "recrawl_item_key", None) or watch.key_fields)
+        self.keyer = ItemKeyer(watch.item_key())
         self.values = ValueBudget(watch.keep_values, watch.values_max)
         self.states: list[ItemState] = []
         self.changes = ItemChanges(response.url, self.before is not None)
         response.meta[META_ITEMS] = self.changes
         self.finished = False
+        #: the items per status, counted in the stats once, when the output ends
+        self._counts: dict[str, int] = {}
 
     def item(self, item: Any) -> ItemChange:
         state = item_state(item, self.keyer, self.values)
         self.states.append(state)
         change = compare(state, self._before.get(state.key), item)
         self.changes.add(change)
-        self.watch.inc(f"items/{change.status}")
+        self._counts[change.status] = self._counts.get(change.status, 0) + 1
         return change
 
     def finish(self, ok: bool) -> None:
@@ -152,6 +153,8 @@ class PageWatch:
         if self.finished:
             return
         self.finished = True
+        for status, n in self._counts.items():
+            self.watch.inc(f"items/{status}", n)
         changes = self.changes
         verdict: bool | None = None
         if ok and self.states:
@@ -186,6 +189,17 @@ class ItemWatch:
         self._pending_changes: dict[int, bytes] = {}  # LAST_CHANGE_TABLE's, same batches
         self._last_write = time.monotonic()
         self._warned = False
+        self._item_key: list[str] | None = None
+
+    def item_key(self) -> list[str]:
+        """The item key's fields: the spider's ``recrawl_item_key``, else the setting's
+        (read at the first page: the spider is the crawl's from then on)."""
+        if self._item_key is None:
+            spider = getattr(self.crawler, "spider", None)
+            if spider is None:
+                return self.key_fields
+            self._item_key = list(getattr(spider, "recrawl_item_key", None) or self.key_fields)
+        return self._item_key
 
     @property
     def store(self) -> Any:
