@@ -99,6 +99,10 @@ _SCALARS: dict[type, Callable[[Any], str]] = {
 }
 
 
+#: a stored record's encoder (compact; made once, like ``_ENCODER``)
+_encode_record = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def _canonical(value: Any) -> str:
     scalar = _SCALARS.get(type(value))
     return _encode(value) if scalar is None else scalar(value)
@@ -162,7 +166,7 @@ class PageItems:
 
     def to_bytes(self) -> bytes:
         doc = {"v": RECORD_VERSION, "items": [s.to_json() for s in self.items]}
-        return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        return _encode_record(doc).encode("utf-8")
 
     @classmethod
     def from_bytes(cls, data: bytes) -> PageItems:
@@ -233,8 +237,12 @@ class ValueBudget:
 def item_state(item: Any, keyer: ItemKeyer, values: ValueBudget) -> ItemState:
     """The stored form of ``item`` (a dict, scrapy.Item, dataclass or attrs object)."""
     adapter = ItemAdapter(item)
-    plain = {str(k): _plain(v) for k, v in adapter.items()}
-    fields = {k: value_hash_plain(v) for k, v in plain.items()}
+    plain: dict[str, Any] = {}
+    fields: dict[str, int] = {}
+    for k, v in adapter.items():
+        name = str(k)
+        plain[name] = p = _plain(v)
+        fields[name] = value_hash_plain(p)
     kept = (
         values.take({k: v for k, v in plain.items() if not is_secret(k)}) if values.keep else None
     )
@@ -321,7 +329,7 @@ class PageChange:
             "values": self.values,
             "items": [entry(c) for c in self.items],
         }
-        return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        return _encode_record(doc).encode("utf-8")
 
     @classmethod
     def from_bytes(cls, data: bytes) -> PageChange:

@@ -128,7 +128,8 @@ class RecrawlSpiderMiddleware(BaseSpiderMiddleware):
         ok = False
         try:
             for o in result:
-                if (o := self._one(o, response, page)) is not None:
+                # a request passes as it is (most of a crawl's output): no call for it
+                if isinstance(o, Request) or (o := self._one(o, response, page)) is not None:
                     yield o
             ok = True
         finally:
@@ -142,7 +143,8 @@ class RecrawlSpiderMiddleware(BaseSpiderMiddleware):
         ok = False
         try:
             async for o in result:
-                if (o := self._one(o, response, page)) is not None:
+                # a request passes as it is (most of a crawl's output): no call for it
+                if isinstance(o, Request) or (o := self._one(o, response, page)) is not None:
                     yield o
             ok = True
         finally:
@@ -153,8 +155,7 @@ class RecrawlSpiderMiddleware(BaseSpiderMiddleware):
         return None if self.watch is None else self.watch.page(response)
 
     def _one(self, o: Any, response: Response | None, page: PageWatch | None) -> Any:
-        if isinstance(o, Request):
-            return o
+        """An item (or other non-request output): passed on, or dropped (None)."""
         if page is not None:
             change = page.item(o)
             if self.skip and self.per_item:
