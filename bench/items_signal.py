@@ -2,7 +2,7 @@
 finds, and what the crawl costs (issue 31).
 
     .venv/bin/python bench/items_signal.py [--cycles 15] [--repeat 5] [--seed 1]
-        [--products 200] [--categories 14] [--budget 5%] [--keep DIR] [--quick]
+        [--products 200] [--categories 14] [--budget 5%] [--keep DIR] [--quick] [--cost-only]
 
 **ChangeRate**: for each signal (``RECRAWL_CHANGE_SIGNAL = "text"``, then ``"items"``),
 ``--cycles`` real ``scrapy crawl shop`` runs (example_project/reference/crawl.py: the
@@ -21,7 +21,8 @@ processes (user + system, from ``getrusage(RUSAGE_CHILDREN)``): wall time on a l
 machine is noise. ``cost ratio`` = text CPU / items CPU (>= 0.95: the items signal
 costs at most ~5% more), the median of the per-repeat ratios.
 
-``--quick``: 4 cycles, 60 products, 2 repeats (a smoke test).
+``--quick``: 4 cycles, 60 products, 2 repeats (a smoke test). ``--cost-only``: the cost
+part alone (no ChangeRate cycles), e.g. to compare two checkouts' costs.
 """
 
 from __future__ import annotations
@@ -121,25 +122,7 @@ def fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cycles", type=int, default=15)
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--products", type=int, default=200)
-    ap.add_argument("--categories", type=int, default=14)
-    ap.add_argument("--budget", default=None, help="RECRAWL_BUDGET (default: the add-on's)")
-    ap.add_argument("--keep", default=None, help="keep the projects and stores here")
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args(argv)
-    if args.quick:
-        args.cycles, args.products, args.categories, args.repeat = 4, 60, 6, 2
-    work = Path(args.keep or tempfile.mkdtemp(prefix="items-signal-"))
-    work.mkdir(parents=True, exist_ok=True)
-    print(
-        f"reference shop: {args.products} products, {args.categories} categories, seed "
-        f"{args.seed}; {args.cycles} cycles; budget {args.budget or 'default'}"
-    )
+def rate_table(args: argparse.Namespace, work: Path) -> None:
     rows = [rate_run(signal, args, work) for signal in SIGNALS]
     print(
         "\n| signal | true ChangeRate | changes found / fetches | precision | recall | judged by items | text fallback |"
@@ -152,6 +135,30 @@ def main(argv: list[str] | None = None) -> None:
         )
     diff = rows[1]["rate"] - rows[0]["rate"]
     print(f"\nChangeRate items - text: {diff:+.4f} (issue 31: >= -0.01)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cycles", type=int, default=15)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--products", type=int, default=200)
+    ap.add_argument("--categories", type=int, default=14)
+    ap.add_argument("--budget", default=None, help="RECRAWL_BUDGET (default: the add-on's)")
+    ap.add_argument("--keep", default=None, help="keep the projects and stores here")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--cost-only", action="store_true", help="only the cost part")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.cycles, args.products, args.categories, args.repeat = 4, 60, 6, 2
+    work = Path(args.keep or tempfile.mkdtemp(prefix="items-signal-"))
+    work.mkdir(parents=True, exist_ok=True)
+    print(
+        f"reference shop: {args.products} products, {args.categories} categories, seed "
+        f"{args.seed}; {args.cycles} cycles; budget {args.budget or 'default'}"
+    )
+    if not args.cost_only:
+        rate_table(args, work)
     ratios = []
     print("\n| repeat | text CPU s | items CPU s | text / items |")
     print("|---|---|---|---|")
