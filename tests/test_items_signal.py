@@ -182,3 +182,26 @@ def test_a_bad_combination_or_feed_is_refused_in_one_line(tmp_path, settings, na
     text = str(err.value)
     assert all(name in text for name in names), text
     assert "Traceback" not in text
+
+
+def test_items_signal_on_the_news_site_judges_articles_by_their_corrections(tmp_path):
+    """The news spider's article items (title, publication date, corrections): a
+    correction rewords a paragraph and adds a note, so the items change exactly when the
+    article does, with the relative dates ("3 hours ago") and the rotating blocks left
+    out without any rule; listing pages yield no items and keep the text's verdict."""
+    settings = 'RECRAWL_BUDGET = "100%"\n' + ITEMS
+    project = make_project(tmp_path / "project", settings)
+    store = str(tmp_path / "history.sqlite3")
+    with RunningReferenceSite(seed=1, sites=["news"]) as running:
+        stats = run_cycles(running.site, running.base_url, "news", 5, project, store,
+                           stats_file=tmp_path / "stats.json")  # fmt: skip
+        with SqliteHistoryStore(store, read_only=True) as s:
+            visits = visits_from_store(s)
+        d = detection(running.site.changes(), visits, from_day=1, kinds={"article"})
+    print(f"\nnews, items signal, cycles 2-5, articles: {d}")
+    # an unchanged article comes back as a 304 (its Last-Modified): no items to judge;
+    # each article whose bytes changed was judged by its items
+    assert sum(s.get("recrawl/items_signal/judged", 0) for s in stats) >= d.tp
+    assert d.compared >= 60 and d.tp >= 3 and d.tn >= 30
+    assert d.precision is not None and d.precision >= 0.99, d
+    assert d.recall is not None and d.recall >= 0.99, d
