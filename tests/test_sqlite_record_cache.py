@@ -118,3 +118,27 @@ def test_a_record_read_is_the_record_written(path):
     ]
     assert read.signature == b"s1"
     assert math.isnan(read.D) and read.has_body is True and read.gone is False
+
+
+def test_the_cache_holds_no_big_signature(path):
+    """A big page's signature (24 bytes an element: a 1 MB page of 20,000 elements
+    makes ~500 KB) is not kept by the cache: 1,024 of them in flight would hold
+    hundreds of MB where the point reads before it held none."""
+    big = b"\x07" * (512 * 1024)
+    small = b"\x08" * 1024
+    fps = [bytes([10 + i]) * 20 for i in range(8)]
+    with SqliteHistoryStore(path) as store:
+        for i, fp in enumerate(fps):
+            store.record(visit(fp=fp, signature=big if i % 2 else small))
+    with CountingStore(path) as store:
+        for fp in fps:
+            assert store.get(fp, signature=False) is not None
+        held = sum(len(r.signature or b"") for r in store._clean.values() if r is not None)
+        assert held <= 64 * 1024 * len(fps)  # what the cache's bound says: tens of MB at worst
+        # each is still read as it is: a big one from the file again, with its signature
+        assert store.get(fps[1]).signature == big
+        assert store.get(fps[0]).signature == small
+        reads = store.reads
+        saved = store.record(visit(fp=fps[1], t=2000.0, status=304, changed=False))
+        assert saved.signature == big and saved.visits == 2
+        assert store.reads == reads + 1

@@ -49,6 +49,11 @@ _GET_SIGNED = (
 #: at worst, a few hundred KB when most are a first fetch's content hash).
 _CLEAN_RECORDS = 1024
 
+#: A record whose signature is longer is not kept in that cache (24 bytes an element:
+#: a big page's is hundreds of KB, and 1,024 of them would hold hundreds of MB): it is
+#: read again by each visit that wants it, as before the cache.
+_CLEAN_SIGNATURE_MAX = 64 * 1024
+
 #: Rows per block read by :meth:`SqliteReader.arrays` (8 MiB a block).
 _ARRAY_BLOCK = 1 << 16
 
@@ -98,6 +103,8 @@ class SqliteReader(SqliteConnection):
         # the stored body, the record itself), and one of those reads wants the
         # signature: one read, joined, instead of four. Unknown URLs (None) are kept too.
         rec = self._fetch(fingerprint, signature=True)
+        if rec is not None and len(rec.signature or b"") > _CLEAN_SIGNATURE_MAX:
+            return rec  # not kept: the bound of the cache's memory
         if len(clean) >= _CLEAN_RECORDS:
             del clean[next(iter(clean))]  # the oldest read: its visit is long done
         clean[fingerprint] = rec
