@@ -200,3 +200,14 @@ def test_a_request_made_with_the_pages_meta_is_not_taken_for_that_page(tmp_path)
     assert searched.meta[META_ITEMS] is first.meta[META_ITEMS]  # the copy, not a watch
     again = page(Request("http://shop.test/p"), [{"sku": "a", "price": 1}])
     assert again.meta[META_ITEMS].page_changed is False
+
+
+def test_a_spiders_item_key_given_as_one_string_reads_as_the_setting_does(store):
+    """``recrawl_item_key = "sku"`` (one field, as ``-s RECRAWL_ITEM_KEY=sku`` reads):
+    the key is the sku, not the fields "s", "k", "u" (every item keyed by position)."""
+    mw = middleware(store)
+    mw.crawler.spider.recrawl_item_key = "sku"
+    run(mw, response(), [{"sku": "a", "price": 1}, {"sku": "b", "price": 2}])
+    again = response()
+    run(mw, again, [{"sku": "b", "price": 2}, {"sku": "a", "price": 1}])  # reordered
+    assert again.meta[META_ITEMS].page_changed is False
