@@ -10,7 +10,8 @@ completes it. Nothing in the store changes: the visit is recorded one time, late
 
 Bounded like the store's own buffer: at most ``bound`` held (``RECRAWL_FLUSH_EVERY``;
 past it the oldest is recorded with its text verdict), none longer than ``max_age``
-seconds (``RECRAWL_FLUSH_SECONDS``, checked at the idle flush tick and at each hold).
+seconds (``RECRAWL_FLUSH_SECONDS``, checked at the idle flush tick and at each hold);
+the oldest that the store does not take when the hold is full is lost (counted).
 A response that never reaches the callback's end (dropped by another middleware, an
 error in the callback, the crawl closing) keeps its text verdict. A store that does not
 take the visit when it is completed keeps it held (retried at the next tick, counted lost
@@ -83,7 +84,12 @@ class HeldObservations:
         while len(self._held) >= self.bound:
             oldest = next(iter(self._held.values()))
             self.inc("items_signal/released_full")
-            self._release(oldest, None)
+            if not self._release(oldest, None):
+                # the store refuses visits: the oldest is lost (counted), as a response
+                # past a full HeldVisits is, not retried here without end
+                oldest.done = True
+                self._held.pop(id(oldest), None)
+                self.lost += 1
         self._held[id(obs)] = obs
         return obs
 

@@ -198,7 +198,10 @@ class ItemWatch:
             spider = getattr(self.crawler, "spider", None)
             if spider is None:
                 return self.key_fields
-            self._item_key = list(getattr(spider, "recrawl_item_key", None) or self.key_fields)
+            own = getattr(spider, "recrawl_item_key", None)
+            if isinstance(own, str):  # one field, or "a,b": read as the setting reads it
+                own = get({"RECRAWL_ITEM_KEY": own}, "RECRAWL_ITEM_KEY")
+            self._item_key = list(own or self.key_fields)
         return self._item_key
 
     @property

@@ -58,6 +58,7 @@ from .boilerplate_pairs import PairFetcher
 from .change import ChangeDetector
 from .change_observer import ChangeObserver
 from .cycle_summary import CycleTally
+from .held_observations import META_HELD
 from .held_visits import HeldVisits, StoreAway
 from .history import HistoryStore, HistoryStoreError, StoreRefused
 from .history.state import gone_status
@@ -70,7 +71,7 @@ from .skip import ignore_unchanged, skip_mode
 from .startup import check_settings, enabled, startup_failure, watch_failed_close
 from .stored_request import StoredRequests
 from .validators import Validators, sent
-from .visit_recorder import VisitRecorder
+from .visit_recorder import META_ITEMS_PAGE, VisitRecorder
 
 
 class RecrawlMiddleware:
@@ -199,6 +200,10 @@ class RecrawlMiddleware:
     def process_response(
         self, request: Request, response: Response, spider: Spider | None = None
     ) -> Response | Request:
+        # set for one download by the recorder: a request made with another response's
+        # meta (Request(url, meta=response.meta)) must not pass as that page, recorded or not
+        request.meta.pop(META_ITEMS_PAGE, None)
+        request.meta.pop(META_HELD, None)
         pairs = self.pairs
         if pairs is not None and pairs.is_pair(request):
             pairs.pair_response(request, response)

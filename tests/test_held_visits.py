@@ -336,3 +336,43 @@ def test_a_redis_store_that_took_the_visit_says_so_and_writes_it_when_back(redis
         assert store.buffered_visits == 0
     with RedisHistoryStore(redis_aof.url, key=KEY) as store:
         assert store.visit_log()["time"].tolist() == [1.0, 2.0]
+
+
+def test_items_signal_on_a_full_disk_keeps_crawling_and_counts_what_it_lost(tmp_path):
+    """RECRAWL_CHANGE_SIGNAL = "items" on a disk that fills up: the refetches held for
+    their items' verdict fill their hold (no callback completes them here) while the
+    store refuses visits (its buffer full): the oldest is counted lost and the crawl goes
+    on -- it used to retry the oldest without end, a hung crawl."""
+    import signal
+
+    def hung(*_: object) -> None:
+        raise AssertionError("a response never came back from the middleware")
+
+    wall = [5_000_000.0]
+    settings = {
+        "RECRAWL_STORE": str(tmp_path / "history.sqlite3"),
+        "RECRAWL_STORE_CLASS": "tests.full_disk_store.FullDiskStore",  # flush_every=5
+        "RECRAWL_FLUSH_EVERY": 5,
+        "RECRAWL_FLUSH_SECONDS": 600,
+        "RECRAWL_LEARN_BOILERPLATE": False,
+        "RECRAWL_KEEP_PREVIOUS": False,  # its side write would hold the response instead
+        "RECRAWL_CHANGE_SIGNAL": "items",
+    }
+    crawl = Crawl(settings, wall)
+    for i in range(10):
+        crawl.fetched(i)
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(120)  # a guard against the hang only: the loop takes well under a second
+    try:
+        for version in range(2, 40):
+            for i in range(10):
+                crawl.fetched(i, version)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    observations = crawl.mw.recorder.observations
+    assert observations is not None and len(observations) <= 5
+    assert crawl.mw.store.buffered_visits <= 10 and observations.lost > 0
+    lost = observations.lost
+    crawl.close()
+    assert crawl.stat("visits_lost") >= lost

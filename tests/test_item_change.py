@@ -167,3 +167,28 @@ def test_held_observations_verdict_age_bound_and_retry():
     f = held.hold("rf", visit(6))
     rec.away = True
     assert held.release_all() == 1 and not f.done  # never taken: lost, counted
+
+
+def test_a_full_hold_with_the_store_away_loses_the_oldest_instead_of_spinning():
+    """The hold full while the store refuses visits (its writes failing past its buffer):
+    the oldest is counted lost and the new one held, once; no endless retry loop."""
+    rec = Recorder()
+    calls = [0]
+
+    def record(obs, changed) -> None:
+        calls[0] += 1
+        if calls[0] > 50:
+            raise AssertionError("hold() retried the oldest without end")
+        rec(obs, changed)
+
+    held = HeldObservations(record, bound=2, max_age=60.0, clock=lambda: 0.0)
+    a = held.hold("ra", visit(1))
+    held.hold("rb", visit(2))
+    rec.away = True
+    c = held.hold("rc", visit(3))  # full, and the oldest cannot be recorded
+    assert calls[0] == 1 and len(held) == 2 and a.done
+    rec.away = False
+    c.complete(True)
+    assert rec.recorded == [("http://x/3", True)]
+    assert held.release_all() == 1  # a: lost, said as the store closes
+    assert rec.recorded[-1] == ("http://x/2", None)

@@ -159,3 +159,55 @@ def test_a_feed_scrapy_cannot_write_is_refused_at_start_up(value, words):
     with pytest.raises(RecrawlSettingError, match=words):
         check_settings(Settings({"RECRAWL_CHANGE_FEED": value}))
     check_settings(Settings({"RECRAWL_CHANGE_FEED": "/tmp/changes.jsonl"}))  # a path: a file
+
+
+def test_a_request_made_with_the_pages_meta_is_not_taken_for_that_page(tmp_path):
+    """``Request(url, meta=response.meta)`` (Scrapy's usual way to pass data along)
+    copies the page's one-download keys (its URL id, its held visit). A response the
+    crawl does not record (a POST here; a cached or dont_recrawl one alike) must not be
+    compared as that page, nor replace its record: the page's next visit, the same,
+    would be judged changed against the other request's items."""
+    from scrapy import signals
+
+    from scrapy_recrawl.middleware import RecrawlMiddleware
+
+    crawler = get_crawler(
+        Shop,
+        {
+            "RECRAWL_STORE": str(tmp_path / "h.sqlite3"),
+            "RECRAWL_CHANGE_SIGNAL": "items",
+            "RECRAWL_LEARN_BOILERPLATE": False,
+        },
+    )
+    crawler.spider = Shop.from_crawler(crawler)
+    down = RecrawlMiddleware.from_crawler(crawler)
+    crawler.signals.send_catch_log(signals.spider_opened, spider=crawler.spider)
+    down.store.claim("shop")
+    mw = RecrawlSpiderMiddleware(crawler)
+    assert mw.watch is not None
+    mw.watch._store = down.store
+
+    def page(request: Request, items: list) -> HtmlResponse:
+        body = b"<html><body><p>the same page, every visit</p></body></html>"
+        resp = HtmlResponse(request.url, body=body, request=request)
+        assert down.process_response(request, resp) is resp
+        run(mw, resp, items)
+        return resp
+
+    first = page(Request("http://shop.test/p"), [{"sku": "a", "price": 1}])
+    other = Request("http://shop.test/search", method="POST", meta=first.meta)
+    searched = page(other, [{"sku": "zz", "price": 9}])
+    assert searched.meta[META_ITEMS] is first.meta[META_ITEMS]  # the copy, not a watch
+    again = page(Request("http://shop.test/p"), [{"sku": "a", "price": 1}])
+    assert again.meta[META_ITEMS].page_changed is False
+
+
+def test_a_spiders_item_key_given_as_one_string_reads_as_the_setting_does(store):
+    """``recrawl_item_key = "sku"`` (one field, as ``-s RECRAWL_ITEM_KEY=sku`` reads):
+    the key is the sku, not the fields "s", "k", "u" (every item keyed by position)."""
+    mw = middleware(store)
+    mw.crawler.spider.recrawl_item_key = "sku"
+    run(mw, response(), [{"sku": "a", "price": 1}, {"sku": "b", "price": 2}])
+    again = response()
+    run(mw, again, [{"sku": "b", "price": 2}, {"sku": "a", "price": 1}])  # reordered
+    assert again.meta[META_ITEMS].page_changed is False
