@@ -34,6 +34,7 @@ import functools
 import hashlib
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
@@ -56,7 +57,11 @@ UNCHANGED = "unchanged"
 REMOVED = "removed"
 
 #: a field whose lower-cased name contains one of these is never kept as a value
-SECRET_WORDS = ("password", "passwd", "secret", "token", "apikey", "api_key", "auth", "cookie")
+SECRET_WORDS = ("password", "passwd", "secret", "token", "apikey", "api_key", "cookie")
+#: ... nor one with a word that is authentication: ``auth``, ``oauth``, ``x_auth``,
+#: ``authorization``, ``authToken``, ``authentication`` (but ``author``, ``authority``
+#: are an article's fields, not credentials: a substring test would hide their values)
+_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 
 def _plain(value: Any) -> Any:
@@ -127,7 +132,13 @@ def value_hash_plain(plain: Any) -> int:
 @functools.lru_cache(maxsize=4096)  # a crawl's field names are few: asked per item
 def is_secret(name: str) -> bool:
     lowered = name.lower()
-    return any(word in lowered for word in SECRET_WORDS)
+    if any(word in lowered for word in SECRET_WORDS):
+        return True
+    for word in _WORD.findall(name):
+        w = word.lower()
+        if w.endswith("auth") or w.startswith(("authoriz", "authent")):
+            return True
+    return False
 
 
 @dataclass

@@ -24,6 +24,7 @@ from scrapy_recrawl.item_change import (
     ValueBudget,
     canonical_json,
     compare,
+    is_secret,
     item_state,
     removed,
     value_hash,
@@ -192,3 +193,18 @@ def test_a_full_hold_with_the_store_away_loses_the_oldest_instead_of_spinning():
     assert rec.recorded == [("http://x/3", True)]
     assert held.release_all() == 1  # a: lost, said as the store closes
     assert rec.recorded[-1] == ("http://x/2", None)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["password", "api_key", "apiKey", "csrf_token", "sessionCookie", "auth", "oauth",
+     "x_auth", "Authorization", "authToken", "auth_token", "authentication", "XAuthHeader"],
+)  # fmt: skip
+def test_a_credential_field_is_never_kept_as_a_value(name):
+    assert is_secret(name)
+
+
+@pytest.mark.parametrize("name", ["author", "authors", "authority", "title", "price", "stock"])
+def test_an_articles_author_is_not_taken_for_a_credential(name):
+    # a substring test on "auth" hid an article's author: never an old -> new value
+    assert not is_secret(name)
