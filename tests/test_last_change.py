@@ -108,6 +108,16 @@ def test_the_body_before_a_change_is_kept_bounded_and_only_when_it_is_that_versi
     assert kept is not None and kept.body is None and kept.size == len(big)
 
 
+def test_a_damaged_previous_version_is_said_in_one_line_not_raised(store):
+    from scrapy_recrawl.insight.last_change import NoPrevious, last_change
+
+    rec = store.record(_visit(b"<p>price 10</p>", 100.0, 1))
+    store.flush()
+    store.side_put(TABLE, [(rec.id, b"\x00 not a record")])
+    with pytest.raises(NoPrevious, match="unreadable"):
+        last_change(store, rec.id, rec.url, rec.fingerprint, ChangeDetector())
+
+
 def test_the_keeper_is_off_when_asked_or_when_no_body_is_kept(store):
     h = ChangeDetector.content_hash
     assert PreviousBodies.from_settings({}, store, h) is not None

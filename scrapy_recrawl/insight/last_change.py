@@ -22,6 +22,7 @@ from typing import Any
 from scrapy_recrawl.change import ChangeDetector, ChangeResult, Ignore
 from scrapy_recrawl.change.diff_view import ElementDiff, Entry, diff_bodies
 from scrapy_recrawl.history.previous_body import PreviousBody, content_type_of, previous_body
+from scrapy_recrawl.history.records import RecordError
 
 #: characters of an element's text shown (longer texts are cut in the middle)
 TEXT_WIDTH = 160
@@ -230,7 +231,13 @@ def last_change(
     (``ignore``: XPaths added to the ignore list; ``watch``: the watch list instead of
     the URL's). :class:`NoPrevious` when no version before it is kept;
     :class:`~scrapy_recrawl.settings.RecrawlSettingError` for a bad XPath."""
-    prev = previous_body(store, url_id)
+    try:
+        prev = previous_body(store, url_id)
+    except RecordError as exc:  # damaged or foreign data in the side table: said, not raised
+        raise NoPrevious(
+            f"its kept previous version is unreadable ({exc}); the crawl keeps a new one at "
+            "the URL's next change"
+        ) from None
     if prev is None:
         raise NoPrevious(
             "no version before its last change is kept (kept from the first change seen "
