@@ -169,6 +169,17 @@ class ItemState:
         return cls(key, {str(k): int(v) for k, v in fields.items()}, values)
 
 
+def _decode_record(data: bytes, version: int, what: str) -> dict[str, Any]:
+    """The JSON object a record's bytes hold, of ``version``; ValueError naming ``what``."""
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"not an {what}: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("v") != version:
+        raise ValueError(f"not an {what} of this version")
+    return doc
+
+
 @dataclass
 class PageItems:
     """The items one visit of a page yielded, as stored (JSON: plain data, no pickles)."""
@@ -182,12 +193,7 @@ class PageItems:
     @classmethod
     def from_bytes(cls, data: bytes) -> PageItems:
         """Raises ValueError for bytes that are not a record of this version."""
-        try:
-            doc = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"not an item record: {exc}") from None
-        if not isinstance(doc, dict) or doc.get("v") != RECORD_VERSION:
-            raise ValueError("not an item record of this version")
+        doc = _decode_record(data, RECORD_VERSION, "item record")
         return cls([ItemState.from_json(x) for x in doc.get("items") or []])
 
 
@@ -345,12 +351,7 @@ class PageChange:
     @classmethod
     def from_bytes(cls, data: bytes) -> PageChange:
         """Raises ValueError for bytes that are not a change record of this version."""
-        try:
-            doc = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"not an item change record: {exc}") from None
-        if not isinstance(doc, dict) or doc.get("v") != CHANGE_VERSION:
-            raise ValueError("not an item change record of this version")
+        doc = _decode_record(data, CHANGE_VERSION, "item change record")
         cycle, when = doc.get("cycle"), doc.get("time")
         entries = doc.get("items")
         if (

@@ -198,21 +198,19 @@ def _leftovers(
     copy of a value on one side matches the n-th on the other; the unmatched, in order."""
     on_new = Counter(ids_new[i] for i in new)
     on_old = Counter(ids_old[i] for i in old)
+    return _beyond(old, ids_old, on_new), _beyond(new, ids_new, on_old)
+
+
+def _beyond(index: list[int], ids: list[int], other: Counter[int]) -> list[int]:
+    """The entries of ``index`` past their value's count on the other side, in order."""
     seen: Counter[int] = Counter()
-    left_old = []
-    for i in old:
-        v = ids_old[i]
-        if seen[v] >= on_new[v]:
-            left_old.append(i)
+    left = []
+    for i in index:
+        v = ids[i]
+        if seen[v] >= other[v]:
+            left.append(i)
         seen[v] += 1
-    seen.clear()
-    left_new = []
-    for i in new:
-        v = ids_new[i]
-        if seen[v] >= on_old[v]:
-            left_new.append(i)
-        seen[v] += 1
-    return left_old, left_new
+    return left
 
 
 def _ignoring(items: list[Entry], ignore: Ignore | None) -> list[Entry]:
