@@ -29,7 +29,7 @@ from .change import ChangeDetector, Signature, SignatureVersionError
 from .core.meta import FLAG_CHANGED, FLAG_NEW, FLAG_UNCHANGED, META_RESULT
 from .core.plugins import BagKeeper
 from .history import HistoryStore, UrlRecord
-from .history.previous_body import PreviousBodies
+from .history.previous_body import PreviousBodies, content_type_of
 from .visit_recorder import VisitRecorder, first, header
 
 #: the middleware's log lines keep its logger's name (a user's logging config names it)
@@ -156,10 +156,7 @@ class ChangeObserver:
         stored = self.store.body(fp)
         if stored is None:
             return None
-        content_type = next(
-            (v[0] for k, v in stored.headers.items() if k.lower() == "content-type" and v), None
-        )
-        return detector.signature(stored.body, url, content_type)
+        return detector.signature(stored.body, url, content_type_of(stored))
 
     def _old_signature(
         self, rec: UrlRecord | None, fp: bytes, url: str, detector: ChangeDetector

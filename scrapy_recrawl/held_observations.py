@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .history import HistoryStoreError, StoreLost, Visit
@@ -45,7 +45,6 @@ class HeldObservation:
     #: the items' verdict once given (None: the text verdict stands)
     verdict: bool | None = None
     done: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def complete(self, changed: bool | None) -> None:
         """The page's items said ``changed`` (None: no verdict, the text one stands)."""

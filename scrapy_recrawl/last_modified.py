@@ -66,11 +66,7 @@ SINCE_START = -np.inf
 
 
 def _epoch(value: bytes | str | None) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, (bytes, str)):
-        return _cached_epoch(value)
-    return _parsed_epoch(value)
+    return None if value is None else _cached_epoch(value)
 
 
 def _parsed_epoch(value: bytes | str) -> float | None:

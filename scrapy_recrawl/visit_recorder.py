@@ -178,8 +178,7 @@ class VisitRecorder:
         (hubs.py); its first fetch's links are all new and say nothing."""
         if before is None or first(before):
             return
-        cycle = request.meta.get(META_CYCLE, self.store.cycle)
-        gap = max(1, int(cycle) - int(before.last_visit_cycle))
+        gap = max(1, int(self.cycle_of(request)) - int(before.last_visit_cycle))
         self.hubs.refetched(after.id, gap)
         request.meta[META_HUB_PAGE] = [after.id, gap]
 
