@@ -92,7 +92,12 @@ class ChangeObserver:
             new = detector.signature(body, response.url, content_type, previous=old)
         self._count_too_deep()
         old_bags = bags.previous(rec.id) if bags is not None and rec is not None else []
-        ignore = None if self.pairs is None else self.pairs.ignore_for(response.url)
+        # the learned boilerplate matters only to a compare of two different bodies
+        ignore = (
+            None
+            if self.pairs is None or old is None or old.content_hash == new.content_hash
+            else self.pairs.ignore_for(response.url)
+        )
         result = detector.compare(
             old, new, old_bag=old_bags[0] if old_bags else None, ignore=ignore
         )

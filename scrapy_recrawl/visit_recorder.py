@@ -58,6 +58,10 @@ META_ITEMS_PAGE = "_recrawl_items_page"
 _VOLATILE = VOLATILE_META | {META_ITEMS_PAGE, META_HELD}
 
 
+#: a count's key -> its stat's name ("recrawl/<key>"), made once per key
+_STAT_NAMES: dict[str, str] = {}
+
+
 def header(response: Response, name: str) -> str | None:
     value = response.headers.get(name)
     return value.decode("latin-1") if value else None
@@ -90,6 +94,9 @@ class VisitRecorder:
         self.crawler = crawler
         self.store = store
         self.stats = crawler.stats
+        # bound once: Scrapy's StatsCollector resolves each attribute through its own
+        # __getattribute__, and three to five counts a response add up (issue 32)
+        self._inc_value = None if self.stats is None else self.stats.inc_value
         #: RECRAWL_MAX_FAILURES: failed cycles in a row before a URL is gone (0: never)
         self.max_failures = max_failures
         self.stored_requests = stored
@@ -124,8 +131,12 @@ class VisitRecorder:
     # -- counting ------------------------------------------------------------
 
     def inc(self, key: str) -> None:
-        if self.stats is not None:
-            self.stats.inc_value(f"recrawl/{key}")
+        inc_value = self._inc_value
+        if inc_value is not None:
+            name = _STAT_NAMES.get(key)
+            if name is None:
+                name = _STAT_NAMES[key] = f"recrawl/{key}"
+            inc_value(name)
 
     def now(self) -> float:
         if self.arrived is not None:

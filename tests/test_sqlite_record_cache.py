@@ -69,6 +69,45 @@ def test_an_unknown_url_read_then_recorded_is_known(path):
         assert got is not None and got.id == rec.id and got.visits == 1
 
 
+def test_a_url_known_new_is_not_read_again_across_flushes(path):
+    """knows() found no row: the URL's first visit, even after flushes of other visits,
+    reads nothing more; once recorded it is known, and a reopened store asks again."""
+    with CountingStore(path) as store:
+        assert not store.knows(OTHER)
+        for t in range(3):  # other URLs' visits, each flushed
+            store.record(visit(t=1000.0 + t, signature=b"s"))
+            store.flush()
+        reads = store.reads
+        assert store.get(OTHER) is None and not store.knows(OTHER)
+        rec = store.record(visit(fp=OTHER, t=2000.0, signature=b"s"))
+        assert store.reads == reads and rec.visits == 1
+        assert store.knows(OTHER)
+        store.flush()
+        assert store.knows(OTHER) and store.get(OTHER).visits == 1
+    # the lock is free again: another writer adds a URL this object had found absent
+    store = CountingStore(path)
+    store.open()
+    try:
+        third = b"\x04" * 20
+        assert not store.knows(third)
+        store.close()
+        with SqliteHistoryStore(path) as other:
+            other.record(visit(fp=third, t=3000.0))
+        store.open()
+        assert store.knows(third) and store.get(third).visits == 1
+    finally:
+        store.close()
+
+
+def test_the_urls_known_new_are_bounded(path, monkeypatch):
+    monkeypatch.setattr("scrapy_recrawl.history.sqlite_reader._ABSENT_KEPT", 4)
+    with SqliteHistoryStore(path) as store:
+        for i in range(10):
+            assert not store.knows(bytes([i + 10]) * 20)
+        assert len(store._absent) == 4
+        assert store.get(bytes([10]) * 20) is None  # forgotten: read from the file again
+
+
 def test_a_reopened_store_reads_what_another_writer_wrote_meanwhile(path):
     store = SqliteHistoryStore(path)
     store.open()

@@ -254,7 +254,7 @@ class ChangeDetector:
         as 304s, and when they do not, the full signature of the kept body is made
         at that later visit (see RecrawlMiddleware).
         """
-        return Signature("deferred", self.content_hash(body), None)
+        return Signature.deferred_of(self.content_hash(body))
 
     def signature(
         self,

@@ -27,6 +27,10 @@ def _frozen_u64(a: Any) -> np.ndarray:
     return arr
 
 
+#: the element arrays of a signature without elements (read-only, shared by all of them)
+_NO_ELEMENTS = _frozen_u64(())
+
+
 class SignatureVersionError(ValueError):
     """A stored signature from another version of the hashing: sign the page again."""
 
@@ -117,6 +121,25 @@ class Signature:
         )
         return sig
 
+    @classmethod
+    def deferred_of(cls, content_hash: bytes) -> Signature:
+        """A deferred signature (content hash only): the constructor's object without its
+        checks and three new empty arrays (every first fetch of a kept body makes one)."""
+        if not isinstance(content_hash, bytes) or not 0 < len(content_hash) < 256:
+            raise ValueError("Signature.content_hash must be 1..255 bytes")
+        sig = object.__new__(cls)
+        sig.__dict__.update(
+            kind="deferred",
+            content_hash=content_hash,
+            simhash=None,
+            keys=_NO_ELEMENTS,
+            texts=_NO_ELEMENTS,
+            attrs=_NO_ELEMENTS,
+            bag=None,
+            rules=None,
+        )
+        return sig
+
     def __len__(self) -> int:
         """Number of elements in the element signature."""
         return len(self.keys)
@@ -162,9 +185,10 @@ class Signature:
         if has_rules:
             parts.append(struct.pack("<Q", self.rules))
         parts.append(struct.pack("<I", len(self.keys)))
-        parts.extend(
-            a.astype(_LE_U64, copy=False).tobytes() for a in (self.keys, self.texts, self.attrs)
-        )
+        if len(self.keys):  # none: a deferred or bytes signature, no arrays to write
+            parts.extend(
+                a.astype(_LE_U64, copy=False).tobytes() for a in (self.keys, self.texts, self.attrs)
+            )
         return b"".join(parts)
 
     @classmethod

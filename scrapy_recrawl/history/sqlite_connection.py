@@ -72,6 +72,11 @@ class SqliteConnection:
         #: visits this store object dropped from the log (said once in the log)
         self.trimmed_visits = 0
         self._db: sqlite3.Connection | None = None
+        #: fingerprints :meth:`knows` found in no row, until their first visit is recorded
+        #: (the scheduler asks as it admits a new URL; its visit then needs no query for
+        #: a record that is not there). Unlike the cache of clean records it outlives a
+        #: flush: only this object's record() adds a URL to the file while it is open.
+        self._absent: dict[bytes, None] = {}
         self._cycle = 0
         self._next_id = 1
         self._count = 0
@@ -108,6 +113,7 @@ class SqliteConnection:
         if self._db is not None:
             return
         self._forget_clean()  # another process may have written the file since
+        self._absent.clear()
         if self.read_only:
             self._open_read_only()
             return
@@ -184,6 +190,7 @@ class SqliteConnection:
             self._db.close()
             self._db = None
             self._forget_clean()
+            self._absent.clear()
             self._lock.release()
 
     @property

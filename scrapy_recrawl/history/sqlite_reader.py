@@ -54,6 +54,10 @@ _CLEAN_RECORDS = 1024
 #: read again by each visit that wants it, as before the cache.
 _CLEAN_SIGNATURE_MAX = 64 * 1024
 
+#: New URLs remembered as not in the file (SqliteConnection._absent): a frontier's worth
+#: of admitted URLs waiting for their first fetch, a few MB at most.
+_ABSENT_KEPT = 1 << 16
+
 #: Rows per block read by :meth:`SqliteReader.arrays` (8 MiB a block).
 _ARRAY_BLOCK = 1 << 16
 
@@ -82,7 +86,10 @@ class SqliteReader(SqliteConnection):
     def knows(self, fingerprint: bytes) -> bool:
         if fingerprint in self._dirty:
             return True
-        return (
+        absent = self._absent
+        if fingerprint in absent:
+            return False
+        found = (
             self._read(
                 lambda db: db.execute(
                     "SELECT 1 FROM urls WHERE fingerprint = ?", (fingerprint,)
@@ -90,6 +97,11 @@ class SqliteReader(SqliteConnection):
             )
             is not None
         )
+        if not found:
+            if len(absent) >= _ABSENT_KEPT:
+                del absent[next(iter(absent))]  # the oldest: admitted long ago
+            absent[fingerprint] = None
+        return found
 
     def get(self, fingerprint: bytes, *, signature: bool = True) -> UrlRecord | None:
         rec = self._dirty.get(fingerprint)
@@ -98,6 +110,8 @@ class SqliteReader(SqliteConnection):
         clean = self._clean
         if fingerprint in clean:
             return clean[fingerprint]
+        if fingerprint in self._absent:
+            return None  # known new (knows()): no row to read
         # Not read yet (or evicted): read with its signature whatever the caller asked.
         # A visit reads the record three or four times (the validators, the observer,
         # the stored body, the record itself), and one of those reads wants the

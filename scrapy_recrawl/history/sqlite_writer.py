@@ -51,6 +51,9 @@ class SqliteWriter(SqliteReader):
         rec = self._dirty.get(visit.fingerprint)
         if rec is None:
             cached = self._clean.pop(visit.fingerprint, _NOT_READ)
+            if visit.fingerprint in self._absent:
+                del self._absent[visit.fingerprint]  # in the file from the next flush
+                cached = None
             if cached is _NOT_READ:
                 # the stored signature (tens of KB) is read only when this visit brings none
                 rec = self._fetch(visit.fingerprint, signature=visit.signature is None)
