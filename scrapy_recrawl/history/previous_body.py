@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..settings import get
-from .base import HistoryStore, StoredBody
+from .base import HistoryStore, StoredBody, compress_body
 from .records import RecordError, pack_record, unpack_record
 
 __all__ = ["TABLE", "PreviousBodies", "PreviousBody"]
@@ -61,7 +61,7 @@ class PreviousBody:
                 "before_time": float(self.before_time),
                 "content_type": self.content_type,
                 "size": int(self.size),
-                "body": None if self.body is None else zlib.compress(self.body, 1),
+                "body": None if self.body is None else compress_body(self.body),
                 "after": bytes(self.after),
             }
         )

@@ -10,14 +10,20 @@ from __future__ import annotations
 import json
 import struct
 import time
-import zlib
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from . import redis_pipeline
-from .base import FlushFailed, HistoryStoreError, UrlRecord, Visit, refuse_when_full
+from .base import (
+    FlushFailed,
+    HistoryStoreError,
+    UrlRecord,
+    Visit,
+    compress_body,
+    refuse_when_full,
+)
 from .epoch import StoreLost
 from .redis_ids import IdAllocator
 from .redis_record import PendingRecord, clone, set_numbers
@@ -151,9 +157,7 @@ class VisitWriter:
         if self.store_bodies and visit.body is not None and good_status(visit.status):
             headers = json.dumps(visit.headers or {}).encode()
             body = (
-                struct.pack("<HI", visit.status, len(headers))
-                + headers
-                + zlib.compress(visit.body, 1)
+                struct.pack("<HI", visit.status, len(headers)) + headers + compress_body(visit.body)
             )
             rec.has_body = True
         args: tuple[bytes, bytes] | tuple[int, Visit, bytes, bytes | None]

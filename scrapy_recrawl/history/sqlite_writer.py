@@ -15,12 +15,18 @@ import json
 import logging
 import os
 import sqlite3
-import zlib
 from operator import attrgetter
 from typing import Any
 
 from . import sqlite_packed
-from .base import FlushFailed, HistoryStoreError, UrlRecord, Visit, refuse_when_full
+from .base import (
+    FlushFailed,
+    HistoryStoreError,
+    UrlRecord,
+    Visit,
+    compress_body,
+    refuse_when_full,
+)
 from .request_codec import encode_stored
 from .sqlite_reader import SqliteReader
 from .sqlite_schema import RECORD_FIELDS, URL_COLUMNS
@@ -82,7 +88,7 @@ class SqliteWriter(SqliteReader):
                 self._requests[rec.id] = blob
         if self.store_bodies and visit.body is not None and good_status(visit.status):
             headers = json.dumps(visit.headers or {})
-            self._bodies[rec.id] = (visit.status, headers, zlib.compress(visit.body, 1))
+            self._bodies[rec.id] = (visit.status, headers, compress_body(visit.body))
             rec.has_body = True
         self._dirty[rec.fingerprint] = rec
         self._visit_rows.append(
