@@ -185,7 +185,9 @@ def compress_body(body: bytes) -> bytes:
     window state for each call: most of the cost for a small body), and any zlib reader
     (``zlib.decompress``) reads it; stores written with the default window read alike."""
     wbits = min(15, max(12, (len(body) + 300).bit_length()))
-    return zlib.compress(body, 1, wbits=wbits)
+    # compressobj: zlib.compress takes no wbits before Python 3.11
+    packer = zlib.compressobj(1, zlib.DEFLATED, wbits)
+    return packer.compress(body) + packer.flush()
 
 
 @dataclass
