@@ -35,6 +35,25 @@ NOT_OBSERVED = ChangeResult(False, 0, 0, 0, 0, 0)
 _FRESHENED = (b"ETag", b"Last-Modified", b"Date", b"Expires", b"Cache-Control")
 
 
+def kept_headers(stored: StoredBody) -> Headers:
+    """The kept copy's headers as Scrapy's ``Headers``, their values the bytes the
+    response had (the stores keep them decoded as latin-1: visit_recorder.py), made as
+    ``Headers.update`` makes them (title-cased names, lists of bytes) without its two
+    normalising calls per value (every 304 with a copy makes them). Values that are not
+    such text (a store written by hand) go through ``Headers`` itself."""
+    raw: dict[bytes, list[bytes]] = {}
+    try:
+        for name, values in stored.headers.items():
+            raw.setdefault(name.title().encode("latin-1"), []).extend(
+                v.encode("latin-1") for v in values
+            )
+    except (AttributeError, TypeError, UnicodeEncodeError):
+        return Headers(stored.headers)
+    headers = Headers()
+    dict.update(headers, raw)
+    return headers
+
+
 class NotModified:
     """Records a 304 and says what the engine gets (module docstring)."""
 
@@ -52,7 +71,7 @@ class NotModified:
         recorder.inc("not_modified")
         recorder.count(request, False, "not_modified")
         request.meta[META_RESULT] = NOT_OBSERVED
-        headers = Headers(stored.headers)
+        headers = kept_headers(stored)
         for name in _FRESHENED:
             if name in response.headers:
                 headers[name] = response.headers[name]
