@@ -55,3 +55,41 @@ def test_a_store_reads_bodies_of_both_windows(tmp_path):
     with SqliteHistoryStore(path) as store:
         assert store.body(old_fp).body == body
         assert store.body(new_fp).body == body
+
+
+def _packer_threads():
+    import threading
+
+    return [t for t in threading.enumerate() if t.name.startswith("recrawl-bodies")]
+
+
+def test_bodies_are_compressed_on_a_worker_thread_and_read_back(tmp_path):
+    """A body past the hand-off size is compressed off the recording thread; read from
+    the buffer before the flush, and from the file after, it is the body; the thread
+    ends with the store."""
+    from scrapy_recrawl.history.body_packer import HAND_OFF_BYTES
+
+    path = str(tmp_path / "history.sqlite3")
+    big = b"<p>" + b"words of a page " * (HAND_OFF_BYTES // 8) + b"</p>"
+    small = b"<p>short</p>"
+    with SqliteHistoryStore(path, flush_every=1000) as store:
+        for n, body in enumerate([big, small] * 20):
+            store.record(
+                Visit(
+                    fingerprint=bytes([n]) * 20,
+                    url=f"https://e.com/{n}",
+                    time=1.0,
+                    status=200,
+                    body=body,
+                    headers={"Content-Type": ["text/html"]},
+                )
+            )
+        assert len(_packer_threads()) == 1
+        assert store.body(bytes([0]) * 20).body == big  # still in the buffer
+        assert store.body(bytes([1]) * 20).body == small
+        store.flush()
+        assert store.body(bytes([2]) * 20).body == big
+    assert _packer_threads() == []
+    with SqliteHistoryStore(path) as store:
+        assert [store.body(bytes([n]) * 20).body for n in range(40)] == [big, small] * 20
+        assert _packer_threads() == []  # nothing recorded: no thread made
