@@ -343,3 +343,27 @@ def test_a_relative_date_in_a_time_element_is_not_read_its_datetime_is():
     assert d.compare(
         d.signature(plain("May 1"), url, "text/html"), d.signature(plain("May 2"), url, "")
     ).changed
+
+
+def test_section_of_reads_a_url_as_urlsplit_does():
+    """section_of's own reading of the common URL is urlsplit's, on URLs made of the
+    parts that could tell them apart (ports, user info, IPv6, case, query before path,
+    fragments, whitespace, non-ASCII); a bad port is the same ValueError."""
+    from scrapy_recrawl.change import boilerplate
+
+    parts = ["http://", "https://", "HTTP://", "ftp://", "http:/", "", "a.com", "A.Com",
+             "127.0.0.1", ":80", ":080", ":65536", ":", "x@h", "[::1]", ":8080", "/",
+             "/page/12.html", "/2024/05/slug", "?q=1", "#f", "/a#b?c", "?x/y", "/a/b/c/d",
+             " ", "\t", "\u00e9", "\\", "/%41", "//", "/a//b/"]  # fmt: skip
+    rng = random.Random(3)
+
+    def read(f, url):
+        try:
+            return f(url)
+        except ValueError as exc:
+            return type(exc)
+
+    for _ in range(20_000):
+        url = "".join(rng.choice(parts) for _ in range(rng.randint(1, 6)))
+        want = read(boilerplate._section_by_urlsplit, url)
+        assert read(boilerplate.section_of.__wrapped__, url) == want, url

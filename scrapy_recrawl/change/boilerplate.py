@@ -78,12 +78,38 @@ def section_of(url: str) -> tuple[str, str]:
     ``N``): ``/shop/product/12`` is ``shop/product``, ``/2024/05/slug`` is ``N/N``,
     ``/about.html`` the host's top level. Pages made from one template usually share it,
     and so share what is learned."""
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme in _PLAIN_SCHEMES and _PLAIN_URL.fullmatch(rest):
+        # the common URL, read as urlsplit reads it (tests/test_boilerplate.py compares)
+        end = len(rest)
+        for stop in "/?#":
+            at = rest.find(stop)
+            if 0 <= at < end:
+                end = at
+        host, colon, port = rest[:end].partition(":")
+        if host and (not colon or (port.isdigit() and port[0] != "0" and int(port) <= 65535)):
+            path = rest[end:].partition("?")[0].partition("#")[0]
+            return _section(host.lower() + colon + port, path)
+    return _section_by_urlsplit(url)
+
+
+#: schemes whose URLs section_of reads itself (others: urlsplit)
+_PLAIN_SCHEMES = frozenset({"http", "https"})
+#: what follows "scheme://" in a URL section_of reads itself: printable ASCII, no user
+#: info, no IPv6 literal, nothing urlsplit would strip or reject
+_PLAIN_URL = re.compile(r"[!-?A-Z\\^-~]+")
+
+
+def _section_by_urlsplit(url: str) -> tuple[str, str]:
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()
     if parts.port:
         host = f"{host}:{parts.port}"
-    segments = [s for s in (parts.path or "/").split("/")]
-    folders = [s for s in segments[:-1] if s][:2]
+    return _section(host, parts.path)
+
+
+def _section(host: str, path: str) -> tuple[str, str]:
+    folders = [s for s in (path or "/").split("/")[:-1] if s][:2]
     return host, f"{host}/{'/'.join(_DIGITS.sub('N', f) for f in folders)}"
 
 
