@@ -136,11 +136,19 @@ def host_of(url: str) -> str:
 _NETLOC = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#\t\r\n]*)(?:[/?#]|\Z)")
 
 
+#: netloc -> host, kept across calls (the crawl asks for one URL's host per response);
+#: emptied when full: the hosts of a crawl are few
+_HOST_OF_NETLOC: dict[str, str] = {}
+_HOSTS_KEPT = 4096
+
+
 def hosts_of(urls: list[str]) -> list[str]:
     """:func:`host_of` of each URL: ``urlsplit`` runs once per distinct netloc, not once
     per URL (a million URLs of a few thousand hosts: a regex match each)."""
     match = _NETLOC.match
-    by_netloc: dict[str, str] = {}
+    by_netloc = _HOST_OF_NETLOC
+    if len(by_netloc) > _HOSTS_KEPT:
+        by_netloc.clear()
     out = []
     for url in urls:
         m = match(url)
