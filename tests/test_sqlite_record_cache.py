@@ -30,9 +30,13 @@ class CountingStore(SqliteHistoryStore):
 
     reads = 0
 
-    def _fetch(self, fingerprint, *, signature):
+    def _fetch(self, fingerprint, *, signature, **kw):
         self.reads += 1
-        return super()._fetch(fingerprint, signature=signature)
+        return super()._fetch(fingerprint, signature=signature, **kw)
+
+    def _read(self, fn):
+        self.file_reads = getattr(self, "file_reads", 0) + 1
+        return super()._read(fn)
 
 
 def test_a_visit_reads_the_record_from_the_file_once(path):
@@ -55,6 +59,24 @@ def test_a_visit_reads_the_record_from_the_file_once(path):
         store.flush()
         assert store.get(FP).visits == 2
         assert store.get(FP, signature=False).signature == b"sig"
+
+
+def test_a_304_reads_the_file_once(path):
+    """The record read for the validators brings the kept body with it: the 304's copy
+    is no read of its own; after a visit's new body, the body read is the new one."""
+    with SqliteHistoryStore(path) as store:
+        store.record(visit(signature=b"sig", body=b"<p>a</p>", etag='"e1"'))
+    with CountingStore(path) as store:
+        assert store.get(FP, signature=False).has_body
+        reads = store.file_reads
+        assert store.body(FP).body == b"<p>a</p>"
+        store.record(visit(t=2000.0, status=304, changed=False))
+        assert store.body(FP).body == b"<p>a</p>"
+        assert store.file_reads == reads
+        store.record(visit(t=3000.0, body=b"<p>b</p>", changed=True))
+        assert store.body(FP).body == b"<p>b</p>"
+        store.flush()
+        assert store.body(FP).body == b"<p>b</p>"
 
 
 def test_an_unknown_url_read_then_recorded_is_known(path):

@@ -113,6 +113,9 @@ class SqliteConnection:
         """
         #: fingerprint -> the record as read from the file (None: not there)
         self._clean: dict[bytes, UrlRecord | None] = {}
+        #: URL id -> its kept body's row as read with its clean record (status, headers,
+        #: the compressed body): the file's until the next flush writes a new one
+        self._clean_bodies: dict[int, tuple[int, str, bytes]] = {}
 
     def open(self) -> None:
         if self._db is not None:

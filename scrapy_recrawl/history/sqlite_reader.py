@@ -42,6 +42,13 @@ _GET_SIGNED = (
     f"SELECT {', '.join('u.' + c for c in URL_COLUMNS)}, s.signature "
     "FROM urls u LEFT JOIN signatures s ON s.url_id = u.id WHERE u.fingerprint = ?"
 )
+#: ... and its kept body (the read of a record a visit reads again: a 304's copy then
+#: needs no read of its own)
+_GET_KEPT = (
+    f"SELECT {', '.join('u.' + c for c in URL_COLUMNS)}, s.signature, "
+    "b.status, b.headers, b.body FROM urls u LEFT JOIN signatures s ON s.url_id = u.id "
+    "LEFT JOIN bodies b ON b.url_id = u.id WHERE u.fingerprint = ?"
+)
 
 #: Records read from the file kept for the visits that read them again (see
 #: SqliteConnection._forget_clean): more than the requests in flight of a busy crawl
@@ -117,21 +124,31 @@ class SqliteReader(SqliteConnection):
         # A visit reads the record three or four times (the validators, the observer,
         # the stored body, the record itself), and one of those reads wants the
         # signature: one read, joined, instead of four. Unknown URLs (None) are kept too.
-        rec = self._fetch(fingerprint, signature=True)
+        rec = self._fetch(fingerprint, signature=True, body=True)
         if rec is not None and len(rec.signature or b"") > _CLEAN_SIGNATURE_MAX:
+            self._clean_bodies.pop(rec.id, None)
             return rec  # not kept: the bound of the cache's memory
         if len(clean) >= _CLEAN_RECORDS:
-            del clean[next(iter(clean))]  # the oldest read: its visit is long done
+            old = clean.pop(next(iter(clean)))  # the oldest read: its visit is long done
+            if old is not None:
+                self._clean_bodies.pop(old.id, None)
         clean[fingerprint] = rec
         return rec
 
-    def _fetch(self, fingerprint: bytes, *, signature: bool) -> UrlRecord | None:
-        """The URL's record as the file has it (no buffer, no cache)."""
+    def _fetch(
+        self, fingerprint: bytes, *, signature: bool, body: bool = False
+    ) -> UrlRecord | None:
+        """The URL's record as the file has it (no buffer, no cache); ``body``: its kept
+        body's row read with it, into the cache of clean bodies (get())."""
         # signatures can be tens of KB: joined only when wanted
-        sql = _GET_SIGNED if signature else _GET
+        sql = _GET_KEPT if body else _GET_SIGNED if signature else _GET
         row = self._read(lambda db: db.execute(sql, (fingerprint,)).fetchone())
         if row is None:
             return None
+        if body:
+            kept, row = row[-3:], row[:-3]
+            if kept[2] is not None and len(kept[2]) <= _CLEAN_SIGNATURE_MAX:
+                self._clean_bodies[row[0]] = kept  # row[0]: the id (URL_COLUMNS[0])
         values = dict(zip(RECORD_FIELDS, row, strict=False))
         for key in _NAN_WHEN_NULL:
             if values[key] is None:
@@ -149,7 +166,8 @@ class SqliteReader(SqliteConnection):
         rec = self.get(fingerprint, signature=False)
         if rec is None or not rec.has_body:
             return None
-        pending = self._bodies.get(rec.id)
+        # the buffer's (this flush's visit), else as read with the record, else the file's
+        pending = self._bodies.get(rec.id) or self._clean_bodies.get(rec.id)
         row = pending or self._read(
             lambda db: db.execute(
                 "SELECT status, headers, body FROM bodies WHERE url_id = ?", (rec.id,)
