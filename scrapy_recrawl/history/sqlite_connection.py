@@ -18,11 +18,9 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any
 
 from .base import HistoryStoreError, UrlRecord
-from .body_packer import BodyPacker
 from .lock import StoreLock
 from .request_codec import decode_stored
 from .sqlite_readonly import connect_read_only
@@ -74,8 +72,6 @@ class SqliteConnection:
         #: visits this store object dropped from the log (said once in the log)
         self.trimmed_visits = 0
         self._db: sqlite3.Connection | None = None
-        #: compresses the buffered bodies off the crawl's thread (body_packer.py)
-        self._packer = BodyPacker()
         #: fingerprints :meth:`knows` found in no row, until their first visit is recorded
         #: (the scheduler asks as it admits a new URL; its visit then needs no query for
         #: a record that is not there). Unlike the cache of clean records it outlives a
@@ -96,8 +92,7 @@ class SqliteConnection:
         self._visit_rows: list[tuple[Any, ...]] = []
         self._signatures: dict[int, bytes] = {}
         self._requests: dict[int, bytes] = {}
-        # a body's bytes may still be compressed on the packer's thread (body_packer.py)
-        self._bodies: dict[int, tuple[int, str, bytes | Future[bytes]]] = {}
+        self._bodies: dict[int, tuple[int, str, bytes]] = {}
         self._last_flush = self._monotonic()
         self._forget_clean()
 
@@ -199,7 +194,6 @@ class SqliteConnection:
             self._db = None
             self._forget_clean()
             self._absent.clear()
-            self._packer.close()
             self._lock.release()
 
     @property

@@ -26,7 +26,6 @@ import numpy as np
 
 from . import sqlite_packed
 from .base import HistoryArrays, StoredBody, UrlRecord
-from .body_packer import packed
 from .records import window_from_bits
 from .request_codec import decode_stored_many
 from .sqlite_connection import SqliteConnection
@@ -176,9 +175,7 @@ class SqliteReader(SqliteConnection):
         if row is None:
             return None
         status, headers, body = row
-        return StoredBody(
-            status=status, headers=json.loads(headers), body=zlib.decompress(packed(body))
-        )
+        return StoredBody(status=status, headers=json.loads(headers), body=zlib.decompress(body))
 
     def requests(self, ids: Iterable[int] | np.ndarray) -> list[dict[str, Any] | None]:
         """The stored request of each of ``ids`` (None: none stored, or not a request).

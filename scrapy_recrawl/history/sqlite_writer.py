@@ -24,9 +24,9 @@ from .base import (
     HistoryStoreError,
     UrlRecord,
     Visit,
+    compress_body,
     refuse_when_full,
 )
-from .body_packer import packed
 from .request_codec import encode_stored
 from .sqlite_reader import SqliteReader
 from .sqlite_schema import RECORD_FIELDS, URL_COLUMNS
@@ -88,7 +88,7 @@ class SqliteWriter(SqliteReader):
                 self._requests[rec.id] = blob
         if self.store_bodies and visit.body is not None and good_status(visit.status):
             headers = json.dumps(visit.headers or {})
-            self._bodies[rec.id] = (visit.status, headers, self._packer.pack(visit.body))
+            self._bodies[rec.id] = (visit.status, headers, compress_body(visit.body))
             rec.has_body = True
         self._dirty[rec.fingerprint] = rec
         self._visit_rows.append(
@@ -121,12 +121,6 @@ class SqliteWriter(SqliteReader):
             self._last_flush = self._monotonic()
             return
         url_rows = [self._url_row(rec) for rec in self._dirty.values()]
-        # the bodies' bytes, once their compression is done (body_packer.py): before the
-        # transaction, which then holds the file's write lock no longer than it must
-        body_rows = [
-            (i, status, headers, packed(body))
-            for i, (status, headers, body) in self._bodies.items()
-        ]
         marks = ",".join("?" * len(URL_COLUMNS))
         trimmed: list[int] = []
 
@@ -143,7 +137,7 @@ class SqliteWriter(SqliteReader):
             db.executemany("INSERT OR REPLACE INTO requests VALUES (?, ?)", self._requests.items())
             db.executemany(
                 "INSERT OR REPLACE INTO bodies VALUES (?, ?, ?, ?)",
-                body_rows,
+                [(i, *b) for i, b in self._bodies.items()],
             )
             db.executemany(
                 "INSERT INTO visits (url_id, cycle, time, status, changed, distance, added,"
