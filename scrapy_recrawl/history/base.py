@@ -17,6 +17,12 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 
+isal_zlib: Any
+try:  # a dependency where it has wheels (setup.cfg): zlib otherwise
+    from isal import isal_zlib
+except ImportError:  # pragma: no cover -- the platforms without its wheels
+    isal_zlib = None
+
 #: Schema version written by this release; backends migrate older ones up.
 #: 3: the store remembers the spider it belongs to (:meth:`HistoryStore.owner`).
 #: 4: nothing stored is a pickle: requests are data (history/request_codec.py), the
@@ -179,15 +185,29 @@ class StoredBody:
 
 
 def compress_body(body: bytes) -> bytes:
-    """A body as the stores keep it: zlib, level 1, with a window just over the body's
-    length (at least 4 KiB, at most zlib's 32 KiB). The smaller window compresses a page
-    of a few KB as well as the default one, in half the CPU (zlib clears its whole
-    window state for each call: most of the cost for a small body), and any zlib reader
-    (``zlib.decompress``) reads it; stores written with the default window read alike."""
+    """A body as the stores keep it: a zlib stream, fast level (every first fetch and
+    every changed body writes one). ISA-L's deflate (the ``isal`` package) where it is
+    installed: three times faster than zlib's level 1 on a page of a few KB, as small.
+    Else zlib's level 1 with a window just over the body's length (at least 4 KiB): it
+    compresses such a page as well as the default window, and allocates less per call.
+    ``zlib.decompress`` reads every one of them (and what older releases wrote)."""
+    if isal_zlib is not None:
+        return bytes(isal_zlib.compress(body, 1))
     wbits = min(15, max(12, (len(body) + 300).bit_length()))
     # compressobj: zlib.compress takes no wbits before Python 3.11
     packer = zlib.compressobj(1, zlib.DEFLATED, wbits)
     return packer.compress(body) + packer.flush()
+
+
+def decompress_body(data: bytes) -> bytes:
+    """A body as :func:`compress_body` kept it (ISA-L reads zlib streams faster too);
+    ``zlib.error`` when ``data`` is not such a stream, whichever library read it."""
+    if isal_zlib is not None:
+        try:
+            return bytes(isal_zlib.decompress(data))
+        except isal_zlib.error as exc:
+            raise zlib.error(str(exc)) from None
+    return zlib.decompress(data)
 
 
 @dataclass

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..settings import get
-from .base import HistoryStore, StoredBody, compress_body
+from .base import HistoryStore, StoredBody, compress_body, decompress_body
 from .records import RecordError, pack_record, unpack_record
 
 __all__ = ["TABLE", "PreviousBodies", "PreviousBody"]
@@ -74,7 +74,7 @@ class PreviousBody:
             raise RecordError(f"a previous body of format {rec.get('format')!r}, not {_FORMAT}")
         try:
             packed = rec["body"]
-            body = None if packed is None else zlib.decompress(_bytes(packed))
+            body = None if packed is None else decompress_body(_bytes(packed))
             content_type = rec["content_type"]
             return cls(
                 cycle=_int(rec["cycle"]),

@@ -11,7 +11,7 @@ import struct
 import zlib
 from typing import Any
 
-from .base import StoredBody, UrlRecord
+from .base import StoredBody, UrlRecord, decompress_body
 from .redis_ids import IdAllocator
 from .redis_record import clone, record_from
 from .redis_schema import split_blob, url_from
@@ -91,7 +91,7 @@ class PointReader:
         try:
             status, hlen = struct.unpack_from("<HI", data)
             headers = json.loads(data[6 : 6 + hlen])
-            body = zlib.decompress(data[6 + hlen :])
+            body = decompress_body(data[6 + hlen :])
             if not isinstance(headers, dict):
                 raise ValueError("headers are not a map")
         except (struct.error, ValueError, zlib.error) as exc:

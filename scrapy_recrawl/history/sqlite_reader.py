@@ -16,7 +16,6 @@ import copy
 import gc
 import json
 import sqlite3
-import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from itertools import islice
@@ -25,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from . import sqlite_packed
-from .base import HistoryArrays, StoredBody, UrlRecord
+from .base import HistoryArrays, StoredBody, UrlRecord, decompress_body
 from .records import window_from_bits
 from .request_codec import decode_stored_many
 from .sqlite_connection import SqliteConnection
@@ -175,7 +174,7 @@ class SqliteReader(SqliteConnection):
         if row is None:
             return None
         status, headers, body = row
-        return StoredBody(status=status, headers=json.loads(headers), body=zlib.decompress(body))
+        return StoredBody(status=status, headers=json.loads(headers), body=decompress_body(body))
 
     def requests(self, ids: Iterable[int] | np.ndarray) -> list[dict[str, Any] | None]:
         """The stored request of each of ``ids`` (None: none stored, or not a request).
