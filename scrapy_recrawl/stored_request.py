@@ -37,7 +37,7 @@ from .core.meta import (
     META_RESULT,
     META_SCORE,
 )
-from .history.request_scrub import scrub_previous, scrub_request
+from .history.request_scrub import UNSTORED_HEADERS, header_name, scrub_previous, scrub_request
 from .hubs import META_HUB_PAGE, META_VIA
 from .settings import get
 
@@ -83,6 +83,8 @@ class StoredRequests:
         #: names added to the built-in lists of what is never stored
         self.headers = frozenset(h.lower() for h in headers)
         self.meta = frozenset(meta)
+        #: every header name never stored (scrub_request's list and these), lower case
+        self._unstored_headers = UNSTORED_HEADERS | self.headers
 
     @classmethod
     def from_settings(cls, settings: Any) -> StoredRequests:
@@ -95,12 +97,17 @@ class StoredRequests:
         """Note what ``request`` holds as the scheduler hands it out, before any
         downloader middleware; a request already noted (a redirect's or a retry's
         copy) keeps the note of the request the spider made."""
-        if META_AS_MADE in request.meta:
+        meta = request.meta
+        if META_AS_MADE in meta:
             return
-        headers = scrub_request({"headers": dict(request.headers)}, self.headers)["headers"]
-        request.meta[META_AS_MADE] = {
-            "headers": {bytes(k): [bytes(v) for v in vs] for k, vs in headers.items()},
-            "meta": sorted(k for k in request.meta if isinstance(k, str)),
+        unstored = self._unstored_headers  # as scrub_request drops them, in one pass
+        meta[META_AS_MADE] = {
+            "headers": {
+                bytes(k): [bytes(v) for v in vs]
+                for k, vs in dict.items(request.headers)
+                if header_name(k) not in unstored
+            },
+            "meta": sorted(k for k in meta if isinstance(k, str)),
         }
 
     def forget(self, response: Any = None, request: Request | None = None, **kw: Any) -> None:

@@ -39,7 +39,8 @@ MIDDLEWARE_HEADERS = frozenset({"user-agent", "accept", "accept-language", "acce
 MIDDLEWARE_META = frozenset({"download_timeout", "proxy"})
 
 
-def _name(key: Any) -> str:
+def header_name(key: Any) -> str:
+    """A header's name as the lists above have it (lower case text)."""
     return (key.decode("latin-1") if isinstance(key, bytes) else str(key)).lower()
 
 
@@ -71,7 +72,9 @@ def scrub_request(
     denied_meta = UNSTORED_META | set(meta)
     out = dict(d)
     if isinstance(out.get("headers"), Mapping):
-        out["headers"] = {k: v for k, v in out["headers"].items() if _name(k) not in denied_headers}
+        out["headers"] = {
+            k: v for k, v in out["headers"].items() if header_name(k) not in denied_headers
+        }
     # a request's own cookies= are the Cookie header CookiesMiddleware makes of them
     out.pop("cookies", None)
     if isinstance(out.get("meta"), Mapping):
