@@ -165,7 +165,7 @@ cdef inline uint64_t simhash_of_words(
     (16 counters in a uint64, moved to 8-bit ones every 15 shingles, to integers every
     255)."""
     cdef int64_t m, i, j, k, pending = 0, flushes = 0
-    cdef uint64_t acc, h, tail, b2, b3
+    cdef uint64_t acc, h, tail, b2, u0 = 0, u1 = 0, u2
     cdef uint64_t n0 = 0, n1 = 0, n2 = 0, n3 = 0
     cdef uint64_t lanes[8]
     cdef int64_t counts[64]
@@ -181,10 +181,16 @@ cdef inline uint64_t simhash_of_words(
     for b in range(8):
         lanes[b] = 0
     b2 = SEQ_BASE * SEQ_BASE
-    b3 = b2 * SEQ_BASE
+    if k == 4:  # the default: pairs u_i = w_i * B + w_(i+1), each made once, and the
+        # shingle u_i * B**2 + u_(i+2) (the same value, two products instead of four)
+        u0 = words[0] * SEQ_BASE + words[1]
+        u1 = words[1] * SEQ_BASE + words[2]
     for i in range(m):
-        if k == 4:  # the default, as a sum of independent products (the same value)
-            acc = words[i] * b3 + words[i + 1] * b2 + words[i + 2] * SEQ_BASE + words[i + 3]
+        if k == 4:
+            u2 = words[i + 2] * SEQ_BASE + words[i + 3]
+            acc = u0 * b2 + u2
+            u0 = u1
+            u1 = u2
         else:
             acc = words[i]
             for j in range(1, k):
