@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from scrapy_recrawl.change import ChangeDetector, ChangeResult, Signature, elements
+from scrapy_recrawl.change._hashes import value_hashes
 from scrapy_recrawl.change.shingles import span_hashes, text_shingles, u64_view, word_hashes
 from scrapy_recrawl.change.simhash import fingerprint
 
@@ -115,6 +116,19 @@ def test_tokens_are_left_out_of_attribute_values(det):
         1,
         0,
     )
+
+
+@pytest.mark.parametrize("prefix", [b"", b"/a", b"/en/p?q", b"x" * 9 + b" "])
+def test_a_token_is_left_out_wherever_its_digit_is(prefix):
+    # values without a digit skip the token scan (a token has one): a digit anywhere,
+    # in an 8-byte chunk or in the tail, must still be seen
+    for at in range(20):
+        one, two = bytearray(b"abcdefghijklmnopqrst"), bytearray(b"ABCDEFGHIJKLMNOPQRST")
+        one[at], two[at] = ord("7"), ord("3")
+        values = [prefix + bytes(t) + suffix for t in (one, two) for suffix in (b"", b"/b.html")]
+        h = value_hashes(values, 0).tolist()
+        assert h[0] == h[2] and h[1] == h[3], at  # the token left out
+        assert h[0] != h[1]
 
 
 def test_noise_attributes_by_name(det):
