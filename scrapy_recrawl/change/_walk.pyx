@@ -583,7 +583,7 @@ def sign(
                 entries[n].text = extra_texts[i]
                 entries[n].attr = 0
                 n += 1
-            done = sort_by_key(entries, spare, n)
+            done = sort_by_key_bucketed(entries, spare, n)
             if shingle_size > 0:
                 simhash = simhash_of_words(w.words.data, w.words.size, shingle_size)
         keys, texts, attrs = np.empty(n, _U64), np.empty(n, _U64), np.empty(n, _U64)
@@ -597,5 +597,27 @@ def sign(
         return keys, texts, attrs, simhash, words, w.deepest < SHALLOW and w.hidden == 0
     finally:
         walk_free(&w)
+        free(entries)
+        free(spare)
+
+
+def key_order(const uint64_t[::1] keys):
+    """The order ``sign`` puts entries with these keys in (indices), as its sort makes
+    it: = ``numpy.argsort(keys, kind="stable")`` (tests check it, the bucketed path and
+    the merge sort it falls back to)."""
+    cdef int64_t i, n = keys.shape[0]
+    cdef Entry* entries = <Entry*>malloc((n + 1) * sizeof(Entry))
+    cdef Entry* spare = <Entry*>malloc((n + 1) * sizeof(Entry))
+    cdef Entry* done
+    try:
+        if entries == NULL or spare == NULL:
+            raise MemoryError()
+        for i in range(n):
+            entries[i].key = keys[i]
+            entries[i].text = <uint64_t>i
+            entries[i].attr = 0
+        done = sort_by_key_bucketed(entries, spare, n)
+        return [done[i].text for i in range(n)]
+    finally:
         free(entries)
         free(spare)
