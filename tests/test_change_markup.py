@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from scrapy_recrawl.change import ChangeDetector, ChangeResult, Signature, elements
+from scrapy_recrawl.change._diff import key_order
 from scrapy_recrawl.change._hashes import value_hashes
-from scrapy_recrawl.change._walk import key_order
 from scrapy_recrawl.change.shingles import span_hashes, text_shingles, u64_view, word_hashes
 from scrapy_recrawl.change.simhash import fingerprint
 

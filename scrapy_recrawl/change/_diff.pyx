@@ -19,6 +19,7 @@ from cpython.buffer cimport (
     PyObject_GetBuffer,
 )
 
+from ._sort cimport Entry, sort_by_key_bucketed
 from .signature import ChangeResult
 
 cdef extern from *:
@@ -299,3 +300,25 @@ def compare(old, new, int64_t max_distance, int64_t min_changes):
     fields["modified"] = out[2]
     fields["attributes"] = out[3]
     return result
+
+
+def key_order(const uint64_t[::1] keys):
+    """The order ``_walk.sign`` puts entries with these keys in (indices), as its sort
+    (``_sort.pxd``) makes it: = ``numpy.argsort(keys, kind="stable")`` (tests check it,
+    the bucketed path and the merge sort it falls back to)."""
+    cdef int64_t i, n = keys.shape[0]
+    cdef Entry* entries = <Entry*>malloc((n + 1) * sizeof(Entry))
+    cdef Entry* spare = <Entry*>malloc((n + 1) * sizeof(Entry))
+    cdef Entry* done
+    try:
+        if entries == NULL or spare == NULL:
+            raise MemoryError()
+        for i in range(n):
+            entries[i].key = keys[i]
+            entries[i].text = <uint64_t>i
+            entries[i].attr = 0
+        done = sort_by_key_bucketed(entries, spare, n)
+        return [done[i].text for i in range(n)]
+    finally:
+        free(entries)
+        free(spare)

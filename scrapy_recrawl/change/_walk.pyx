@@ -31,6 +31,7 @@ from ._hashes cimport (
     simhash_of_words,
     span_hash,
 )
+from ._sort cimport Entry, sort_by_key_bucketed
 from ._words cimport ctz64, separates, word_end
 
 import numpy as np
@@ -299,14 +300,13 @@ BOOKKEEPING = (
 cdef list _bookkeeping_names = [t.encode("ascii") for t in BOOKKEEPING]
 cdef const char* BOOKKEEPING_C[32]
 cdef int N_BOOKKEEPING = len(_bookkeeping_names)
-# the BOOKKEEPING words that start with each byte, as bits (word k: bit k)
+# the BOOKKEEPING words that start with each byte, as bits (word k: bit k; static: zeros)
 cdef uint32_t STARTING[256]
 
 
 cdef void _point_at_bookkeeping():
     cdef bytes name
     cdef int i
-    memset(STARTING, 0, sizeof(STARTING))
     for i in range(N_BOOKKEEPING):
         name = _bookkeeping_names[i]
         BOOKKEEPING_C[i] = name
@@ -328,8 +328,7 @@ cdef bint bookkeeping(Walk* w, const uint8_t* p, size_t n) except -1 nogil:
         c = lower(p[i])
         if (48 <= c <= 57) or (97 <= c <= 122):
             bytes_add(&w.name, &c, 1)
-    # at each place, only the words that start with its letter are compared
-    for i in range(w.name.size):
+    for i in range(w.name.size):  # the words that start with the letter there
         starting = STARTING[w.name.data[i]]
         while starting:
             k = ctz64(starting)
@@ -597,27 +596,5 @@ def sign(
         return keys, texts, attrs, simhash, words, w.deepest < SHALLOW and w.hidden == 0
     finally:
         walk_free(&w)
-        free(entries)
-        free(spare)
-
-
-def key_order(const uint64_t[::1] keys):
-    """The order ``sign`` puts entries with these keys in (indices), as its sort makes
-    it: = ``numpy.argsort(keys, kind="stable")`` (tests check it, the bucketed path and
-    the merge sort it falls back to)."""
-    cdef int64_t i, n = keys.shape[0]
-    cdef Entry* entries = <Entry*>malloc((n + 1) * sizeof(Entry))
-    cdef Entry* spare = <Entry*>malloc((n + 1) * sizeof(Entry))
-    cdef Entry* done
-    try:
-        if entries == NULL or spare == NULL:
-            raise MemoryError()
-        for i in range(n):
-            entries[i].key = keys[i]
-            entries[i].text = <uint64_t>i
-            entries[i].attr = 0
-        done = sort_by_key_bucketed(entries, spare, n)
-        return [done[i].text for i in range(n)]
-    finally:
         free(entries)
         free(spare)
