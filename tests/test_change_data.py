@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+import xxhash
+from lxml import etree
 
 from scrapy_recrawl.change import BoilerplateModel, ChangeDetector, Signature
-from scrapy_recrawl.change.parts import MAX_JSON_LEAVES
+from scrapy_recrawl.change._hashes import value_hashes
+from scrapy_recrawl.change.parts import _JSON_SALT, MAX_JSON_LEAVES, json_leaves, json_parts
 from scrapy_recrawl.change.signature import SignatureVersionError
 from scrapy_recrawl.history import SqliteHistoryStore
 
@@ -216,6 +220,61 @@ def test_json_leaves_are_capped_and_the_rest_is_one_part(det):
     many["rows"][-1]["price"] = -1  # past the cap
     result = det.compare(old, sign(det, page(many)))
     assert result.changed and result.modified == 1
+
+
+def _readable_json_parts(scripts):
+    """json_parts as it reads: json_leaves, the leaves past the cap joined as one part,
+    each path and value hashed (the compiled pass must give the same arrays)."""
+    paths, values = json_leaves(scripts)
+    if not paths:
+        return None
+    if len(paths) > MAX_JSON_LEAVES:
+        rest = b"\x00".join(values[MAX_JSON_LEAVES - 1 :])
+        del paths[MAX_JSON_LEAVES - 1 :], values[MAX_JSON_LEAVES - 1 :]
+        paths.append("\x00rest")
+        values.append(rest)
+    keys = [xxhash.xxh3_64_intdigest(p.encode("utf-8", "replace")) for p in paths]
+    return np.array(keys, dtype=np.uint64) ^ _JSON_SALT, value_hashes(values, int(_JSON_SALT))
+
+
+@pytest.mark.parametrize(
+    "docs",
+    [
+        [],
+        [{}],
+        [{"a": [], "b": {}}],
+        [NEXT, {"x": [1, 2.5, True, False, None, "caf\u00e9", "\ud800", 10**30, [[["deep"]]]]}],
+        ['{"broken": ', {"csrfToken": "t", "nonce": 1, "ok": "kept"}],
+        [{"rows": list(range(MAX_JSON_LEAVES - 1))}],
+        [{"rows": list(range(MAX_JSON_LEAVES))}],
+        [{"rows": list(range(MAX_JSON_LEAVES + 1))}, {"after": "the cap"}],
+        [{"rows": [{"id": i, "price": i} for i in range(MAX_JSON_LEAVES)]}],
+    ],
+    ids=[
+        "none",
+        "empty",
+        "no-leaf",
+        "kinds",
+        "text-and-bookkeeping",
+        "cap-1",
+        "cap",
+        "cap+1",
+        "2x",
+    ],
+)
+def test_the_compiled_json_parts_are_the_readable_ones(docs):
+    texts = [d if isinstance(d, str) else json.dumps(d) for d in docs]
+    scripts = "".join(
+        f'<script type="application/json" id="s{i}">{t}</script>' for i, t in enumerate(texts)
+    )
+    page = f"<html><head>{scripts}<script>var x = 1;</script></head><body></body></html>"
+    found = list(etree.fromstring(page.encode(), etree.HTMLParser()).iter("script"))
+    got, want = json_parts(found), _readable_json_parts(found)
+    if want is None:
+        assert got is None
+    else:
+        assert got[0].dtype == got[1].dtype == np.uint64
+        assert (got[0].tolist(), got[1].tolist()) == (want[0].tolist(), want[1].tolist())
 
 
 def test_boilerplate_learning_mutes_a_data_part_that_moves_on_every_fetch(det):

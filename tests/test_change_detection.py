@@ -20,6 +20,7 @@ from simhash import Simhash
 from scrapy_recrawl.change import ChangeDetector, ChangeResult, Signature
 from scrapy_recrawl.change._hashes import shingle_simhash
 from scrapy_recrawl.change.body import _decoded, as_utf8
+from scrapy_recrawl.change.elements import diff as elements_diff
 from scrapy_recrawl.change.elements import extract
 from scrapy_recrawl.change.shingles import shingle_hashes, text_shingles
 from scrapy_recrawl.change.simhash import distance, fingerprint
@@ -238,6 +239,36 @@ def test_thresholds():
     assert diff(
         ChangeDetector(simhash_distance=0, min_element_changes=99), page(), page(noise=NOISE_B)
     ).changed
+
+
+@pytest.mark.parametrize("thresholds", [(3, 1), (64, 2), (0, 99), (1, 0)])
+def test_the_compiled_compare_is_the_rule_read_from_the_diff(thresholds):
+    # compare's common case is one compiled call: the same result as the rule (module
+    # docstring) made of the element diff and the simhash distance, read back from a
+    # stored signature too
+    max_distance, min_changes = thresholds
+    det = ChangeDetector(simhash_distance=max_distance, min_element_changes=min_changes)
+    versions = [
+        page(),
+        page(noise=NOISE_B),
+        page(**{"notify you": "email you"}),
+        page(extra="<p>One more paragraph of text, with words enough to move shingles.</p>"),
+        b"<html><body></body></html>",
+    ]
+    sigs = [det.signature(v, URL, HTML) for v in versions]
+    sigs.append(Signature.from_bytes(sigs[2].to_bytes()))
+    for old in sigs:
+        for new in sigs:
+            if old.content_hash == new.content_hash:
+                continue
+            dist = distance(old.simhash, new.simhash)
+            counts = elements_diff(
+                (old.keys, old.texts, old.attrs), (new.keys, new.texts, new.attrs)
+            )
+            changed = dist >= max_distance or sum(counts) >= min_changes
+            got = det.compare(old, new)
+            assert got == ChangeResult(changed, dist, *counts)
+            assert repr(got) == repr(ChangeResult(changed, dist, *counts))
 
 
 # -- signature storage ------------------------------------------------------------------------

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from scrapy_recrawl.change import ChangeDetector, ChangeResult, Signature, elements
+from scrapy_recrawl.change._diff import key_order
+from scrapy_recrawl.change._hashes import value_hashes
 from scrapy_recrawl.change.shingles import span_hashes, text_shingles, u64_view, word_hashes
 from scrapy_recrawl.change.simhash import fingerprint
 
@@ -115,6 +117,19 @@ def test_tokens_are_left_out_of_attribute_values(det):
         1,
         0,
     )
+
+
+@pytest.mark.parametrize("prefix", [b"", b"/a", b"/en/p?q", b"x" * 9 + b" "])
+def test_a_token_is_left_out_wherever_its_digit_is(prefix):
+    # values without a digit skip the token scan (a token has one): a digit anywhere,
+    # in an 8-byte chunk or in the tail, must still be seen
+    for at in range(20):
+        one, two = bytearray(b"abcdefghijklmnopqrst"), bytearray(b"ABCDEFGHIJKLMNOPQRST")
+        one[at], two[at] = ord("7"), ord("3")
+        values = [prefix + bytes(t) + suffix for t in (one, two) for suffix in (b"", b"/b.html")]
+        h = value_hashes(values, 0).tolist()
+        assert h[0] == h[2] and h[1] == h[3], at  # the token left out
+        assert h[0] != h[1]
 
 
 def test_noise_attributes_by_name(det):
@@ -266,6 +281,24 @@ def test_compiled_diff_follows_the_rules():
         added, removed, _, _ = got
         # added - removed is the difference in size, whatever is paired.
         assert added - removed == len(new[0]) - len(old[0])
+
+
+@pytest.mark.parametrize(
+    "kind", ["few", "mixed", "repeated", "one-bucket", "descending", "all-equal"]
+)
+def test_the_sort_of_a_signature_is_stable_by_key(kind):
+    # sign() sorts its entries by key, the walk's order kept within a key: by buckets of
+    # the top bits and an insertion pass, the merge sort past 8 moves per entry
+    rng = np.random.default_rng(7)
+    keys = {
+        "few": rng.integers(0, 2**64, 40, dtype=np.uint64),
+        "mixed": rng.integers(0, 2**64, 5000, dtype=np.uint64),
+        "repeated": rng.integers(0, 2**64, 300, dtype=np.uint64)[rng.integers(0, 300, 6000)],
+        "one-bucket": rng.integers(0, 2**40, 3000, dtype=np.uint64),  # top bits all 0
+        "descending": np.sort(rng.integers(0, 2**64, 3000, dtype=np.uint64))[::-1].copy(),
+        "all-equal": np.full(500, 2**63 + 5, dtype=np.uint64),
+    }[kind]
+    assert key_order(keys) == np.argsort(keys, kind="stable").tolist()
 
 
 def test_old_signature_versions_are_refused(det):

@@ -12,6 +12,31 @@ what differs.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memset
+from cpython.buffer cimport (
+    PyBUF_C_CONTIGUOUS,
+    PyBUF_FORMAT,
+    PyBuffer_Release,
+    PyObject_GetBuffer,
+)
+
+from ._sort cimport Entry, sort_by_key_bucketed
+from .signature import ChangeResult
+
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define SR_POPCOUNT64(x) __builtin_popcountll(x)
+    #else
+    static int SR_POPCOUNT64(unsigned long long x) {
+        int n = 0;
+        while (x) { x &= x - 1; n++; }
+        return n;
+    }
+    #endif
+    """
+    int popcount64 "SR_POPCOUNT64"(uint64_t x) noexcept nogil
+
+_new = object.__new__
 
 cdef enum:
     SMALL_GROUP = 16  # a key with at most this many new elements is matched without a table
@@ -82,8 +107,8 @@ cdef int64_t leftovers(
 
 
 cdef int64_t same_place(
-    const uint64_t[::1] ok, const uint64_t* ids_old, int64_t* old, int64_t n_old,
-    const uint64_t[::1] nk, const uint64_t* ids_new, int64_t* new, int64_t n_new,
+    const uint64_t* ok, const uint64_t* ids_old, int64_t* old, int64_t n_old,
+    const uint64_t* nk, const uint64_t* ids_new, int64_t* new, int64_t n_new,
     int64_t* n_new_left,
 ) except -1 nogil:
     """``leftovers`` of all elements (``old``, ``new``: 0, 1, 2...) by ``ids`` that hold
@@ -146,12 +171,13 @@ cdef int64_t same_place(
     return lo
 
 
-def diff(
-    const uint64_t[::1] ok, const uint64_t[::1] ot, const uint64_t[::1] oa,
-    const uint64_t[::1] nk, const uint64_t[::1] nt, const uint64_t[::1] na,
-):
-    """``(added, removed, modified, attributes)``; the rules are elements.diff's."""
-    cdef int64_t n_old = ok.shape[0], n_new = nk.shape[0], i, j, lo, ln, pairs = 0
+cdef int counts(
+    const uint64_t* ok, const uint64_t* ot, const uint64_t* oa, int64_t n_old,
+    const uint64_t* nk, const uint64_t* nt, const uint64_t* na, int64_t n_new,
+    int64_t* out,
+) except -1:
+    """``out[:4] = (added, removed, modified, attributes)``; the rules are elements.diff's."""
+    cdef int64_t i, j, lo, ln, pairs = 0
     cdef int64_t modified = 0, attributes = 0
     cdef uint64_t* ids_old = <uint64_t*>malloc((2 * n_old + 1) * sizeof(uint64_t))
     cdef uint64_t* ids_new = <uint64_t*>malloc((2 * n_new + 1) * sizeof(uint64_t))
@@ -185,9 +211,114 @@ def diff(
                     attributes += oa[old[i]] != na[new[j]]
                     i += 1
                     j += 1
-        return ln - pairs, lo - pairs, modified, attributes
+        out[0], out[1], out[2], out[3] = ln - pairs, lo - pairs, modified, attributes
+        return 0
     finally:
         free(ids_old)
         free(ids_new)
         free(old)
         free(new)
+
+
+def diff(
+    const uint64_t[::1] ok, const uint64_t[::1] ot, const uint64_t[::1] oa,
+    const uint64_t[::1] nk, const uint64_t[::1] nt, const uint64_t[::1] na,
+):
+    """``(added, removed, modified, attributes)``; the rules are elements.diff's."""
+    cdef int64_t n_old = ok.shape[0], n_new = nk.shape[0]
+    cdef int64_t out[4]
+    cdef uint64_t dummy = 0
+    if ot.shape[0] != n_old or oa.shape[0] != n_old or nt.shape[0] != n_new or (
+        na.shape[0] != n_new
+    ):
+        raise ValueError("keys, texts and attrs must have the same length")
+    counts(
+        &ok[0] if n_old else &dummy, &ot[0] if n_old else &dummy, &oa[0] if n_old else &dummy,
+        n_old,
+        &nk[0] if n_new else &dummy, &nt[0] if n_new else &dummy, &na[0] if n_new else &dummy,
+        n_new,
+        out,
+    )
+    return out[0], out[1], out[2], out[3]
+
+
+# -- the comparison of two HTML signatures, in one call ------------------------------------
+
+cdef int take(object array, Py_buffer* view) except -1:
+    """``array``'s buffer: one dimension of 8-byte unsigned integers, C-contiguous."""
+    cdef const char* fmt
+    PyObject_GetBuffer(array, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+    fmt = view.format
+    if fmt != NULL and (fmt[0] == b"<" or fmt[0] == b"=" or fmt[0] == b"@"):
+        fmt += 1
+    if view.ndim != 1 or view.itemsize != 8 or fmt == NULL or (
+        (fmt[0] != b"L" and fmt[0] != b"Q") or fmt[1] != 0
+    ):
+        PyBuffer_Release(view)
+        raise ValueError("expected a one-dimensional uint64 array")
+    return 0
+
+
+def compare(old, new, int64_t max_distance, int64_t min_changes):
+    """:meth:`ChangeDetector.compare` of two HTML signatures (``simhash`` set on both), no
+    learned boilerplate, the default rule: ``changed`` when the simhash distance is
+    ``max_distance`` or more or the element changes are ``min_changes`` or more. The
+    :class:`ChangeResult`, made here (no Python-level call between the signatures and it)."""
+    cdef Py_buffer views[6]
+    cdef int taken = 0
+    cdef int64_t out[4]
+    cdef int64_t dist, changes
+    cdef uint64_t a = old.simhash, b = new.simhash
+    arrays = (old.keys, old.texts, old.attrs, new.keys, new.texts, new.attrs)
+    try:
+        while taken < 6:
+            take(arrays[taken], &views[taken])
+            taken += 1
+        if views[1].shape[0] != views[0].shape[0] or views[2].shape[0] != views[0].shape[0] or (
+            views[4].shape[0] != views[3].shape[0] or views[5].shape[0] != views[3].shape[0]
+        ):
+            raise ValueError("keys, texts and attrs must have the same length")
+        counts(
+            <const uint64_t*>views[0].buf, <const uint64_t*>views[1].buf,
+            <const uint64_t*>views[2].buf, views[0].shape[0],
+            <const uint64_t*>views[3].buf, <const uint64_t*>views[4].buf,
+            <const uint64_t*>views[5].buf, views[3].shape[0],
+            out,
+        )
+    finally:
+        while taken:
+            taken -= 1
+            PyBuffer_Release(&views[taken])
+    dist = popcount64(a ^ b)
+    changes = out[0] + out[1] + out[2] + out[3]
+    result = _new(ChangeResult)
+    fields = result.__dict__
+    fields["changed"] = dist >= max_distance or changes >= min_changes
+    fields["distance"] = dist
+    fields["added"] = out[0]
+    fields["removed"] = out[1]
+    fields["modified"] = out[2]
+    fields["attributes"] = out[3]
+    return result
+
+
+def key_order(const uint64_t[::1] keys):
+    """The order ``_walk.sign`` puts entries with these keys in (indices), as its sort
+    (``_sort.pxd``) makes it: = ``numpy.argsort(keys, kind="stable")`` (tests check it,
+    the bucketed path and the merge sort it falls back to)."""
+    cdef int64_t i, n = keys.shape[0]
+    cdef Entry* entries = <Entry*>malloc((n + 1) * sizeof(Entry))
+    cdef Entry* spare = <Entry*>malloc((n + 1) * sizeof(Entry))
+    cdef Entry* done
+    try:
+        if entries == NULL or spare == NULL:
+            raise MemoryError()
+        for i in range(n):
+            entries[i].key = keys[i]
+            entries[i].text = <uint64_t>i
+            entries[i].attr = 0
+        done = sort_by_key_bucketed(entries, spare, n)
+        return [done[i].text for i in range(n)]
+    finally:
+        free(entries)
+        free(spare)

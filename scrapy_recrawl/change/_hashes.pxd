@@ -98,6 +98,28 @@ cdef enum:
     TOKEN_MIN = 16  # shortest token (elements._TOKEN_MIN)
 
 
+cdef inline bint has_digit(const uint8_t* p, size_t n) noexcept nogil:
+    """Whether ``p[:n]`` has an ASCII digit, 8 bytes at a time: with ``low`` the bytes'
+    low 7 bits, 0xB9 - low has its high bit where low <= 0x39, low + 0x50 where
+    low >= 0x30, ~x where the byte is below 0x80 (no borrow or carry leaves a byte)."""
+    cdef size_t i = 0
+    cdef uint64_t x, low
+    if LITTLE_ENDIAN:
+        while i + 8 <= n:
+            memcpy(&x, p + i, 8)
+            low = x & 0x7F7F7F7F7F7F7F7FULL
+            if (0xB9B9B9B9B9B9B9B9ULL - low) & (low + 0x5050505050505050ULL) & ~x & (
+                0x8080808080808080ULL
+            ):
+                return True
+            i += 8
+    while i < n:
+        if 48 <= p[i] <= 57:
+            return True
+        i += 1
+    return False
+
+
 cdef inline uint64_t attribute_hash(const uint8_t* p, size_t n, size_t value_at) noexcept nogil:
     """Hash of ``name="value`` (``p[:n]``, the value from ``value_at``).
 
@@ -109,7 +131,9 @@ cdef inline uint64_t attribute_hash(const uint8_t* p, size_t n, size_t value_at)
     cdef uint64_t seq = 0, power = 1
     cdef int64_t count = 0
     cdef bint scrubbed = False
-    if n - value_at >= TOKEN_MIN:
+    # a token has a digit (cls & 1 below): a value without one has none, and most
+    # long values (class lists, paths of words) are told so without the scan
+    if n - value_at >= TOKEN_MIN and has_digit(p + value_at, n - value_at):
         i = value_at
         while i < n:
             if token_class(p[i]) == 0:
@@ -165,7 +189,7 @@ cdef inline uint64_t simhash_of_words(
     (16 counters in a uint64, moved to 8-bit ones every 15 shingles, to integers every
     255)."""
     cdef int64_t m, i, j, k, pending = 0, flushes = 0
-    cdef uint64_t acc, h, tail, b2, b3
+    cdef uint64_t acc, h, tail, b2, u0 = 0, u1 = 0, u2
     cdef uint64_t n0 = 0, n1 = 0, n2 = 0, n3 = 0
     cdef uint64_t lanes[8]
     cdef int64_t counts[64]
@@ -181,10 +205,16 @@ cdef inline uint64_t simhash_of_words(
     for b in range(8):
         lanes[b] = 0
     b2 = SEQ_BASE * SEQ_BASE
-    b3 = b2 * SEQ_BASE
+    if k == 4:  # the default: pairs u_i = w_i * B + w_(i+1), each made once, and the
+        # shingle u_i * B**2 + u_(i+2) (the same value, two products instead of four)
+        u0 = words[0] * SEQ_BASE + words[1]
+        u1 = words[1] * SEQ_BASE + words[2]
     for i in range(m):
-        if k == 4:  # the default, as a sum of independent products (the same value)
-            acc = words[i] * b3 + words[i + 1] * b2 + words[i + 2] * SEQ_BASE + words[i + 3]
+        if k == 4:
+            u2 = words[i + 2] * SEQ_BASE + words[i + 3]
+            acc = u0 * b2 + u2
+            u0 = u1
+            u1 = u2
         else:
             acc = words[i]
             for j in range(1, k):

@@ -1,6 +1,6 @@
 # cython: language_level=3
 """The compiled walk's structures (``_walk.pyx``): growable arrays, the walk's state and
-stack frames, and the entries of a page's signature with their sort by key."""
+stack frames (the entries of a page's signature and their sort by key: ``_sort.pxd``)."""
 
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.stdlib cimport realloc
@@ -98,57 +98,3 @@ cdef struct Walk:
     Bytes name  # a meta's name, folded (see bookkeeping())
     int64_t deepest  # the most elements open at once
     int64_t hidden  # skipped elements with elements inside (a <template>), or the root
-
-
-# -- the sort by key -------------------------------------------------------------------------
-
-cdef struct Entry:
-    uint64_t key
-    uint64_t text
-    uint64_t attr
-
-
-cdef inline Entry* sort_by_key(Entry* a, Entry* spare, int64_t n) noexcept nogil:
-    """Sort ``n`` entries by key, stably (= numpy's ``argsort(kind="stable")``): runs of
-    16 by insertion, then merged pairwise between ``a`` and ``spare``. Returns the
-    buffer that holds the result."""
-    cdef int64_t lo, hi, mid, i, j, k, width = 16
-    cdef Entry e
-    cdef Entry* src = a
-    cdef Entry* dst = spare
-    cdef Entry* t
-    lo = 0
-    while lo < n:
-        hi = lo + width if lo + width < n else n
-        for i in range(lo + 1, hi):
-            e = a[i]
-            j = i
-            while j > lo and a[j - 1].key > e.key:
-                a[j] = a[j - 1]
-                j -= 1
-            a[j] = e
-        lo = hi
-    while width < n:
-        lo = 0
-        while lo < n:
-            mid = lo + width if lo + width < n else n
-            hi = lo + 2 * width if lo + 2 * width < n else n
-            i, j, k = lo, mid, lo
-            while i < mid and j < hi:
-                if src[j].key < src[i].key:
-                    dst[k] = src[j]
-                    j += 1
-                else:
-                    dst[k] = src[i]
-                    i += 1
-                k += 1
-            if i < mid:
-                memcpy(dst + k, src + i, (mid - i) * sizeof(Entry))
-            if j < hi:
-                memcpy(dst + k, src + j, (hi - j) * sizeof(Entry))
-            lo = hi
-        t = src
-        src = dst
-        dst = t
-        width *= 2
-    return src

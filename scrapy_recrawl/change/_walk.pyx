@@ -15,7 +15,7 @@ What the walk hands over is hashed further by ``_hashes.pyx`` (JSON leaves, the
 shingle simhash).
 """
 
-from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset, strcmp, strlen
 
@@ -31,7 +31,8 @@ from ._hashes cimport (
     simhash_of_words,
     span_hash,
 )
-from ._words cimport separates, word_end
+from ._sort cimport Entry, sort_by_key_bucketed
+from ._words cimport ctz64, separates, word_end
 
 import numpy as np
 
@@ -299,6 +300,8 @@ BOOKKEEPING = (
 cdef list _bookkeeping_names = [t.encode("ascii") for t in BOOKKEEPING]
 cdef const char* BOOKKEEPING_C[32]
 cdef int N_BOOKKEEPING = len(_bookkeeping_names)
+# the BOOKKEEPING words that start with each byte, as bits (word k: bit k; static: zeros)
+cdef uint32_t STARTING[256]
 
 
 cdef void _point_at_bookkeeping():
@@ -307,6 +310,7 @@ cdef void _point_at_bookkeeping():
     for i in range(N_BOOKKEEPING):
         name = _bookkeeping_names[i]
         BOOKKEEPING_C[i] = name
+        STARTING[<uint8_t>name[0]] |= (<uint32_t>1) << i
 
 
 _point_at_bookkeeping()
@@ -317,16 +321,20 @@ cdef bint bookkeeping(Walk* w, const uint8_t* p, size_t n) except -1 nogil:
     cdef size_t i, j
     cdef uint8_t c
     cdef int k
+    cdef uint32_t starting
     cdef const char* word
     w.name.size = 0
     for i in range(n):
         c = lower(p[i])
         if (48 <= c <= 57) or (97 <= c <= 122):
             bytes_add(&w.name, &c, 1)
-    for k in range(N_BOOKKEEPING):
-        word = BOOKKEEPING_C[k]
-        for i in range(w.name.size):
-            j = 0
+    for i in range(w.name.size):  # the words that start with the letter there
+        starting = STARTING[w.name.data[i]]
+        while starting:
+            k = ctz64(starting)
+            starting &= starting - 1
+            word = BOOKKEEPING_C[k]
+            j = 1
             while word[j] and i + j < w.name.size and w.name.data[i + j] == <uint8_t>word[j]:
                 j += 1
             if word[j] == 0:
@@ -574,7 +582,7 @@ def sign(
                 entries[n].text = extra_texts[i]
                 entries[n].attr = 0
                 n += 1
-            done = sort_by_key(entries, spare, n)
+            done = sort_by_key_bucketed(entries, spare, n)
             if shingle_size > 0:
                 simhash = simhash_of_words(w.words.data, w.words.size, shingle_size)
         keys, texts, attrs = np.empty(n, _U64), np.empty(n, _U64), np.empty(n, _U64)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from ._hashes import value_hashes
+from ._hashes import leaf_parts, value_hashes
 from ._walk import BOOKKEEPING
 from .elements import Parts
 
@@ -58,11 +58,10 @@ _DEPTH_ERROR = "Excessive depth"
 _UNSEEN = re.compile(rb"<(script|style)\b.*?</\1\s*>|<!--.*?-->|<[^>]*>", re.S | re.I)
 
 
-def json_leaves(scripts: list[Any]) -> tuple[list[str], list[bytes]]:
-    """The ``(path, value)`` of every leaf of the page's JSON scripts, in page order, as
-    :func:`json_parts` hashes them (and the report's diff names them)."""
-    paths: list[str] = []
-    values: list[bytes] = []
+def _documents(scripts: list[Any]) -> list[tuple[str, Any, str]]:
+    """``(name, document, text)`` of the page's JSON scripts, in page order: the
+    document is ``json.loads`` of the text, or the text where it is no JSON."""
+    documents = []
     for script in scripts:
         kind = script.get("type")
         text = script.text
@@ -73,6 +72,16 @@ def json_leaves(scripts: list[Any]) -> tuple[list[str], list[bytes]]:
             doc = json.loads(text)
         except (ValueError, RecursionError):
             doc = text
+        documents.append((name, doc, text))
+    return documents
+
+
+def json_leaves(scripts: list[Any]) -> tuple[list[str], list[bytes]]:
+    """The ``(path, value)`` of every leaf of the page's JSON scripts, in page order, as
+    :func:`json_parts` hashes them (and the report's diff names them)."""
+    paths: list[str] = []
+    values: list[bytes] = []
+    for name, doc, text in _documents(scripts):
         mark = len(paths)
         try:
             _leaves(doc, name, paths, values)
@@ -91,26 +100,19 @@ def json_parts(scripts: list[Any]) -> Parts | None:
     siblings are); text = the value, hashed as attribute values are (tokens left
     out). Keys that name bookkeeping (nonce, token, trace... ``_walk.BOOKKEEPING``)
     are not read. A script that is not JSON is one part (its text). None: no part."""
-    paths, values = json_leaves(scripts)
-    if not paths:
+    documents = _documents(scripts)
+    if not documents:
         return None
-    if len(paths) > MAX_JSON_LEAVES:  # the rest as one part: signatures stay small
-        rest = b"\x00".join(values[MAX_JSON_LEAVES - 1 :])
-        del paths[MAX_JSON_LEAVES - 1 :], values[MAX_JSON_LEAVES - 1 :]
-        paths.append("\x00rest")
-        values.append(rest)
-    cache: dict[str, int] = {}
-    keys = np.fromiter(
-        (
-            cache[p]
-            if p in cache
-            else cache.setdefault(p, xxhash.xxh3_64_intdigest(p.encode("utf-8", "replace")))
-            for p in paths
-        ),
-        dtype=_U64,
-        count=len(paths),
+    # json_leaves, then the leaves past MAX_JSON_LEAVES joined and each (path, value)
+    # hashed, in one compiled pass (tests check both ways agree)
+    return leaf_parts(  # type: ignore[no-any-return]
+        documents,
+        MAX_JSON_LEAVES,
+        int(_JSON_SALT),
+        _BOOKKEEPING_SEEN,
+        _bookkeeping,
+        xxhash.xxh3_64_intdigest,
     )
-    return keys ^ _JSON_SALT, value_hashes(values, int(_JSON_SALT))
 
 
 def _leaves(doc: Any, path: str, paths: list[str], values: list[bytes]) -> None:
