@@ -97,14 +97,10 @@ class StoredRequests:
         copy) keeps the note of the request the spider made."""
         if META_AS_MADE in request.meta:
             return
-        meta = request.meta
-        made = request.headers
-        # a spider's link has no headers yet (the downloader middlewares add them): no
-        # scrub to make of none, once per request handed out
-        headers = scrub_request({"headers": dict(made)}, self.headers)["headers"] if made else {}
-        meta[META_AS_MADE] = {
+        headers = scrub_request({"headers": dict(request.headers)}, self.headers)["headers"]
+        request.meta[META_AS_MADE] = {
             "headers": {bytes(k): [bytes(v) for v in vs] for k, vs in headers.items()},
-            "meta": sorted([k for k in meta if isinstance(k, str)]),
+            "meta": sorted(k for k in request.meta if isinstance(k, str)),
         }
 
     def forget(self, response: Any = None, request: Request | None = None, **kw: Any) -> None:
