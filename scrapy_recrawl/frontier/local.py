@@ -265,15 +265,21 @@ class LocalFrontier(CycleFrontier):
         self.probe_cap = None if prober is None else prober.cap(self.budget.total)
 
     def _queue_recrawls(self, ids: np.ndarray, scores: np.ndarray) -> None:
-        for rank, d in enumerate(self.host.store.requests(ids)):
-            request = self.host.rebuild_request(d, int(ids[rank]))
-            request.meta[META_CYCLE] = self.cycle
-            request.meta[META_ID] = int(ids[rank])
-            request.meta[META_RANK] = rank
-            request.meta[META_SCORE] = float(scores[rank])
-            request.meta[META_KIND] = recrawl_kind(float(scores[rank]))
-            self.recrawl_fps.add(self.host.fingerprint(request))
-            self.host.mark_seen(request)  # the spider's own link to it is then a duplicate
+        host, cycle = self.host, self.cycle
+        stored = host.store.requests(ids)
+        # Python ints and floats once, not a numpy scalar per use (a cycle's thousands)
+        for rank, (d, url_id, score) in enumerate(
+            zip(stored, ids.tolist(), scores.tolist(), strict=False)
+        ):
+            request = host.rebuild_request(d, url_id)
+            meta = request.meta
+            meta[META_CYCLE] = cycle
+            meta[META_ID] = url_id
+            meta[META_RANK] = rank
+            meta[META_SCORE] = score
+            meta[META_KIND] = recrawl_kind(score)
+            self.recrawl_fps.add(host.fingerprint(request))
+            host.mark_seen(request)  # the spider's own link to it is then a duplicate
             self.recrawls.push(rank, request)
 
     def _queue_from_frontier(self, d: dict[str, Any]) -> None:
