@@ -40,14 +40,17 @@ def not_a_page(request: Request, response: Response | None = None) -> str | None
     * ``cached``: a response that did not come from the network (HttpCacheMiddleware's
       ``cached`` flag): it says nothing about the page now.
     """
+    # asked of every link a spider yields, several times (the scheduler, the middleware)
     if request.method != "GET":
         return "method"
     if request.meta.get(META_DONT_RECRAWL):
         return "dont_recrawl"
     callback = request.callback
-    if callback is NO_CALLBACK:
+    if callback is None:  # the spider's parse: the common case, and no sitemap
+        pass
+    elif callback is NO_CALLBACK:
         return "no_callback"
-    if _is_sitemap_callback(callback):
+    elif _is_sitemap_callback(callback):
         return "sitemap"
     if response is not None and "cached" in response.flags:
         return "cached"

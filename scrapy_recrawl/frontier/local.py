@@ -33,17 +33,19 @@ from .probes import ProbeDispatch
 logger = logging.getLogger("scrapy_recrawl.scheduler")
 
 
+def is_continuation(request: Request) -> bool:
+    """A start request, a redirect's or a retry's copy, or ``dont_filter``: Scrapy's
+    to queue, never a new URL (whether it is a page of the spider's or not)."""
+    if request.dont_filter:
+        return True
+    meta = request.meta  # asked of every link the spider yields: no generator per call
+    return "redirect_urls" in meta or "retry_times" in meta or "is_start_request" in meta
+
+
 def is_new(request: Request) -> bool:
     """A page of the spider's (scope.not_a_page), not a continuation (start request,
     redirect, retry, ``dont_filter``)."""
-    meta = request.meta  # asked of every link the spider yields: no generator per call
-    return (
-        not request.dont_filter
-        and "redirect_urls" not in meta
-        and "retry_times" not in meta
-        and "is_start_request" not in meta
-        and not_a_page(request) is None
-    )
+    return not is_continuation(request) and not_a_page(request) is None
 
 
 class LocalFrontier(CycleFrontier):
@@ -113,8 +115,9 @@ class LocalFrontier(CycleFrontier):
             # which a separate new-URL queue behind the continuations would break).
             self.host.push_scrapy(request)
             return
-        assert self.newqs is not None, "the frontier is not open"
-        self.newqs.push(request)
+        newqs = self.newqs
+        assert newqs is not None, "the frontier is not open"
+        newqs.push(request)
         self.host.inc_stat("scheduler/enqueued")
 
     # -- requests out ----------------------------------------------------------------
@@ -262,15 +265,21 @@ class LocalFrontier(CycleFrontier):
         self.probe_cap = None if prober is None else prober.cap(self.budget.total)
 
     def _queue_recrawls(self, ids: np.ndarray, scores: np.ndarray) -> None:
-        for rank, d in enumerate(self.host.store.requests(ids)):
-            request = self.host.rebuild_request(d, int(ids[rank]))
-            request.meta[META_CYCLE] = self.cycle
-            request.meta[META_ID] = int(ids[rank])
-            request.meta[META_RANK] = rank
-            request.meta[META_SCORE] = float(scores[rank])
-            request.meta[META_KIND] = recrawl_kind(float(scores[rank]))
-            self.recrawl_fps.add(self.host.fingerprint(request))
-            self.host.mark_seen(request)  # the spider's own link to it is then a duplicate
+        host, cycle = self.host, self.cycle
+        stored = host.store.requests(ids)
+        # Python ints and floats once, not a numpy scalar per use (a cycle's thousands)
+        for rank, (d, url_id, score) in enumerate(
+            zip(stored, ids.tolist(), scores.tolist(), strict=False)
+        ):
+            request = host.rebuild_request(d, url_id)
+            meta = request.meta
+            meta[META_CYCLE] = cycle
+            meta[META_ID] = url_id
+            meta[META_RANK] = rank
+            meta[META_SCORE] = score
+            meta[META_KIND] = recrawl_kind(score)
+            self.recrawl_fps.add(host.fingerprint(request))
+            host.mark_seen(request)  # the spider's own link to it is then a duplicate
             self.recrawls.push(rank, request)
 
     def _queue_from_frontier(self, d: dict[str, Any]) -> None:
