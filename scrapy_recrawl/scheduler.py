@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -50,7 +49,6 @@ from scrapy import Request, Spider, signals
 from scrapy.core.scheduler import Scheduler
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
-from scrapy.statscollectors import StatsCollector
 from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.request import request_from_dict
 from twisted.internet.defer import Deferred
@@ -58,6 +56,7 @@ from twisted.internet.defer import Deferred
 from .core.cycle import CycleConfig
 from .core.meta import KIND_NEW, META_CYCLE, META_KIND
 from .core.plugins import ProbeSource
+from .crawl_stats import stat_adder
 from .cycle_planner import CyclePlanner
 from .engine_link import EngineLink
 from .frontier.base import CycleFrontier, Dupefilter
@@ -92,32 +91,6 @@ def _is_start(meta: dict[str, Any]) -> bool:
         and "redirect_urls" not in meta
         and "retry_times" not in meta
     )
-
-
-def _no_stat(key: str, count: int = 1) -> None:
-    """No stats collector: nothing to count."""
-
-
-def _stat_adder(stats: StatsCollector | None) -> Callable[[str, int], None]:
-    """``stats.inc_value(key, count)``, as cheap as it can be: the scheduler counts a
-    few stats per request. Scrapy's StatsCollector sends every method call, and every
-    attribute its methods read, through a ``__getattribute__`` that wraps them for a
-    deprecation warning on a ``spider`` argument (about 1.7 µs an increment); a
-    collector whose ``inc_value`` is StatsCollector's own is counted in its dict
-    directly, as that method does (read each time: ``set_stats`` replaces it). Any
-    other ``inc_value`` (DummyStatsCollector's, a collector that sends stats out) is
-    called as it is."""
-    if stats is None:
-        return _no_stat
-    if getattr(type(stats), "inc_value", None) is not StatsCollector.inc_value:
-        return stats.inc_value
-    read = object.__getattribute__
-
-    def add(key: str, count: int = 1) -> None:
-        d = read(stats, "_stats")
-        d[key] = d.setdefault(key, 0) + count
-
-    return add
 
 
 class RecrawlScheduler(Scheduler):
@@ -158,7 +131,7 @@ class RecrawlScheduler(Scheduler):
             raise startup_failure(exc) from None
         self._fingerprinter: Any = None
         self._store: HistoryStore | None = None
-        self._add_stat = _stat_adder(self.stats)  # inc_stat, a few per request
+        self._add_stat = stat_adder(self.stats)  # inc_stat, a few per request
         # the papers' plug-ins (core/plugins.py), built when the store is open
         self.plugins = Plugins()
         self.prober: ProbeSource | None = None

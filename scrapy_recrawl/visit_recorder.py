@@ -28,6 +28,7 @@ from scrapy.http import Headers, Response
 from .change import ChangeResult
 from .core.meta import META_CYCLE, META_KIND
 from .core.plugins import VisitHook
+from .crawl_stats import stat_adder
 from .cycle_summary import CycleTally, tally_for_crawler
 from .held_observations import META_HELD, HeldObservation, HeldObservations
 from .history import (
@@ -94,9 +95,7 @@ class VisitRecorder:
         self.crawler = crawler
         self.store = store
         self.stats = crawler.stats
-        # bound once: Scrapy's StatsCollector resolves each attribute through its own
-        # __getattribute__, and three to five counts a response add up (issue 32)
-        self._inc_value = None if self.stats is None else self.stats.inc_value
+        self._add_stat = stat_adder(self.stats)  # three to five counts a response
         #: RECRAWL_MAX_FAILURES: failed cycles in a row before a URL is gone (0: never)
         self.max_failures = max_failures
         self.stored_requests = stored
@@ -131,12 +130,10 @@ class VisitRecorder:
     # -- counting ------------------------------------------------------------
 
     def inc(self, key: str) -> None:
-        inc_value = self._inc_value
-        if inc_value is not None:
-            name = _STAT_NAMES.get(key)
-            if name is None:
-                name = _STAT_NAMES[key] = f"recrawl/{key}"
-            inc_value(name)
+        name = _STAT_NAMES.get(key)
+        if name is None:
+            name = _STAT_NAMES[key] = f"recrawl/{key}"
+        self._add_stat(name, 1)
 
     def now(self) -> float:
         if self.arrived is not None:
