@@ -20,6 +20,7 @@ hubs to the cycle core, which makes the due ones recrawls first.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import AsyncIterator
 from typing import Any
 
 import numpy as np
@@ -125,6 +126,23 @@ class HubSpiderMiddleware(BaseSpiderMiddleware):
         if not get(crawler.settings, "RECRAWL_ENABLED"):
             raise NotConfigured
         super().__init__(crawler)
+
+    async def process_spider_output_async(
+        self, response: Response | None, result: AsyncIterator[Any], spider: Any = None
+    ) -> AsyncIterator[Any]:
+        """The callback's output, each request tagged when ``response`` is a refetched
+        page's: its own loop, not the base class's call per output through a deprecation
+        wrapper (every link a crawl follows passes here; most pages tag none)."""
+        page = response.meta.get(META_HUB_PAGE) if response is not None else None
+        if page is None:
+            async for o in result:
+                yield o
+            return
+        via = int(page[0])
+        async for o in result:
+            if isinstance(o, Request) and META_VIA not in o.meta:
+                o.meta[META_VIA] = via
+            yield o
 
     def get_processed_request(self, request: Request, response: Response | None) -> Request:
         page = response.meta.get(META_HUB_PAGE) if response is not None else None
