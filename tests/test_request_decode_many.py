@@ -172,3 +172,15 @@ def test_the_shared_strings_stay_bounded(monkeypatch):
     again = decode_stored_many(blobs[:1], str)[0]
     assert again["method"] is many[0]["method"]
     assert decode_stored_many(blobs[19:], str)[0]["method"] is not many[19]["method"]
+
+
+def test_a_crawlspider_link_text_takes_the_quick_look():
+    """CrawlSpider puts lxml's str (a subclass) in meta["link_text"]: plain data, as the
+    full check has it, seen at once (it took the full walk for every link before)."""
+    from lxml import html
+
+    text = html.fromstring("<a href='/p'>Page 9</a>").xpath("//a/text()")[0]
+    assert type(text) is not str and isinstance(text, str)
+    d = _request(meta={"link_text": text, "depth": 1})
+    request_codec.check_request(_request())  # its callback's name now known
+    assert _full(d) and _plainly_a_request(d)

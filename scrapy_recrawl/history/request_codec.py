@@ -188,19 +188,21 @@ _METHOD_NAMES: set[str] = set()
 def _plainly_data(value: Any) -> bool:
     """Whether ``value`` is at once seen to be plain data: a scalar, or a map or list
     of scalars (a map's keys str). Anything else (deeper, another type) is for
-    :func:`check_request`'s full walk, which may still accept it."""
+    :func:`check_request`'s full walk, which may still accept it. A str subclass is a
+    str, as the walk has it: a CrawlSpider's ``link_text`` in meta is lxml's (every
+    link a CrawlSpider follows went through the walk before)."""
     kind = type(value)
     if kind is dict:
         for k, v in value.items():
-            if type(k) is not str or type(v) not in _SCALARS:
+            if type(k) is not str or (type(v) not in _SCALARS and not isinstance(v, str)):
                 return False
         return True
     if kind is list:
         for v in value:
-            if type(v) not in _SCALARS:
+            if type(v) not in _SCALARS and not isinstance(v, str):
                 return False
         return True
-    return kind in _SCALARS
+    return kind in _SCALARS or isinstance(value, str)
 
 
 def _plainly_a_request(d: Any) -> bool:
