@@ -108,8 +108,7 @@ class Signature:
         one dimension, the same length, read-only and referenced nowhere else): the
         same object the constructor makes, without its checks and copies (a page's
         signature is made on every changed response)."""
-        sig = object.__new__(cls)
-        sig.__dict__.update(
+        return cls._made(
             kind="html",
             content_hash=content_hash,
             simhash=simhash,
@@ -119,7 +118,6 @@ class Signature:
             bag=bag,
             rules=rules,
         )
-        return sig
 
     @classmethod
     def deferred_of(cls, content_hash: bytes) -> Signature:
@@ -127,8 +125,7 @@ class Signature:
         checks and three new empty arrays (every first fetch of a kept body makes one)."""
         if not isinstance(content_hash, bytes) or not 0 < len(content_hash) < 256:
             raise ValueError("Signature.content_hash must be 1..255 bytes")
-        sig = object.__new__(cls)
-        sig.__dict__.update(
+        return cls._made(
             kind="deferred",
             content_hash=content_hash,
             simhash=None,
@@ -138,6 +135,13 @@ class Signature:
             bag=None,
             rules=None,
         )
+
+    @classmethod
+    def _made(cls, **fields: Any) -> Signature:
+        """The object of ``fields`` (every field), as the constructor would make it once
+        its checks and copies passed: for the callers above, whose values need neither."""
+        sig = object.__new__(cls)
+        sig.__dict__.update(fields)
         return sig
 
     def __len__(self) -> int:
