@@ -24,15 +24,16 @@ def stat_adder(stats: Any) -> Callable[[str, int], None]:
     StatsCollector's own is counted in its dict directly, as that method does (read
     each time: ``set_stats`` replaces it), at the moment it would have been: a reader
     sees the same values. Any other ``inc_value`` (DummyStatsCollector's, a collector
-    that sends stats out), or a StatsCollector without that dict, is called as it is."""
+    that sends stats out, one set on the instance), or a StatsCollector without that dict,
+    is called as it is."""
     if stats is None:
         return _no_stat
     if getattr(type(stats), "inc_value", None) is not StatsCollector.inc_value:
         return stats.inc_value  # type: ignore[no-any-return]
     read = object.__getattribute__
     try:
-        if not isinstance(read(stats, "_stats"), dict):
-            return stats.inc_value  # type: ignore[no-any-return]
+        if not isinstance(read(stats, "_stats"), dict) or "inc_value" in read(stats, "__dict__"):
+            return stats.inc_value  # type: ignore[no-any-return]  # its own, or an instance's
     except AttributeError:
         return stats.inc_value  # type: ignore[no-any-return]
 

@@ -44,6 +44,8 @@ def kept_headers(stored: StoredBody) -> Headers:
     raw: dict[bytes, list[bytes]] = {}
     try:
         for name, values in stored.headers.items():
+            if type(values) is not list:
+                return Headers(stored.headers)
             raw.setdefault(name.title().encode("latin-1"), []).extend(
                 v.encode("latin-1") for v in values
             )

@@ -37,3 +37,18 @@ def test_other_collectors_are_called():
     stat_adder(dummy)("x", 1)
     assert dummy.get_value("x") is None
     stat_adder(None)("x", 1)  # no collector: nothing
+
+
+def test_an_inc_value_set_on_the_instance_is_called():
+    crawler = get_crawler()
+    sent = []
+    stats = MemoryStatsCollector(crawler)
+    inner = MemoryStatsCollector.inc_value.__get__(stats)
+
+    def forwarding(key, count=1, start=0, spider=None):
+        sent.append((key, count))
+        inner(key, count, start)
+
+    stats.inc_value = forwarding
+    stat_adder(stats)("k", 2)
+    assert sent == [("k", 2)] and stats.get_value("k") == 2

@@ -42,3 +42,10 @@ def test_names_equal_but_for_case_are_one_header():
 def test_other_values_go_through_headers():
     got = kept_headers(stored({"Age": [3], "X-Note": ["\u20ac"]}))
     assert dict(got) == dict(Headers({"Age": [3], "X-Note": ["\u20ac"]}))
+
+
+def test_a_value_that_is_not_a_list_goes_through_headers():
+    """A store written by hand may hold a header's value as one string."""
+    got = kept_headers(stored({"Content-Type": "text/html", "X-A": ["1"]}))
+    assert dict(got) == dict(Headers({"Content-Type": "text/html", "X-A": ["1"]}))
+    assert got.getlist("Content-Type") == [b"text/html"]

@@ -203,3 +203,32 @@ def test_the_cache_holds_no_big_signature(path):
         saved = store.record(visit(fp=fps[1], t=2000.0, status=304, changed=False))
         assert saved.signature == big and saved.visits == 2
         assert store.reads == reads + 1
+
+
+def test_a_store_reopened_after_a_failed_close_gives_no_id_twice(path):
+    """close() whose flush failed keeps its buffered visits; reopened, the store gives a
+    new URL a new id (it gave the buffered URL's id again, and the flush then replaced
+    that URL's row with the new one's)."""
+    import sqlite3
+
+    from scrapy_recrawl.history import HistoryStoreError
+
+    store = SqliteHistoryStore(path, flush_every=100)
+    store.open()
+    side = sqlite3.connect(path, isolation_level=None)
+    side.execute("CREATE TRIGGER f BEFORE INSERT ON visits BEGIN SELECT RAISE(ABORT,'full'); END")
+    a = store.record(visit(fp=FP))
+    with pytest.raises(HistoryStoreError):
+        store.close()
+    side.execute("DROP TRIGGER f")
+    side.close()
+    store.open()
+    try:
+        b = store.record(visit(fp=OTHER, t=2000.0))
+        assert b.id != a.id and len(store) == 2
+        store.flush()
+        assert store.knows(FP) and store.knows(OTHER)
+    finally:
+        store.close()
+    with SqliteHistoryStore(path) as again:
+        assert again.get(FP).id == a.id and again.get(OTHER).id == b.id

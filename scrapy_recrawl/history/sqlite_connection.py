@@ -183,6 +183,12 @@ class SqliteConnection:
         self._cycle = int(db.execute("SELECT value FROM meta WHERE key='cycle'").fetchone()[0])
         self._next_id = int(db.execute("SELECT IFNULL(MAX(id), 0) FROM urls").fetchone()[0]) + 1
         self._count = int(db.execute("SELECT COUNT(*) FROM urls").fetchone()[0])
+        # visits still buffered (a close whose flush failed): their new URLs' ids are
+        # taken, though not in the file yet; a new URL must not be given one again
+        unwritten = [rec.id for rec in self._dirty.values() if rec.id >= self._next_id]
+        if unwritten:
+            self._count += len(unwritten)
+            self._next_id = max(unwritten) + 1
 
     def close(self) -> None:
         if self._db is None:
