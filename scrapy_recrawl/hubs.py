@@ -140,12 +140,18 @@ class HubSpiderMiddleware(BaseSpiderMiddleware):
             return
         via = int(page[0])
         async for o in result:
-            if isinstance(o, Request) and META_VIA not in o.meta:
-                o.meta[META_VIA] = via
+            if isinstance(o, Request):
+                _tag(o, via)
             yield o
 
     def get_processed_request(self, request: Request, response: Response | None) -> Request:
         page = response.meta.get(META_HUB_PAGE) if response is not None else None
-        if page is not None and META_VIA not in request.meta:
-            request.meta[META_VIA] = int(page[0])
+        if page is not None:
+            _tag(request, int(page[0]))
         return request
+
+
+def _tag(request: Request, via: int) -> None:
+    """``request`` came from the refetched page ``via`` (a tag it had already stays)."""
+    if META_VIA not in request.meta:
+        request.meta[META_VIA] = via

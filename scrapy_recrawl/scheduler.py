@@ -340,7 +340,7 @@ class RecrawlScheduler(Scheduler):
         if store.knows(self.fingerprint(request)):
             self._add_stat("recrawl/known_skipped", 1)
             return False
-        if self.caps.limit > 0 and not self.caps.admit(request, store):
+        if not self.caps.admit(request, store):
             return False  # its host is full (RECRAWL_MAX_URLS_PER_HOST): counted, said
         via = request.meta.pop(META_VIA, None)
         if via is not None:  # a new URL found on a refetched page: a hub's (hubs.py)

@@ -59,10 +59,6 @@ META_ITEMS_PAGE = "_recrawl_items_page"
 _VOLATILE = VOLATILE_META | {META_ITEMS_PAGE, META_HELD}
 
 
-#: a count's key -> its stat's name ("recrawl/<key>"), made once per key
-_STAT_NAMES: dict[str, str] = {}
-
-
 def header(response: Response, name: str) -> str | None:
     value = response.headers.get(name)
     return value.decode("latin-1") if value else None
@@ -130,10 +126,7 @@ class VisitRecorder:
     # -- counting ------------------------------------------------------------
 
     def inc(self, key: str) -> None:
-        name = _STAT_NAMES.get(key)
-        if name is None:
-            name = _STAT_NAMES[key] = f"recrawl/{key}"
-        self._add_stat(name, 1)
+        self._add_stat(f"recrawl/{key}", 1)
 
     def now(self) -> float:
         if self.arrived is not None:

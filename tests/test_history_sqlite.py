@@ -263,13 +263,14 @@ def test_store_setting_is_parsed(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("changed", [0, 1])
 def test_observe_one_is_observe_of_one_url(changed):
-    """The store folds each visit with observe_one: bit for bit observe's doubles, also
-    where 2 ** (1 - n) is subnormal or 0 (n past 1,074)."""
+    """The store folds each visit with observe_one (observe of plain numbers): bit for bit
+    the array form's doubles, also where 2 ** (1 - n) is subnormal or 0 (n past 1,074)."""
     rng = np.random.default_rng(7)
     for n in [0, 1, 2, 3, 10, 100, 1073, 1074, 1075, 1076, 5000, *rng.integers(0, 3000, 200)]:
         n = int(n)
         args = (n, n // 2, float(changed), float(rng.random() * n * n), float(rng.random()))
-        want = observe(*args, changed)
+        arrays = observe(*(np.array([a]) for a in args), np.array([changed]))
         got = observe_one(*args, changed)
         assert [type(v) for v in got] == [int, int, float, float, float]
-        assert [float(v).hex() for v in got] == [float(v).hex() for v in want], n
+        assert [float(v).hex() for v in got] == [float(a[0]).hex() for a in arrays], n
+        assert observe(*args, changed) == got  # the scalar form is observe_one

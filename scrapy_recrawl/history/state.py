@@ -36,16 +36,16 @@ def observe(n: T, X: T, sad: T, aad_sum: T, gad: T, changed: T) -> tuple[T, T, T
     """Fold one change observation into the state; returns the new state.
 
     Works element-wise on numpy arrays (the simulator) and on plain numbers
-    (the store). ``changed`` is 0/1 (or bool).
+    (the store: :func:`observe_one`). ``changed`` is 0/1 (or bool).
     """
+    if np.ndim(n) == 0:
+        # plain numbers in, plain numbers out (sqlite can't bind numpy types)
+        return observe_one(n, X, sad, aad_sum, gad, changed)  # type: ignore[arg-type,return-value]
     ind = np.asarray(changed, dtype=np.float64)
     n1 = n + 1
     w = gad_weight(n1)
     new_gad = w * ind + (1.0 - w) * gad
     new = (n1, X + (ind > 0), ind, aad_sum + n1 * ind, new_gad)
-    if np.ndim(n) == 0:
-        # plain numbers in, plain numbers out (sqlite can't bind numpy types)
-        return (int(new[0]), int(new[1]), float(new[2]), float(new[3]), float(new[4]))  # type: ignore[return-value]
     return (
         new[0],
         np.asarray(new[1], dtype=np.int64) if np.ndim(X) else new[1],
@@ -58,13 +58,20 @@ def observe(n: T, X: T, sad: T, aad_sum: T, gad: T, changed: T) -> tuple[T, T, T
 def observe_one(
     n: int, X: int, sad: float, aad_sum: float, gad: float, changed: int
 ) -> tuple[int, int, float, float, float]:
-    """:func:`observe` of one URL, in plain Python numbers: the same operations in the
-    same order, so the same doubles (``2.0 ** (1 - n)`` is exact, as ``exp2`` is, for an
-    integer count), without numpy's cost per call on scalars (every observed visit)."""
+    """:func:`observe` of one URL, in plain Python numbers: the array form's operations
+    in the same order, so the same doubles (``2.0 ** (1 - n)`` is exact, as ``exp2`` is,
+    for an integer count), without numpy's cost per call on scalars (every observed
+    visit; tests/test_history_sqlite.py holds the two equal)."""
     ind = 1.0 if changed else 0.0
     n1 = int(n) + 1
     w = 1.0 / (2.0 - 2.0 ** (1 - n1))
-    return n1, int(X) + (ind > 0), ind, float(aad_sum) + n1 * ind, w * ind + (1.0 - w) * gad
+    return (
+        n1,
+        int(X) + (ind > 0),
+        ind,
+        float(aad_sum) + n1 * ind,
+        w * ind + (1.0 - w) * float(gad),
+    )
 
 
 # -- failed downloads: the consecutive-failure count (schema version 4) ------------
@@ -138,7 +145,7 @@ def fold_visit(rec: Any, visit: Any, cycle: int) -> bool:
     good = good_status(visit.status)
     observed = bool(visit.changed is not None and good and rec.last_visit_cycle >= 0)
     if observed:
-        # counts stay ints, the weighted sums floats (observe_one is observe's scalar form)
+        # counts stay ints, the weighted sums floats
         rec.n, rec.X, rec.sad, rec.aad_sum, rec.gad = observe_one(
             rec.n, rec.X, rec.sad, rec.aad_sum, rec.gad, int(bool(visit.changed))
         )
