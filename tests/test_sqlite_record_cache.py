@@ -232,3 +232,39 @@ def test_a_store_reopened_after_a_failed_close_gives_no_id_twice(path):
         store.close()
     with SqliteHistoryStore(path) as again:
         assert again.get(FP).id == a.id and again.get(OTHER).id == b.id
+
+
+def test_a_store_that_opened_empty_knows_its_new_urls_without_a_query(path):
+    """A first crawl: the file had no URL at open, so a URL is in it only if this store
+    recorded it since (seen_filter.py); knows() asks the file only for those."""
+    fps = [bytes([i % 256, i // 256]) * 10 for i in range(2000)]
+    with CountingStore(path, flush_every=300) as store:
+        reads = getattr(store, "file_reads", 0)
+        for i, fp in enumerate(fps):
+            assert not store.knows(fp)
+            store.record(visit(fp=fp, t=1000.0 + i, signature=b"s"))
+        assert getattr(store, "file_reads", 0) == reads  # flushes write; no read
+        assert all(store.knows(fp) for fp in fps)  # buffered or written: known
+        store.flush()
+        assert all(store.knows(fp) for fp in fps[:50])
+        # a URL never recorded: known new with no query, whatever was flushed
+        reads = store.file_reads
+        assert not store.knows(b"\xff" * 20) and store.file_reads == reads
+        store.clear()  # the file is empty again: what it held is not known any more
+        reads = store.file_reads
+        assert not any(store.knows(fp) for fp in fps[:50]) and store.file_reads == reads
+        store.record(visit(fp=fps[0], t=5000.0))
+        assert store.knows(fps[0])
+    # reopened with URLs in the file: each unknown URL is asked, and the file's are known
+    with CountingStore(path) as store:
+        assert store.knows(fps[0]) and not store.knows(fps[1])
+        assert store.file_reads >= 2
+
+
+def test_a_store_that_opened_with_urls_asks_the_file(path):
+    with SqliteHistoryStore(path) as store:
+        store.record(visit(fp=FP))
+    with CountingStore(path) as store:
+        assert not store.knows(OTHER)
+        assert store.knows(FP)  # in the file, never recorded by this object
+        assert store.file_reads == 2

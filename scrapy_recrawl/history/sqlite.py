@@ -86,4 +86,5 @@ class SqliteHistoryStore(SqliteWriter, SqliteSideStorage):
 
         self._write(wipe)
         self._cycle, self._next_id, self._count = 0, 1, 0
+        self._seen = self._seen_from(0)  # no URL in the file now
         self._read(lambda db: db.execute("VACUUM"))

@@ -23,6 +23,7 @@ from typing import Any
 from .base import HistoryStoreError, UrlRecord
 from .lock import StoreLock
 from .request_codec import decode_stored
+from .seen_filter import SeenFilter
 from .sqlite_readonly import connect_read_only
 from .sqlite_schema import NotAStore, create, migrate, refuse_unreadable, schema_version
 
@@ -77,6 +78,10 @@ class SqliteConnection:
         #: a record that is not there). Unlike the cache of clean records it outlives a
         #: flush: only this object's record() adds a URL to the file while it is open.
         self._absent: dict[bytes, None] = {}
+        #: every fingerprint recorded since an open that found no URL in the file (None:
+        #: there were some, or read-only): :meth:`knows` needs no query for one it has
+        #: never seen (seen_filter.py)
+        self._seen: SeenFilter | None = None
         self._cycle = 0
         self._next_id = 1
         self._count = 0
@@ -148,7 +153,7 @@ class SqliteConnection:
                 create(db)
             else:
                 migrate(db, version, self.location)  # an older one of the released sequence
-            self._load_counters(db)
+            self._seen = self._seen_from(self._load_counters(db))
         except NotAStore as exc:
             if db is not None:
                 db.close()
@@ -179,16 +184,28 @@ class SqliteConnection:
             ) from None
         self._db = db
 
-    def _load_counters(self, db: sqlite3.Connection) -> None:
+    def _load_counters(self, db: sqlite3.Connection) -> int:
+        """The cycle, the next URL id and the URL count; returns the URLs in the file."""
         self._cycle = int(db.execute("SELECT value FROM meta WHERE key='cycle'").fetchone()[0])
         self._next_id = int(db.execute("SELECT IFNULL(MAX(id), 0) FROM urls").fetchone()[0]) + 1
-        self._count = int(db.execute("SELECT COUNT(*) FROM urls").fetchone()[0])
+        in_file = self._count = int(db.execute("SELECT COUNT(*) FROM urls").fetchone()[0])
         # visits still buffered (a close whose flush failed): their new URLs' ids are
         # taken, though not in the file yet; a new URL must not be given one again
         unwritten = [rec.id for rec in self._dirty.values() if rec.id >= self._next_id]
         if unwritten:
             self._count += len(unwritten)
             self._next_id = max(unwritten) + 1
+        return in_file
+
+    def _seen_from(self, in_file: int) -> SeenFilter | None:
+        """The filter of recorded fingerprints, when the file holds no URL: then only
+        this object's record() adds one while it is open (its buffered ones too)."""
+        if in_file:
+            return None
+        seen = SeenFilter()
+        for fingerprint in self._dirty:  # a close whose flush failed: written next
+            seen.add(fingerprint)
+        return seen
 
     def close(self) -> None:
         if self._db is None:
@@ -200,6 +217,7 @@ class SqliteConnection:
             self._db = None
             self._forget_clean()
             self._absent.clear()
+            self._seen = None
             self._lock.release()
 
     @property

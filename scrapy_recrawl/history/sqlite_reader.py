@@ -95,8 +95,11 @@ class SqliteReader(SqliteConnection):
         absent = self._absent
         if fingerprint in absent:
             return False
+        seen = self._seen
         found = (
-            self._read(
+            False  # the file had no URL at open, and this one was never recorded since
+            if seen is not None and fingerprint not in seen
+            else self._read(
                 lambda db: db.execute(
                     "SELECT 1 FROM urls WHERE fingerprint = ?", (fingerprint,)
                 ).fetchone()

@@ -78,6 +78,8 @@ class SqliteWriter(SqliteReader):
             )
             self._next_id += 1
             self._count += 1
+            if self._seen is not None:
+                self._seen.add(visit.fingerprint)
         observed = fold_visit(rec, visit, cycle)  # the one rule (history/state.py)
         if visit.signature is not None:
             rec.signature = visit.signature
