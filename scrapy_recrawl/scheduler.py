@@ -131,7 +131,7 @@ class RecrawlScheduler(Scheduler):
             raise startup_failure(exc) from None
         self._fingerprinter: Any = None
         self._store: HistoryStore | None = None
-        self._add_stat = stat_adder(self.stats)  # inc_stat, a few per request
+        self._add_stat = stat_adder(self.stats)  # inc_stat's counting, a few per request
         # the papers' plug-ins (core/plugins.py), built when the store is open
         self.plugins = Plugins()
         self.prober: ProbeSource | None = None
@@ -305,7 +305,7 @@ class RecrawlScheduler(Scheduler):
             return self._continuation(request)
         if not self._admit_new(request):
             return False
-        self._add_stat("recrawl/enqueued_new", 1)
+        self.inc_stat("recrawl/enqueued_new")
         self.frontier.push_new(request)
         return True
 
@@ -338,7 +338,7 @@ class RecrawlScheduler(Scheduler):
         assert store is not None, "the scheduler is not open"
         # the dupefilter's fingerprint, from Scrapy's cache of it (utils/request.py)
         if store.knows(self.fingerprint(request)):
-            self._add_stat("recrawl/known_skipped", 1)
+            self.inc_stat("recrawl/known_skipped")
             return False
         if not self.caps.admit(request, store):
             return False  # its host is full (RECRAWL_MAX_URLS_PER_HOST): counted, said
@@ -371,13 +371,13 @@ class RecrawlScheduler(Scheduler):
 
     def push_scrapy(self, request: Request) -> None:
         # what Scheduler.enqueue_request() does past the dupefilter, already asked
-        add = self._add_stat
+        inc = self.inc_stat
         if self._dqpush(request):
-            add("scheduler/enqueued/disk", 1)
+            inc("scheduler/enqueued/disk")
         else:
             self._mqpush(request)
-            add("scheduler/enqueued/memory", 1)
-        add("scheduler/enqueued", 1)
+            inc("scheduler/enqueued/memory")
+        inc("scheduler/enqueued")
 
     def mark_seen(self, request: Request) -> None:
         self._dupefilter().request_seen(request)

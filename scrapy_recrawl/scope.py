@@ -46,12 +46,11 @@ def not_a_page(request: Request, response: Response | None = None) -> str | None
     if request.meta.get(META_DONT_RECRAWL):
         return "dont_recrawl"
     callback = request.callback
-    if callback is None:  # the spider's parse: the common case, and no sitemap
-        pass
-    elif callback is NO_CALLBACK:
-        return "no_callback"
-    elif _is_sitemap_callback(callback):
-        return "sitemap"
+    if callback is not None:  # None, the spider's parse (the common case): neither
+        if callback is NO_CALLBACK:
+            return "no_callback"
+        if _is_sitemap_callback(callback):
+            return "sitemap"
     if response is not None and "cached" in response.flags:
         return "cached"
     return None

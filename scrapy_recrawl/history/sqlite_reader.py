@@ -96,16 +96,17 @@ class SqliteReader(SqliteConnection):
         if fingerprint in absent:
             return False
         seen = self._seen
-        found = (
-            False  # the file had no URL at open, and this one was never recorded since
-            if seen is not None and fingerprint not in seen
-            else self._read(
-                lambda db: db.execute(
-                    "SELECT 1 FROM urls WHERE fingerprint = ?", (fingerprint,)
-                ).fetchone()
+        if seen is not None and fingerprint not in seen:
+            found = False  # the file had no URL at open, and this one was never recorded
+        else:
+            found = (
+                self._read(
+                    lambda db: db.execute(
+                        "SELECT 1 FROM urls WHERE fingerprint = ?", (fingerprint,)
+                    ).fetchone()
+                )
+                is not None
             )
-            is not None
-        )
         if not found:
             if len(absent) >= _ABSENT_KEPT:
                 del absent[next(iter(absent))]  # the oldest: admitted long ago

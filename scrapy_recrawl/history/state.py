@@ -28,8 +28,11 @@ T = TypeVar("T", int, float, np.ndarray)
 
 
 def gad_weight(n: T) -> T:
-    """Weight of the n-th observation in GAD's running mean (``n >= 1``)."""
-    return 1.0 / (2.0 - np.exp2(1.0 - np.asarray(n, dtype=np.float64)))  # type: ignore[return-value]
+    """Weight of the n-th observation in GAD's running mean (``n >= 1``), of a count
+    array (the simulator) or one count (the store: :func:`observe_one`). ``2.0 ** k``
+    is exact for the integer ``k`` here, in numpy and in Python alike (``exp2``'s
+    doubles, bit for bit)."""
+    return 1.0 / (2.0 - 2.0 ** (1.0 - n))  # type: ignore[return-value]
 
 
 def observe(n: T, X: T, sad: T, aad_sum: T, gad: T, changed: T) -> tuple[T, T, T, T, T]:
@@ -59,12 +62,11 @@ def observe_one(
     n: int, X: int, sad: float, aad_sum: float, gad: float, changed: int
 ) -> tuple[int, int, float, float, float]:
     """:func:`observe` of one URL, in plain Python numbers: the array form's operations
-    in the same order, so the same doubles (``2.0 ** (1 - n)`` is exact, as ``exp2`` is,
-    for an integer count), without numpy's cost per call on scalars (every observed
-    visit; tests/test_history_sqlite.py holds the two equal)."""
+    in the same order, so the same doubles, without numpy's cost per call on scalars
+    (every observed visit; tests/test_history_sqlite.py holds the two equal)."""
     ind = 1.0 if changed else 0.0
     n1 = int(n) + 1
-    w = 1.0 / (2.0 - 2.0 ** (1 - n1))
+    w = gad_weight(n1)
     return (
         n1,
         int(X) + (ind > 0),
