@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from .change.boilerplate import section_key
-from .core.groups import group_keys
+from .core.groups import group_key, group_keys
 from .history.records import RecordError, pack_list, pack_record, unpack_list, unpack_record
 from .runtime import CrawlerRuntime
 
@@ -123,7 +123,7 @@ class LastModifiedTally:
 
     def fetched(self, url_id: int, url: str, cycle: int, headers: Any, first: bool) -> None:
         """A good response (200) of ``url`` in ``cycle``; ``first``: its first good fetch."""
-        key = (group_keys([url])[0], int(cycle))
+        key = (group_key(url), int(cycle))
         if key in self.clock and not first:
             return  # the host's clock is read once a cycle: nothing else to read here
         date = server_date(headers)

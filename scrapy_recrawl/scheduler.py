@@ -424,7 +424,7 @@ class RecrawlScheduler(Scheduler):
         parse) when there is none or it cannot be rebuilt."""
         if d is not None:
             try:
-                return request_from_dict(d, spider=self.spider)
+                return self.stored_requests.rebuild(d, self.spider)
             except (ValueError, TypeError, AttributeError) as exc:
                 logger.warning(
                     "recrawl: cannot rebuild the stored request %r: %s", d.get("url"), exc

@@ -24,6 +24,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from scrapy import Request, Spider
+from scrapy.utils.request import request_from_dict
 
 from .core.meta import (
     META_CHANGEFREQ,
@@ -37,18 +38,31 @@ from .core.meta import (
     META_RESULT,
     META_SCORE,
 )
-from .history.request_scrub import UNSTORED_HEADERS, header_name, scrub_previous, scrub_request
+from .history.request_scrub import (
+    UNSTORED_HEADERS,
+    UNSTORED_META,
+    header_name,
+    scrub_previous,
+    scrub_request,
+    without_credentials,
+)
 from .hubs import META_HUB_PAGE, META_VIA
 from .settings import get
 
 #: meta key: what the request held as it left the scheduler (:meth:`StoredRequests.mark`)
 META_AS_MADE = "_recrawl_as_made"
 
+#: meta key: the request was rebuilt from its URL's stored request, which storing it again
+#: would write unchanged (:meth:`StoredRequests.kept_as_is`); its value is the URL, so a
+#: redirect's copy (another URL) is stored as any request is
+META_REBUILT = "_recrawl_rebuilt"
+
 #: meta keys set for one download (by this package, or Scrapy's downloader): never part
 #: of the request a later cycle re-issues
 VOLATILE_META = frozenset(
     {
         META_AS_MADE,
+        META_REBUILT,
         META_PAIR,
         META_RESULT,
         META_CYCLE,
@@ -85,6 +99,8 @@ class StoredRequests:
         self.meta = frozenset(meta)
         #: every header name never stored (scrub_request's list and these), lower case
         self._unstored_headers = UNSTORED_HEADERS | self.headers
+        #: every meta key a stored request never holds (kept_as_is)
+        self._unstored_meta = UNSTORED_META | self.meta | VOLATILE_META
 
     @classmethod
     def from_settings(cls, settings: Any) -> StoredRequests:
@@ -110,12 +126,49 @@ class StoredRequests:
             "meta": sorted(k for k in meta if isinstance(k, str)),
         }
 
+    def rebuild(self, d: dict[str, Any], spider: Spider | None) -> Request:
+        """The request a recrawl re-issues, from its URL's stored request ``d``; marked
+        :data:`META_REBUILT` when storing it again would write the same (:meth:`kept_as_is`).
+        Raises as ``request_from_dict`` does (a callback the spider no longer has)."""
+        request = request_from_dict(d, spider=spider)
+        if self.kept_as_is(d):
+            # its visit keeps the stored request (visit_recorder.py, request_dict)
+            request.meta[META_REBUILT] = request.url
+        return request
+
+    def kept_as_is(self, d: Mapping[str, Any]) -> bool:
+        """Whether the stored request ``d`` (as read back) is what :meth:`stored` would
+        store again for the request rebuilt from it: nothing in it that this crawl's
+        settings (``RECRAWL_UNSTORED_HEADERS`` / ``_META``, changed since it was stored)
+        or a newer release would drop. Such a recrawl's visit keeps the stored request
+        (``Visit.request`` None) instead of encoding the same bytes again: a fifth of
+        recording a 304 (visit_recorder.py, ``request_dict``)."""
+        headers = d.get("headers")
+        if headers:
+            unstored = self._unstored_headers
+            for name in headers:
+                if header_name(name) in unstored:
+                    return False
+        meta = d.get("meta")
+        if meta:
+            unstored = self._unstored_meta
+            for key in meta:
+                if key in unstored or (type(key) is str and key.startswith("_recrawl")):
+                    return False
+            proxy = meta.get("proxy")
+            if proxy is not None and without_credentials(proxy) != proxy:
+                return False
+        return not d.get("cookies")
+
     def forget(self, response: Any = None, request: Request | None = None, **kw: Any) -> None:
         """Drop the note once the response is received (Scrapy's ``response_received``,
         after every downloader middleware): a spider that builds its next request with
-        ``meta=response.meta`` must not hand it this request's note."""
+        ``meta=response.meta`` must not hand it this request's note, nor pass it as
+        rebuilt from a stored request (:data:`META_REBUILT`)."""
         if request is not None:
-            request.meta.pop(META_AS_MADE, None)
+            meta = request.meta
+            meta.pop(META_AS_MADE, None)
+            meta.pop(META_REBUILT, None)
 
     def stored(
         self,

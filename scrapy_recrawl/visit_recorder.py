@@ -44,7 +44,7 @@ from .history.state import fold_failure
 from .hubs import META_HUB_PAGE, hubs_for_crawler
 from .last_modified import tally_for_crawler as last_modified_tally
 from .settings import get
-from .stored_request import StoredRequests, request_to_dict
+from .stored_request import META_REBUILT, StoredRequests, request_to_dict
 from .validators import VOLATILE_META, drop_ours
 
 #: the middleware's log lines keep its logger's name (a user's logging config names it)
@@ -59,8 +59,23 @@ META_ITEMS_PAGE = "_recrawl_items_page"
 _VOLATILE = VOLATILE_META | {META_ITEMS_PAGE, META_HELD}
 
 
+#: header name -> the key Scrapy's Headers keeps it under (its normkey: title case bytes)
+_HEADER_KEYS: dict[str, bytes] = {}
+
+
 def header(response: Response, name: str) -> str | None:
-    value = response.headers.get(name)
+    """The response's last ``name`` header as text, None when it has none (empty)."""
+    headers = response.headers
+    if type(headers) is Headers:
+        # Headers.get normalises the name (title case, bytes) and its default on every
+        # call: three a response, each name the same every time
+        key = _HEADER_KEYS.get(name)
+        if key is None:
+            key = _HEADER_KEYS[name] = headers.normkey(name)
+        values = dict.get(headers, key)
+        value = values[-1] if values else None
+    else:
+        value = headers.get(name)
     return value.decode("latin-1") if value else None
 
 
@@ -347,7 +362,11 @@ class VisitRecorder:
 
     def request_dict(self, request: Request) -> dict[str, Any] | None:
         """The request to re-issue later: as the spider made it, before the downloader
-        middlewares (stored_request.py), with the callbacks' names."""
+        middlewares (stored_request.py), with the callbacks' names; None (the store
+        keeps the stored one) for a recrawl rebuilt from it, which would store the same."""
+        meta = request.meta
+        if meta.get(META_REBUILT) == request.url and "redirect_urls" not in meta:
+            return None
         spider = getattr(self.crawler, "spider", None)
         try:
             d = request_to_dict(request, spider)

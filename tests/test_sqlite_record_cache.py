@@ -80,6 +80,8 @@ def test_a_304_reads_the_file_once(path):
 
 
 def test_an_unknown_url_read_then_recorded_is_known(path):
+    with SqliteHistoryStore(path) as store:
+        store.record(visit())  # a file with a URL: an unknown one is asked of the file
     with CountingStore(path) as store:
         assert store.get(OTHER) is None
         assert store.get(OTHER, signature=False) is None
@@ -89,6 +91,21 @@ def test_an_unknown_url_read_then_recorded_is_known(path):
         store.flush()
         got = store.get(OTHER)
         assert got is not None and got.id == rec.id and got.visits == 1
+
+
+def test_a_store_that_opened_empty_reads_no_row_for_a_url_never_recorded(path):
+    """The filter of what it recorded (history/seen_filter.py) answers get() and the
+    record of a first visit, as it answers knows(): no read of the file."""
+    with CountingStore(path) as store:
+        assert store.get(OTHER) is None
+        rec = store.record(visit(fp=OTHER))
+        assert store.reads == 0
+        assert store.get(OTHER) is rec
+        store.flush()
+        assert store.get(OTHER).visits == 1  # recorded: read from the file
+        assert store.reads == 1
+        again = store.record(visit(fp=OTHER, t=2000.0, changed=False))
+        assert (again.id, again.visits) == (rec.id, 2)
 
 
 def test_a_url_known_new_is_not_read_again_across_flushes(path):
@@ -160,8 +177,10 @@ def test_clear_forgets_the_records_read(path):
 def test_the_cache_is_bounded(path, monkeypatch):
     monkeypatch.setattr("scrapy_recrawl.history.sqlite_reader._CLEAN_RECORDS", 4)
     with SqliteHistoryStore(path) as store:
+        store.record(visit())  # a file with a URL: unknown ones are read (and cached)
+    with SqliteHistoryStore(path) as store:
         for i in range(10):
-            assert store.get(bytes([i]) * 20) is None
+            assert store.get(bytes([100 + i]) * 20) is None
         assert len(store._clean) == 4
 
 

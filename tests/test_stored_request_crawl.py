@@ -187,3 +187,30 @@ def test_a_removed_proxy_is_not_used_by_recrawls(tmp_path):
     kept = _at_rest(tmp_path, None)
     assert b"PROXY-PASS-c3" not in kept
     assert _basic("puser", "PROXY-PASS-c3").split()[1].encode() not in kept
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_a_header_unstored_later_leaves_the_stored_requests(backend, tmp_path, request):
+    """A recrawl rebuilt from its stored request keeps that request rather than storing
+    the same again (stored_request.py, META_REBUILT), unless this crawl's settings would
+    store it otherwise: with ``RECRAWL_UNSTORED_HEADERS`` naming the spider's header from
+    cycle 2 on, cycle 2 still sends it (its requests were stored with it) and stores them
+    without it, and cycle 3 sends it no more."""
+    redis_url = request.getfixturevalue("redis_db").url if backend == "redis" else None
+    settings = _settings(tmp_path, redis_url)
+    with LocalSite() as site:
+        _site_pages(site)
+        start = [site.url + "/"]
+        headers = {"X-Spider": "mine"}
+        run_crawl(start, settings, tmp_path, follow=True, headers=headers)
+        # the start request's own header (the links followed have none)
+        assert site.requests_for("/")[0]["headers"].get("x-spider") == "mine"
+        later = settings | {"RECRAWL_UNSTORED_HEADERS": ["X-Spider"]}
+        for cycle, sent in ((2, "mine"), (3, None)):
+            site.log.clear()
+            # the spider's own request for "/" (with its header) is a duplicate of the
+            # recrawl: the rebuilt one is what is sent
+            result = run_crawl(start, later, tmp_path, follow=True, headers=headers)
+            assert _all_recrawls(result), cycle
+            assert sorted(e["path"] for e in site.log) == ["/", "/a", "/b"], cycle
+            assert site.requests_for("/")[0]["headers"].get("x-spider") == sent, cycle

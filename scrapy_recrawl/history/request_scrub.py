@@ -68,8 +68,11 @@ def scrub_request(
     """A copy of the request dict ``d`` without what is never stored: the headers of
     :data:`UNSTORED_HEADERS` and ``headers``, the meta keys of :data:`UNSTORED_META`
     and ``meta``, the request's ``cookies``, and the credentials of a ``proxy`` URL."""
-    denied_headers = UNSTORED_HEADERS | {h.lower() for h in headers}
-    denied_meta = UNSTORED_META | set(meta)
+    # the built-in lists alone when nothing is added (the store's own scrub of each visit)
+    denied_headers = (
+        UNSTORED_HEADERS | {h.lower() for h in headers} if headers else UNSTORED_HEADERS
+    )
+    denied_meta = UNSTORED_META | set(meta) if meta else UNSTORED_META
     out = dict(d)
     if isinstance(out.get("headers"), Mapping):
         out["headers"] = {

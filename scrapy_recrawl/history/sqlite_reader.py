@@ -122,6 +122,9 @@ class SqliteReader(SqliteConnection):
             return clean[fingerprint]
         if fingerprint in self._absent:
             return None  # known new (knows()): no row to read
+        seen = self._seen
+        if seen is not None and fingerprint not in seen:
+            return None  # the file had no URL at open, and this one was never recorded
         # Not read yet (or evicted): read with its signature whatever the caller asked.
         # A visit reads the record three or four times (the validators, the observer,
         # the stored body, the record itself), and one of those reads wants the
