@@ -22,7 +22,8 @@ line each).
 A **backend** is a class named in ``RECRAWL_STORE_CLASS`` that meets
 :class:`HistoryStore` (:class:`SqliteHistoryStore`, the built-in one, to build on) and
 declares its optional capabilities (:data:`STORE_CAPABILITIES`: :class:`FencedStore`,
-:class:`FileStore`, reached through :func:`fenced` and :func:`file_store`);
+:class:`FileStore`, :class:`ReadAheadStore`, reached through :func:`fenced`,
+:func:`file_store` and :func:`read_ahead`);
 :mod:`scrapy_recrawl.testing` holds the contract suite it should pass.
 """
 
@@ -55,11 +56,13 @@ from .history.base import (
     HistoryArrays,
     HistoryStore,
     HistoryStoreError,
+    ReadAheadStore,
     StoredBody,
     UrlRecord,
     Visit,
     fenced,
     file_store,
+    read_ahead,
 )
 from .history.sqlite import SqliteHistoryStore
 from .plugin_terminals import registry_from_settings, scorer_from_settings
@@ -82,6 +85,7 @@ __all__ = [
     "HistoryStoreError",
     "Plugin",
     "ProbeSource",
+    "ReadAheadStore",
     "RecrawlPlugin",
     "RecrawlSettingError",
     "Selection",
@@ -97,6 +101,7 @@ __all__ = [
     "file_store",
     "optional_column",
     "plugin_problems",
+    "read_ahead",
     "registry_from_settings",
     "scorer_from_settings",
     "uses_terminals",

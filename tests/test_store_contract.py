@@ -31,7 +31,8 @@ class TestSqliteStore(StoreContract):
         return reader
 
     def test_its_label_is_the_file_name_and_it_is_a_file_store(self, store):
-        assert store.label == "history.sqlite3" and store.capabilities == {"file"}
+        assert store.label == "history.sqlite3"
+        assert store.capabilities == {"file", "read_ahead"}
 
 
 class TestRedisStore(StoreContract):

@@ -23,12 +23,16 @@ from scrapy import Request
 from ..core.budget import Budget
 from ..core.meta import META_CYCLE, META_ID, META_KIND, META_RANK, META_SCORE
 from ..history import HistoryStoreError, StoreLost
-from ..history.base import fenced
+from ..history.base import ReadAheadStore, fenced, read_ahead
 from ..scope import not_a_page
 from ..settings import get
 from .base import CycleFrontier, LocalHost, RequestQueue, Taken, recrawl_kind
 from .outage import Outage
 from .probes import ProbeDispatch
+
+#: recrawls whose records the store reads in one go (a block: far below the SQLite
+#: store's cache of 1,024 records, and above the requests a crawl keeps in flight)
+_READ_AHEAD = 64
 
 logger = logging.getLogger("scrapy_recrawl.scheduler")
 
@@ -75,6 +79,10 @@ class LocalFrontier(CycleFrontier):
         # a shared history store away as the cycle rolls over (maybe_roll_over)
         self._outage: Outage | None = None
         self._retry_call: Any = None
+        # the store reading a block of recrawls ahead of their visits (_read_ahead)
+        self._reader: ReadAheadStore | None = None
+        self._picks: np.ndarray = np.zeros(0, dtype=np.int64)
+        self._read_upto = 0
 
     # -- life ------------------------------------------------------------------
 
@@ -128,6 +136,8 @@ class LocalFrontier(CycleFrontier):
                 return None
             request = self.recrawls.pop()
             self.taken_recrawl += 1
+            if self._reader is not None and request is not None:
+                self._read_ahead(request.meta.get(META_RANK))
             if self.host.config.continuous and request is not None:
                 self.in_flight.add(request.meta[META_ID])
             return request
@@ -264,8 +274,26 @@ class LocalFrontier(CycleFrontier):
         prober = self.host.prober
         self.probe_cap = None if prober is None else prober.cap(self.budget.total)
 
+    def _read_ahead(self, rank: int | None) -> None:
+        """Have the store read the next block of this cycle's recrawls (by rank) when the
+        recrawl of ``rank`` comes within half a block of the end of what it has read:
+        one read a block, not one a visit (history/base.py: ReadAheadStore)."""
+        if rank is None or rank + _READ_AHEAD // 2 < self._read_upto:
+            return
+        start = self._read_upto
+        self._read_upto = max(start, rank) + _READ_AHEAD
+        assert self._reader is not None
+        try:
+            self._reader.read_ahead(self._picks[start : self._read_upto])
+        except HistoryStoreError:
+            pass  # a hint: each visit reads its own record, and says what failed
+
     def _queue_recrawls(self, ids: np.ndarray, scores: np.ndarray) -> None:
         host, cycle = self.host, self.cycle
+        # the recrawls in rank order, read ahead of their visits by blocks (_read_ahead)
+        self._reader = read_ahead(host.store)
+        self._picks = ids
+        self._read_upto = 0
         stored = host.store.requests(ids)
         # Python ints and floats once, not a numpy scalar per use (a cycle's thousands)
         for rank, (d, url_id, score) in enumerate(

@@ -249,8 +249,9 @@ class HistoryStore(Protocol):
 
     What a store offers beyond this is an optional capability, *declared* in
     :attr:`capabilities` (never found by looking for a method): ``"fenced"``
-    (:class:`FencedStore`) and ``"file"`` (:class:`FileStore`). Callers reach them
-    through :func:`fenced` and :func:`file_store`.
+    (:class:`FencedStore`), ``"file"`` (:class:`FileStore`) and ``"read_ahead"``
+    (:class:`ReadAheadStore`). Callers reach them through :func:`fenced`,
+    :func:`file_store` and :func:`read_ahead`.
     """
 
     #: Where the store lives, for messages ("sqlite:///path", "redis://…").
@@ -493,9 +494,26 @@ class FileStore(HistoryStore, Protocol):
         ...
 
 
+class ReadAheadStore(HistoryStore, Protocol):
+    """Capability ``"read_ahead"``: a store that reads the records of many URLs at once
+    faster than one at a time (SQLite: one query per block of ids instead of one per
+    URL, each with its own read transaction)."""
+
+    def read_ahead(self, ids: np.ndarray) -> None:
+        """A hint: the visits of the URLs ``ids`` come soon (a cycle's next recrawls).
+        Their records (with signature and kept body) may be read now, in one go, for
+        the :meth:`get` and :meth:`body` of those visits; what any read returns is the
+        same as without it."""
+        ...
+
+
 #: The capabilities a store may declare (:attr:`HistoryStore.capabilities`), each with
 #: the protocol whose members it promises.
-CAPABILITIES: dict[str, type] = {"fenced": FencedStore, "file": FileStore}
+CAPABILITIES: dict[str, type] = {
+    "fenced": FencedStore,
+    "file": FileStore,
+    "read_ahead": ReadAheadStore,
+}
 
 
 def _own_members(proto: type) -> list[str]:
@@ -530,3 +548,9 @@ def fenced(store: HistoryStore) -> FencedStore | None:
 def file_store(store: HistoryStore) -> FileStore | None:
     """The store as a :class:`FileStore` when it declares ``"file"``; else None."""
     return cast(FileStore, store) if "file" in store.capabilities else None
+
+
+def read_ahead(store: HistoryStore) -> ReadAheadStore | None:
+    """The store as a :class:`ReadAheadStore` when it declares ``"read_ahead"``; else
+    None."""
+    return cast(ReadAheadStore, store) if "read_ahead" in store.capabilities else None

@@ -37,9 +37,10 @@ _ARRAY_COLUMNS = ARRAY_COLUMNS
 
 class SqliteHistoryStore(SqliteWriter, SqliteSideStorage):
     """The history store in one SQLite file (see the module docstring): the whole
-    store contract (history/base.py), with the capability ``"file"``."""
+    store contract (history/base.py), with the capabilities ``"file"`` and
+    ``"read_ahead"``."""
 
-    capabilities: frozenset[str] = frozenset({"file"})
+    capabilities: frozenset[str] = frozenset({"file", "read_ahead"})
 
     @property
     def label(self) -> str:

@@ -13,9 +13,10 @@ with ``np.frombuffer``, no Python object per value.
 The copy is written in the transaction that writes the ``urls`` rows (:func:`write`,
 called by the flush), so a crash never leaves the two apart; :func:`rebuild` makes
 it from the ``urls`` table (the migration from schema version 8, the benchmarks'
-bulk builders). The rewrite of a record is SQL (``substr`` and ``||`` over the
+bulk builders). The rewrite of a lone record is SQL (``substr`` and ``||`` over the
 block, cast back to a BLOB): the same statement on every Python (3.11's
-``blobopen`` measured slower on one-page blocks).
+``blobopen`` measured slower on one-page blocks); a block with several records to
+write is read once and written whole.
 """
 
 from __future__ import annotations
@@ -107,19 +108,42 @@ def _float(x: float | None) -> float:
 def write(db: sqlite3.Connection, records: Iterable[UrlRecord]) -> None:
     """Write the records of ``records`` into their blocks (inside the caller's
     transaction, the one that writes their ``urls`` rows); a block not there yet
-    (ids past the last one) is made, empty, first."""
+    (ids past the last one) is made, empty, first.
+
+    A block with one record to write is spliced in SQL (:data:`_UPDATE`); a block with
+    several (a first crawl's new URLs, a recrawl of neighbouring ids) is read once,
+    patched here and written once: one 4 KiB rewrite instead of one per record."""
     size = RECORD.itemsize
-    rows = []
-    blocks = set()
+    by_block: dict[int, list[tuple[int, bytes]]] = {}
     for rec in records:
         block, slot = divmod(int(rec.id), BLOCK)
-        blocks.add(block)
-        rows.append((slot * size, pack(rec), slot * size + size + 1, block))
+        by_block.setdefault(block, []).append((slot * size, pack(rec)))
+    blocks = sorted(by_block)  # block order: each page of the table's B-tree once
     db.executemany(
-        "INSERT OR IGNORE INTO packed VALUES (?, ?)", [(b, _EMPTY_BLOCK) for b in sorted(blocks)]
+        "INSERT OR IGNORE INTO packed VALUES (?, ?)", [(b, _EMPTY_BLOCK) for b in blocks]
     )
-    rows.sort(key=lambda row: row[3])  # block order: each page of the table's B-tree once
-    db.executemany(_UPDATE, rows)
+    spliced = []
+    several = []
+    for block in blocks:
+        slots = by_block[block]
+        if len(slots) == 1:
+            at, data = slots[0]
+            spliced.append((at, data, at + size + 1, block))
+        else:
+            several.append(block)
+    db.executemany(_UPDATE, spliced)
+    patched = []
+    # sqlite limits bound parameters per statement; 900 is safe on every build
+    for start in range(0, len(several), 900):
+        chunk = several[start : start + 900]
+        sql = f"SELECT block, data FROM packed WHERE block IN ({','.join('?' * len(chunk))})"
+        for block, data in db.execute(sql, chunk):
+            buffer = bytearray(data)
+            for at, record in by_block[block]:
+                buffer[at : at + size] = record
+            patched.append((bytes(buffer), block))
+    patched.sort(key=lambda row: row[1])
+    db.executemany("UPDATE packed SET data = ? WHERE block = ?", patched)
 
 
 def read(db: sqlite3.Connection, size: int, out: dict[str, np.ndarray], ids: np.ndarray) -> int:

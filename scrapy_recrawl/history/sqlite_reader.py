@@ -48,6 +48,9 @@ _GET_KEPT = (
     "LEFT JOIN bodies b ON b.url_id = u.id WHERE u.fingerprint = ?"
 )
 
+#: ... of a block of URLs by id (read_ahead), ``(?, ?, ...)`` appended
+_GET_KEPT_BY_ID = _GET_KEPT.replace("WHERE u.fingerprint = ?", "WHERE u.id IN")
+
 #: Records read from the file kept for the visits that read them again (see
 #: SqliteConnection._forget_clean): more than the requests in flight of a busy crawl
 #: (each leaves the cache when its visit is recorded, all of them at each flush), and
@@ -130,15 +133,41 @@ class SqliteReader(SqliteConnection):
         # the stored body, the record itself), and one of those reads wants the
         # signature: one read, joined, instead of four. Unknown URLs (None) are kept too.
         rec = self._fetch(fingerprint, signature=True, body=True)
+        self._keep_clean(fingerprint, rec)
+        return rec
+
+    def _keep_clean(self, fingerprint: bytes, rec: UrlRecord | None) -> None:
+        """Keep a record just read from the file (None: no such URL) in the cache of
+        clean records, with its kept body when it was read with it."""
+        clean = self._clean
         if rec is not None and len(rec.signature or b"") > _CLEAN_SIGNATURE_MAX:
             self._clean_bodies.pop(rec.id, None)
-            return rec  # not kept: the bound of the cache's memory
+            return  # not kept: the bound of the cache's memory
         if len(clean) >= _CLEAN_RECORDS:
             old = clean.pop(next(iter(clean)))  # the oldest read: its visit is long done
             if old is not None:
                 self._clean_bodies.pop(old.id, None)
         clean[fingerprint] = rec
-        return rec
+
+    def read_ahead(self, ids: np.ndarray) -> None:
+        """Read the records of ``ids`` (with signature and kept body) into the cache of
+        clean records, in one query (capability ``"read_ahead"``): a cycle's recrawls
+        are read a block ahead of their visits (frontier/local.py), not one query each
+        as each visit comes. Inside a crawl one URL's query costs about 55 µs (its own
+        read transaction, the fingerprint index, cold pages), a block's about 7 µs a
+        URL. At most a quarter of the cache is read at once; records buffered or
+        already cached are left as they are."""
+        if self._db is None or not len(ids):
+            return
+        wanted = [int(i) for i in ids[: _CLEAN_RECORDS // 4]]
+        sql = f"{_GET_KEPT_BY_ID} ({','.join('?' * len(wanted))})"
+        rows = self._read(lambda db: db.execute(sql, wanted).fetchall())
+        dirty, clean = self._dirty, self._clean
+        for row in rows:
+            fingerprint = row[1]  # URL_COLUMNS[1]
+            if fingerprint in dirty or fingerprint in clean:
+                continue  # newer than the file, or read already (and perhaps handed out)
+            self._keep_clean(fingerprint, self._record_of(row, signature=True, body=True))
 
     def _fetch(
         self, fingerprint: bytes, *, signature: bool, body: bool = False
@@ -150,6 +179,11 @@ class SqliteReader(SqliteConnection):
         row = self._read(lambda db: db.execute(sql, (fingerprint,)).fetchone())
         if row is None:
             return None
+        return self._record_of(row, signature=signature, body=body)
+
+    def _record_of(self, row: tuple[Any, ...], *, signature: bool, body: bool) -> UrlRecord:
+        """The record of a row of :data:`_GET` (``signature``: of :data:`_GET_SIGNED`;
+        ``body``: of :data:`_GET_KEPT`, its kept body put in the cache of clean bodies)."""
         if body:
             kept, row = row[-3:], row[:-3]
             if kept[2] is not None and len(kept[2]) <= _CLEAN_SIGNATURE_MAX:

@@ -21,7 +21,13 @@ import numpy as np
 import pytest
 
 from scrapy_recrawl.history import HistoryStore, HistoryStoreError, Visit
-from scrapy_recrawl.history.base import CAPABILITIES, capability_gaps, fenced, file_store
+from scrapy_recrawl.history.base import (
+    CAPABILITIES,
+    capability_gaps,
+    fenced,
+    file_store,
+    read_ahead,
+)
 
 
 def fp(i: int) -> bytes:
@@ -66,6 +72,28 @@ class StoreContract:
         assert capability_gaps(store) == []
         assert (fenced(store) is store) == ("fenced" in store.capabilities)
         assert (file_store(store) is store) == ("file" in store.capabilities)
+        assert (read_ahead(store) is store) == ("read_ahead" in store.capabilities)
+
+    def test_reading_ahead_changes_nothing_read(self, store: Any) -> None:
+        """A store declaring ``"read_ahead"``: records and bodies read after reading
+        ahead (buffered, flushed, unknown ids among them) are those read without."""
+        reader = read_ahead(store)
+        if reader is None:
+            pytest.skip("the store does not declare read_ahead")
+        ids = [
+            store.record(
+                Visit(fp(i), f"http://h/{i}", float(i), 200, signature=b"s%d" % i, body=b"b%d" % i)
+            ).id
+            for i in range(1, 4)
+        ]
+        store.flush()
+        store.record(Visit(fp(2), "http://h/2", 9.0, 200, body=b"new", changed=True))
+        reader.read_ahead(np.array([*ids, max(ids) + 100], dtype=np.int64))
+        for i, visits, body in ((1, 1, b"b1"), (2, 2, b"new"), (3, 1, b"b3")):
+            rec = store.get(fp(i))
+            assert rec is not None and (rec.visits, rec.signature) == (visits, b"s%d" % i)
+            assert store.body(fp(i)).body == body
+        assert store.get(fp(7)) is None
 
     def test_buffered_visits_count_what_is_not_written_yet(self, store: Any) -> None:
         for i in range(1, 3):
