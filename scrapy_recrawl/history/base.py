@@ -131,7 +131,8 @@ class Visit:
     etag: str | None = None
     last_modified: str | None = None
     gone: bool = False
-    request: dict[str, Any] | None = None  # Request.to_dict(), to re-issue it later
+    # Request.to_dict(), to re-issue it later (None: the store keeps the one it has)
+    request: dict[str, Any] | None = None
     body: bytes | None = None  # to keep for answering 304s (None: keep what is stored)
     headers: dict[str, list[str]] | None = None
     cycle: int | None = None  # the cycle that scheduled it (None: the store's current one)
