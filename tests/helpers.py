@@ -200,3 +200,57 @@ def history_arrays(n, X, last, gone=None, cycle=10, **extra):
     cols["gone"] = np.zeros(size, dtype=bool) if gone is None else np.asarray(gone, dtype=bool)
     cols.update(extra)
     return HistoryArrays(ids=np.arange(1, size + 1), columns=cols, cycle=cycle)
+
+
+def offline_scheduler(settings: dict, *, clock=None):
+    """A RecrawlScheduler built and opened without a crawl: Scrapy's real downloader
+    behind a stand-in engine (what quiet() and the recrawl queue look at), nothing
+    downloaded; ``clock`` (a ``task.Clock``) is set before it opens."""
+    from types import SimpleNamespace
+
+    from scrapy import Spider
+    from scrapy.core.downloader import Downloader
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_recrawl.scheduler import RecrawlScheduler
+
+    class _Spider(Spider):
+        name = "t"
+
+    crawler = get_crawler(
+        _Spider,
+        {
+            # Scrapy's default queue asks the engine's downloader for slots when built
+            "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue",
+            **settings,
+        },
+    )
+    crawler.engine = SimpleNamespace(
+        downloader=Downloader(crawler), _slot=None, scraper=None, _start=None
+    )
+    scheduler = RecrawlScheduler.from_crawler(crawler)
+    if clock is not None:
+        scheduler.clock = clock
+        scheduler.frontier.monotonic = clock.seconds  # the cycle's length in its summary
+    spider = _Spider.from_crawler(crawler)
+    crawler.spider = spider
+    scheduler.open(spider)
+    return scheduler
+
+
+def store_of_pages(path: str, pages: int, **visit) -> None:
+    """A SQLite store at ``path`` of the spider ``t`` (offline_scheduler's) that knows
+    ``http://example.com/p0`` ... ``p{pages - 1}``, each visited once at time 1.0 with
+    a 200; ``visit``: more of each Visit's fields, as functions of the page's number."""
+    from scrapy import Request
+    from scrapy.utils.request import RequestFingerprinter
+
+    from scrapy_recrawl.history import SqliteHistoryStore, Visit
+
+    fingerprint = RequestFingerprinter().fingerprint
+    with SqliteHistoryStore(path) as store:
+        store.claim("t")
+        for i in range(pages):
+            url = f"http://example.com/p{i}"
+            more = {name: make(i) for name, make in visit.items()}
+            store.record(Visit(fingerprint(Request(url)), url, 1.0, 200, **more))

@@ -7,21 +7,16 @@ test here waits for wall time. The real crawls are in tests/test_continuous_craw
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
-from scrapy import Request, Spider, signals
-from scrapy.core.downloader import Downloader
+from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider
-from scrapy.utils.request import RequestFingerprinter
-from scrapy.utils.test import get_crawler
 from twisted.internet.task import Clock
 
 from scrapy_recrawl.core.cycle import CycleConfig, cycle_done, cycles_remain, next_period_start
-from scrapy_recrawl.history import SqliteHistoryStore
-from scrapy_recrawl.history.base import Visit
 from scrapy_recrawl.scheduler import RecrawlScheduler
 from scrapy_recrawl.settings import RecrawlSettingError
+
+from .helpers import offline_scheduler, store_of_pages
 
 # -- the rules -------------------------------------------------------------------------
 
@@ -72,10 +67,6 @@ def test_the_period_defaults_to_an_hour_and_reads_from_the_command_line():
 # -- the scheduler on an injected clock ------------------------------------------------
 
 
-class _Spider(Spider):
-    name = "t"
-
-
 PAGES = 20
 
 
@@ -83,35 +74,19 @@ def _open(tmp_path, **settings) -> tuple[RecrawlScheduler, Clock]:
     """A RecrawlScheduler opened on a SQLite store that knows PAGES pages, its periods
     on a task.Clock; the engine's downloader is real, nothing is downloaded."""
     path = str(tmp_path / "history.sqlite3")
-    fingerprint = RequestFingerprinter().fingerprint
-    with SqliteHistoryStore(path) as store:
-        store.claim("t")
-        for i in range(PAGES):
-            url = f"http://example.com/p{i}"
-            store.record(Visit(fingerprint(Request(url)), url, 1.0, 200))
-    crawler = get_crawler(
-        _Spider,
+    store_of_pages(path, PAGES)
+    clock = Clock()
+    clock.advance(1000.0)
+    scheduler = offline_scheduler(
         {
             "RECRAWL_STORE": path,
             "RECRAWL_CONTINUOUS": True,
             "RECRAWL_WARMUP_CYCLES": 0,
             "RECRAWL_CYCLE_PERIOD": 60,
-            # Scrapy's default queue asks the engine's downloader for slots when built
-            "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue",
             **settings,
         },
+        clock=clock,
     )
-    crawler.engine = SimpleNamespace(  # what quiet() and the recrawl queue look at
-        downloader=Downloader(crawler), _slot=None, scraper=None, _start=None
-    )
-    scheduler = RecrawlScheduler.from_crawler(crawler)
-    clock = Clock()
-    clock.advance(1000.0)
-    scheduler.clock = clock
-    scheduler.frontier.monotonic = clock.seconds  # the cycle's length in its summary
-    spider = _Spider.from_crawler(crawler)
-    crawler.spider = spider
-    scheduler.open(spider)
     return scheduler, clock
 
 

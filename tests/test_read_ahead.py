@@ -5,23 +5,16 @@ what a visit reads is what the file holds."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
-from scrapy import Request, Spider
-from scrapy.core.downloader import Downloader
+from scrapy import Request
 from scrapy.utils.request import RequestFingerprinter
-from scrapy.utils.test import get_crawler
 
 from scrapy_recrawl.history import SqliteHistoryStore
 from scrapy_recrawl.history.base import Visit, read_ahead
-from scrapy_recrawl.scheduler import RecrawlScheduler
+
+from .helpers import offline_scheduler, store_of_pages
 
 PAGES = 300
-
-
-class _Spider(Spider):
-    name = "t"
 
 
 def _count_reads(monkeypatch) -> dict[str, list[int]]:
@@ -45,49 +38,22 @@ def _count_reads(monkeypatch) -> dict[str, list[int]]:
 
 def _store(tmp_path) -> str:
     path = str(tmp_path / "history.sqlite3")
-    fingerprint = RequestFingerprinter().fingerprint
-    with SqliteHistoryStore(path) as store:
-        store.claim("t")
-        for i in range(PAGES):
-            url = f"http://example.com/p{i}"
-            store.record(
-                Visit(
-                    fingerprint(Request(url)),
-                    url,
-                    1.0,
-                    200,
-                    signature=b"s%d" % i,
-                    body=b"<p>%d</p>" % i,
-                    headers={"Content-Type": ["text/html"]},
-                    etag=f'"e{i}"',
-                )
-            )
+    store_of_pages(
+        path,
+        PAGES,
+        signature=lambda i: b"s%d" % i,
+        body=lambda i: b"<p>%d</p>" % i,
+        headers=lambda i: {"Content-Type": ["text/html"]},
+        etag=lambda i: f'"e{i}"',
+    )
     return path
-
-
-def _scheduler(path: str) -> RecrawlScheduler:
-    crawler = get_crawler(
-        _Spider,
-        {
-            "RECRAWL_STORE": path,
-            "RECRAWL_WARMUP_CYCLES": 5,  # every known page recrawled this cycle
-            "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue",
-        },
-    )
-    crawler.engine = SimpleNamespace(
-        downloader=Downloader(crawler), _slot=None, scraper=None, _start=None
-    )
-    scheduler = RecrawlScheduler.from_crawler(crawler)
-    spider = _Spider.from_crawler(crawler)
-    crawler.spider = spider
-    scheduler.open(spider)
-    return scheduler
 
 
 def test_a_cycles_recrawls_are_read_a_block_ahead_not_one_query_a_visit(tmp_path, monkeypatch):
     path = _store(tmp_path)
     reads = _count_reads(monkeypatch)
-    scheduler = _scheduler(path)
+    # RECRAWL_WARMUP_CYCLES: every known page recrawled this cycle
+    scheduler = offline_scheduler({"RECRAWL_STORE": path, "RECRAWL_WARMUP_CYCLES": 5})
     store = scheduler.store
     fingerprint = scheduler.crawler.request_fingerprinter.fingerprint
     visited = 0

@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
-from scrapy import Request, Spider
-from scrapy.core.downloader import Downloader
-from scrapy.utils.test import get_crawler
+from scrapy import Request
 
 from scrapy_recrawl.frontier import base
 from scrapy_recrawl.frontier.base import LocalHost, SchedulerHost
 from scrapy_recrawl.scheduler import RecrawlScheduler
+
+from .helpers import offline_scheduler
 
 FRONTIER = Path(base.__file__).resolve().parent
 
@@ -48,27 +47,8 @@ def test_the_host_a_frontier_is_handed_holds_no_scrapy_internals():
     assert {name: found for name, found in used.items() if found} == {}
 
 
-class _Spider(Spider):
-    name = "t"
-
-
 def _open(tmp_path: Path) -> RecrawlScheduler:
-    crawler = get_crawler(
-        _Spider,
-        {
-            "RECRAWL_STORE": str(tmp_path / "history.sqlite3"),
-            # Scrapy's default queue asks the engine's downloader for slots when built
-            "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue",
-        },
-    )
-    crawler.engine = SimpleNamespace(  # what quiet() and the recrawl queue look at
-        downloader=Downloader(crawler), _slot=None, scraper=None, _start=None
-    )
-    scheduler = RecrawlScheduler.from_crawler(crawler)
-    spider = _Spider.from_crawler(crawler)
-    crawler.spider = spider
-    scheduler.open(spider)
-    return scheduler
+    return offline_scheduler({"RECRAWL_STORE": str(tmp_path / "history.sqlite3")})
 
 
 def test_the_scheduler_serves_every_member_a_local_frontier_may_use(tmp_path):
