@@ -85,3 +85,17 @@ def test_reading_ahead_leaves_buffered_and_cached_records_as_they_are(tmp_path):
         assert store.get(fp[0]) is newer and store.body(fp[0]).body == b"<p>new</p>"
         assert store.get(fp[1]) is held  # the record handed out before: not replaced
         assert store.get(fp[2]).visits == 1 and store.body(fp[2]).body == b"<p>2</p>"
+
+
+def test_recrawls_out_of_rank_order_are_read_ahead_each_block_once(tmp_path, monkeypatch):
+    """Recrawls leave per download slot, so a busy host's come out of rank order: each
+    block of ranks is read once, whatever the order the ranks come in."""
+    path = _store(tmp_path)
+    reads = _count_reads(monkeypatch)
+    scheduler = offline_scheduler({"RECRAWL_STORE": path, "RECRAWL_WARMUP_CYCLES": 5})
+    frontier = scheduler.frontier
+    ranks = np.random.default_rng(7).permutation(PAGES).tolist()
+    for rank in ranks:
+        frontier._read_ahead(rank)
+    assert sorted(reads["blocks"]) == [PAGES % 64] + [64] * (PAGES // 64)
+    scheduler.close("finished")

@@ -82,7 +82,7 @@ class LocalFrontier(CycleFrontier):
         # the store reading a block of recrawls ahead of their visits (_read_ahead)
         self._reader: ReadAheadStore | None = None
         self._picks: np.ndarray = np.zeros(0, dtype=np.int64)
-        self._read_upto = 0
+        self._blocks_read: set[int] = set()  # blocks of ranks read ahead this cycle
 
     # -- life ------------------------------------------------------------------
 
@@ -275,25 +275,34 @@ class LocalFrontier(CycleFrontier):
         self.probe_cap = None if prober is None else prober.cap(self.budget.total)
 
     def _read_ahead(self, rank: int | None) -> None:
-        """Have the store read the next block of this cycle's recrawls (by rank) when the
-        recrawl of ``rank`` comes within half a block of the end of what it has read:
-        one read a block, not one a visit (history/base.py: ReadAheadStore)."""
-        if rank is None or rank + _READ_AHEAD // 2 < self._read_upto:
+        """Have the store read this cycle's recrawls by blocks of ranks, each block once:
+        the block of the recrawl of ``rank`` as it is handed out, and the next one from
+        the middle of a block on (history/base.py: ReadAheadStore). By block, not by how
+        far the ranks handed out have got: recrawls leave per download slot, so a busy
+        host's come out of rank order."""
+        if rank is None:
             return
-        start = self._read_upto
-        self._read_upto = max(start, rank) + _READ_AHEAD
+        block = rank // _READ_AHEAD
+        wanted = (block, block + 1) if rank % _READ_AHEAD >= _READ_AHEAD // 2 else (block,)
         assert self._reader is not None
-        try:
-            self._reader.read_ahead(self._picks[start : self._read_upto])
-        except HistoryStoreError:
-            pass  # a hint: each visit reads its own record, and says what failed
+        for b in wanted:
+            if b in self._blocks_read:
+                continue
+            self._blocks_read.add(b)
+            ids = self._picks[b * _READ_AHEAD : (b + 1) * _READ_AHEAD]
+            if not len(ids):
+                continue
+            try:
+                self._reader.read_ahead(ids)
+            except HistoryStoreError:
+                return  # a hint: each visit reads its own record, and says what failed
 
     def _queue_recrawls(self, ids: np.ndarray, scores: np.ndarray) -> None:
         host, cycle = self.host, self.cycle
         # the recrawls in rank order, read ahead of their visits by blocks (_read_ahead)
         self._reader = read_ahead(host.store)
         self._picks = ids
-        self._read_upto = 0
+        self._blocks_read = set()
         stored = host.store.requests(ids)
         # Python ints and floats once, not a numpy scalar per use (a cycle's thousands)
         for rank, (d, url_id, score) in enumerate(
