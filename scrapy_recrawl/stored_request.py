@@ -53,8 +53,9 @@ from .settings import get
 META_AS_MADE = "_recrawl_as_made"
 
 #: meta key: the request was rebuilt from its URL's stored request, which storing it again
-#: would write unchanged (:meth:`StoredRequests.kept_as_is`); its value is the URL, so a
-#: redirect's copy (another URL) is stored as any request is
+#: would write unchanged (:meth:`StoredRequests.kept_as_is`); its value is the request's
+#: ``id()``, so a copy (a redirect's, a retry's, one an errback re-issues with another
+#: callback, one restored from a JOBDIR queue) is stored as any request is
 META_REBUILT = "_recrawl_rebuilt"
 
 #: meta keys set for one download (by this package, or Scrapy's downloader): never part
@@ -133,7 +134,7 @@ class StoredRequests:
         request = request_from_dict(d, spider=spider)
         if self.kept_as_is(d):
             # its visit keeps the stored request (visit_recorder.py, request_dict)
-            request.meta[META_REBUILT] = request.url
+            request.meta[META_REBUILT] = id(request)
         return request
 
     def kept_as_is(self, d: Mapping[str, Any]) -> bool:

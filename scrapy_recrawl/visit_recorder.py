@@ -364,8 +364,7 @@ class VisitRecorder:
         """The request to re-issue later: as the spider made it, before the downloader
         middlewares (stored_request.py), with the callbacks' names; None (the store
         keeps the stored one) for a recrawl rebuilt from it, which would store the same."""
-        meta = request.meta
-        if meta.get(META_REBUILT) == request.url and "redirect_urls" not in meta:
+        if request.meta.get(META_REBUILT) == id(request):  # this very request, no copy
             return None
         spider = getattr(self.crawler, "spider", None)
         try:

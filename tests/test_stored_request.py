@@ -203,7 +203,7 @@ def test_a_recrawl_rebuilt_from_its_stored_request_stores_none_again(tmp_path):
     keeper = StoredRequests()
     stored = encode_stored(_d(headers={b"X-Mine": [b"m"]}, meta={"tag": "t"}))
     request = keeper.rebuild(decode_request(stored), None)
-    assert request.meta[META_REBUILT] == "http://h/p"
+    assert request.meta[META_REBUILT] == id(request)
     crawler = get_crawler(settings_dict={"RECRAWL_STORE": str(tmp_path / "h.sqlite3")})
     with SqliteHistoryStore(str(tmp_path / "h.sqlite3")) as store:
         recorder = VisitRecorder(crawler, store, max_failures=0, stored=keeper)
@@ -215,6 +215,11 @@ def test_a_recrawl_rebuilt_from_its_stored_request_stores_none_again(tmp_path):
             request, response
         )
         assert recorder.request_dict(redirected)["url"] == "http://h/new"
+        # a copy with the same URL (a retry's, one an errback re-issues with another
+        # callback, one restored from a JOBDIR queue): stored as its own
+        fallback = request.replace(cb_kwargs={"x": 1}, dont_filter=True)
+        assert recorder.request_dict(fallback)["cb_kwargs"] == {"x": 1}
+        assert recorder.request_dict(request.copy()) is not None
         # received: the mark is dropped, so Request(url, meta=response.meta) is its own
         keeper.forget(request=request)
         assert META_REBUILT not in request.meta
