@@ -32,6 +32,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 
 from .history import HistoryStoreError, StoreLost
+from .stored_request import META_AS_MADE
 from .visit_recorder import VisitRecorder
 
 #: the middleware's log lines keep its logger's name (a user's logging config names it)
@@ -46,6 +47,9 @@ class Held:
     response: Response | None
     #: when it arrived (the crawl's wall clock): the visit's time when recorded later
     time: float
+    #: the request's note of what it held as it left the scheduler (stored_request.py),
+    #: dropped from its meta once the response was received: put back to record it
+    note: Any = None
 
 
 class HeldVisits:
@@ -203,7 +207,8 @@ class StoreAway:
             )
         if held.full:
             self.replay()  # one more try before one is turned away
-        if held.hold(Held(request, response, self.recorder.now())):
+        note = request.meta.get(META_AS_MADE)
+        if held.hold(Held(request, response, self.recorder.now(), note)):
             self.recorder.inc("visits_held")
             return
         self.recorder.inc("visits_lost")
@@ -223,6 +228,12 @@ class StoreAway:
         recorder = self.recorder
         recorder.accepted = False
         recorder.arrived = item.time
+        # the request as the spider made it is what is stored: its note (gone from its
+        # meta at response_received) put back for this record, as it was on arrival
+        meta = item.request.meta
+        restored = item.note is not None and META_AS_MADE not in meta
+        if restored:
+            meta[META_AS_MADE] = item.note
         try:
             if item.response is None:
                 recorder.failed(item.request)
@@ -237,4 +248,6 @@ class StoreAway:
             recorder.store_failed(exc, item.request.url)  # the store's to write now
         finally:
             recorder.arrived = None
+            if restored:
+                meta.pop(META_AS_MADE, None)
         recorder.inc("visits_recorded_late")

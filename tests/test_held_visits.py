@@ -376,3 +376,39 @@ def test_items_signal_on_a_full_disk_keeps_crawling_and_counts_what_it_lost(tmp_
     lost = observations.lost
     crawl.close()
     assert crawl.stat("visits_lost") >= lost
+
+
+def test_a_held_response_stores_its_request_as_the_spider_made_it(redis_aof):
+    """Recorded after the response was received (its note of what the request held as it
+    left the scheduler dropped then): the spider's own User-Agent and proxy are stored,
+    as for a response recorded at once (stored_request.py)."""
+    from scrapy_recrawl.stored_request import StoredRequests
+
+    wall = [3_000_000.0]
+    crawl = Crawl(_settings(redis_aof, flush_every=10), wall)
+    keeper = StoredRequests()
+    url = "http://site.test/own"
+    try:
+        redis_aof.stop()
+        request = scrapy.Request(
+            url, headers={"User-Agent": "Mine/1"}, meta={"proxy": "http://p:1"}
+        )
+        keeper.mark(request)  # as the scheduler hands it out
+        response = HtmlResponse(url, body=_page(9), request=request)
+        assert crawl.mw.process_response(request, response) is response
+        assert len(crawl.mw.held) == 1
+        keeper.forget(response=response, request=request)  # response_received
+        redis_aof.start()
+        for _ in range(3):
+            crawl.tick()
+            if not crawl.mw.held:
+                break
+        assert crawl.stat("visits_recorded_late") == 1
+    finally:
+        crawl.close()
+    with RedisHistoryStore(redis_aof.url, key=KEY) as store:
+        ids = store.arrays().ids
+        (stored,) = store.requests(ids)
+    assert stored is not None
+    assert stored["headers"] == {b"User-Agent": [b"Mine/1"]}
+    assert stored["meta"] == {"proxy": "http://p:1"}
