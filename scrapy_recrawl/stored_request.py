@@ -38,14 +38,7 @@ from .core.meta import (
     META_RESULT,
     META_SCORE,
 )
-from .history.request_scrub import (
-    UNSTORED_HEADERS,
-    UNSTORED_META,
-    header_name,
-    scrub_previous,
-    scrub_request,
-    without_credentials,
-)
+from .history.request_scrub import UNSTORED_HEADERS, header_name, scrub_previous, scrub_request
 from .hubs import META_HUB_PAGE, META_VIA
 from .settings import get
 
@@ -100,8 +93,6 @@ class StoredRequests:
         self.meta = frozenset(meta)
         #: every header name never stored (scrub_request's list and these), lower case
         self._unstored_headers = UNSTORED_HEADERS | self.headers
-        #: every meta key a stored request never holds (kept_as_is)
-        self._unstored_meta = UNSTORED_META | self.meta | VOLATILE_META
 
     @classmethod
     def from_settings(cls, settings: Any) -> StoredRequests:
@@ -139,27 +130,16 @@ class StoredRequests:
 
     def kept_as_is(self, d: Mapping[str, Any]) -> bool:
         """Whether the stored request ``d`` (as read back) is what :meth:`stored` would
-        store again for the request rebuilt from it: nothing in it that this crawl's
-        settings (``RECRAWL_UNSTORED_HEADERS`` / ``_META``, changed since it was stored)
-        or a newer release would drop. Such a recrawl's visit keeps the stored request
-        (``Visit.request`` None) instead of encoding the same bytes again: a fifth of
-        recording a 304 (visit_recorder.py, ``request_dict``)."""
-        headers = d.get("headers")
-        if headers:
-            unstored = self._unstored_headers
-            for name in headers:
-                if header_name(name) in unstored:
-                    return False
-        meta = d.get("meta")
-        if meta:
-            unstored = self._unstored_meta
-            for key in meta:
-                if key in unstored or (type(key) is str and key.startswith("_recrawl")):
-                    return False
-            proxy = meta.get("proxy")
-            if proxy is not None and without_credentials(proxy) != proxy:
+        store again for the request rebuilt from it: the scrub of this crawl's settings
+        (``RECRAWL_UNSTORED_HEADERS`` / ``_META``, changed since it was stored) leaves it
+        whole, and it holds no meta key set for one download (a newer release's list).
+        Such a recrawl's visit keeps the stored request (``Visit.request`` None) instead
+        of encoding the same bytes again: a fifth of recording a 304 (visit_recorder.py,
+        ``request_dict``)."""
+        for key in d.get("meta") or ():
+            if key in VOLATILE_META or (type(key) is str and key.startswith("_recrawl")):
                 return False
-        return not d.get("cookies")
+        return scrub_request(d, self.headers, self.meta) == d
 
     def forget(self, response: Any = None, request: Request | None = None, **kw: Any) -> None:
         """Drop the note once the response is received (Scrapy's ``response_received``,

@@ -45,11 +45,8 @@ def group_keys(keys: Sequence[str]) -> list[str]:
 
 
 def group_key(key: str) -> str:
-    """A URL's host, or a page name's directory (the module docstring): one key's
-    :func:`group_keys` (the crawl asks for one a response)."""
-    if _SCHEME.match(key):
-        return hosts_of([key])[0]
-    return key.rpartition("/")[0]
+    """A URL's host, or a page name's directory (the module docstring)."""
+    return group_keys([key])[0]
 
 
 def group_codes(keys: Sequence[str], code_of: dict[str, int] | None = None) -> np.ndarray:

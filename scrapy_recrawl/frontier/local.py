@@ -81,7 +81,6 @@ class LocalFrontier(CycleFrontier):
         self._retry_call: Any = None
         # the store reading a block of recrawls ahead of their visits (_read_ahead)
         self._reader: ReadAheadStore | None = None
-        self._picks: np.ndarray = np.zeros(0, dtype=np.int64)
         self._blocks_read: set[int] = set()  # blocks of ranks read ahead this cycle
 
     # -- life ------------------------------------------------------------------
@@ -289,7 +288,7 @@ class LocalFrontier(CycleFrontier):
             if b in self._blocks_read:
                 continue
             self._blocks_read.add(b)
-            ids = self._picks[b * _READ_AHEAD : (b + 1) * _READ_AHEAD]
+            ids = self.selected[b * _READ_AHEAD : (b + 1) * _READ_AHEAD]
             if not len(ids):
                 continue
             try:
@@ -299,9 +298,8 @@ class LocalFrontier(CycleFrontier):
 
     def _queue_recrawls(self, ids: np.ndarray, scores: np.ndarray) -> None:
         host, cycle = self.host, self.cycle
-        # the recrawls in rank order, read ahead of their visits by blocks (_read_ahead)
+        # read ahead of their visits by blocks of ``selected`` (_read_ahead)
         self._reader = read_ahead(host.store)
-        self._picks = ids
         self._blocks_read = set()
         stored = host.store.requests(ids)
         # Python ints and floats once, not a numpy scalar per use (a cycle's thousands)

@@ -207,6 +207,12 @@ class SqliteConnection:
             seen.add(fingerprint)
         return seen
 
+    def _never_recorded(self, fingerprint: bytes) -> bool:
+        """Surely not in the file: it held no URL at open, and this object never recorded
+        this one since (seen_filter.py); False when that is not known (then ask it)."""
+        seen = self._seen
+        return seen is not None and fingerprint not in seen
+
     def close(self) -> None:
         if self._db is None:
             return

@@ -98,9 +98,8 @@ class SqliteReader(SqliteConnection):
         absent = self._absent
         if fingerprint in absent:
             return False
-        seen = self._seen
-        if seen is not None and fingerprint not in seen:
-            found = False  # the file had no URL at open, and this one was never recorded
+        if self._never_recorded(fingerprint):
+            found = False
         else:
             found = (
                 self._read(
@@ -125,9 +124,8 @@ class SqliteReader(SqliteConnection):
             return clean[fingerprint]
         if fingerprint in self._absent:
             return None  # known new (knows()): no row to read
-        seen = self._seen
-        if seen is not None and fingerprint not in seen:
-            return None  # the file had no URL at open, and this one was never recorded
+        if self._never_recorded(fingerprint):
+            return None
         # Not read yet (or evicted): read with its signature whatever the caller asked.
         # A visit reads the record three or four times (the validators, the observer,
         # the stored body, the record itself), and one of those reads wants the

@@ -60,9 +60,8 @@ class SqliteWriter(SqliteReader):
             if visit.fingerprint in self._absent:
                 del self._absent[visit.fingerprint]  # in the file from the next flush
                 cached = None
-            seen = self._seen
-            if cached is _NOT_READ and seen is not None and visit.fingerprint not in seen:
-                cached = None  # the file had no URL at open, and this one was never recorded
+            if cached is _NOT_READ and self._never_recorded(visit.fingerprint):
+                cached = None
             if cached is _NOT_READ:
                 # the stored signature (tens of KB) is read only when this visit brings none
                 rec = self._fetch(visit.fingerprint, signature=visit.signature is None)
